@@ -1,0 +1,32 @@
+// Benchmark reference: the ESA parser and K, a hash to a slot and a
+// read-add-write of the K value lanes, nothing else; every frame to port 2.
+#include <core.p4>
+#include <v1model.p4>
+
+#include "../include/headers.p4"
+#include "../include/parser.p4"
+#include "../include/lanes.p4"
+
+control SumIngress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t std) {
+    ESA_SLOT_REGISTERS
+
+    action lanes_add() { int<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
+
+    apply {
+        if (hdr.vals.isValid()) {
+            hash(meta.idx, HashAlgorithm.crc32, 32w0, { hdr.esa.job, hdr.esa.seq },
+                 (bit<32>)POOL_SIZE);
+            lanes_add();
+        }
+        std.egress_spec = 2;
+    }
+}
+
+control NoEgress(inout headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t std) {
+    apply { }
+}
+
+V1Switch(EsaParser(), NoVerify(), SumIngress(), NoEgress(), Ipv4Checksum(),
+         EsaDeparser()) main;

@@ -1,0 +1,207 @@
+"""The switch rules as stated by esa.model: one test per rule, exact outputs."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esa import wire
+from esa.model import (
+    INT32_MAX,
+    JobConfig,
+    Out,
+    Packet,
+    SwitchModel,
+    slot_hash,
+)
+from esa.spec import Drop, Event, Policy, Verdict
+from esa.wire import Flag, PacketType
+
+POOL = 8
+LOW, HIGH = 1, 2
+PS_PORT = 9
+
+
+def vals(x: int) -> tuple[int, ...]:
+    return tuple(x + i for i in range(wire.K))
+
+
+def contrib(job: int, seq: int, worker: int, x: int = 1, flags: int = 0) -> Packet:
+    return Packet(PacketType.CONTRIB, job, seq, 1 << worker, vals(x), flags=flags, count=1)
+
+
+def colliding_seqs() -> tuple[int, int]:
+    """A LOW seq and a HIGH seq that map to the same slot."""
+    for s in range(1000):
+        for t in range(1000):
+            if slot_hash(LOW, s, POOL) == slot_hash(HIGH, t, POOL):
+                return s, t
+    raise AssertionError("no collision")
+
+
+def switch(policy: Policy = Policy.ESA, fan_in: int = 2) -> SwitchModel:
+    sw = SwitchModel(pool_size=POOL, policy=policy, stale_us=1000)
+    mask = (1 << fan_in) - 1
+    sw.add_job(LOW, JobConfig(fan_in, mask, priority=1, ps_port=PS_PORT, part_base=0, part_size=4))
+    sw.add_job(HIGH, JobConfig(fan_in, mask, priority=5, ps_port=PS_PORT, part_base=4, part_size=4))
+    return sw
+
+
+def test_claim_add_complete_releases_and_multicasts() -> None:
+    sw = switch()
+    assert sw.process(contrib(LOW, 7, 0, 10), 0).verdict is Verdict.CLAIM
+    res = sw.process(contrib(LOW, 7, 1, 100), 1)
+    assert res.verdict is Verdict.COMPLETE
+    (out,) = res.outputs
+    assert out.to is Out.ALL
+    assert out.packet.ptype is PacketType.RESULT
+    assert out.packet.values == tuple(110 + 2 * i for i in range(wire.K))
+    assert (out.packet.bitmap, out.packet.count, out.packet.flags) == (0b11, 2, 0)
+    assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+    ev = sw.events(LOW)
+    assert (ev[Event.AGGREGATED], ev[Event.COMPLETED]) == (2, 1)
+
+
+def test_atp_holds_until_ps_result() -> None:
+    sw = switch(Policy.ATP)
+    sw.process(contrib(LOW, 7, 0), 0)
+    res = sw.process(contrib(LOW, 7, 1), 1)
+    assert res.outputs[0].to is Out.PS
+    assert res.outputs[0].packet.flags == Flag.HOLD
+    assert sw.process(contrib(LOW, 7, 1, flags=Flag.RETX), 2).verdict is Verdict.FALLBACK
+    ps = Packet(PacketType.PS_RESULT, LOW, 7, 0b11, vals(0), count=2)
+    res = sw.process(ps, 3, in_port=PS_PORT)
+    assert res.verdict is Verdict.PS_RELEASE
+    assert res.outputs[0].to is Out.WORKERS
+    assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+
+
+def test_ps_result_only_from_ps_port() -> None:
+    sw = switch()
+    ps = Packet(PacketType.PS_RESULT, LOW, 7, 0b11, vals(0), count=2)
+    assert sw.process(ps, 0, in_port=1).drop is Drop.BAD_TYPE
+
+
+def test_preemption_swaps_contents() -> None:
+    sw = switch()
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(LOW, low_seq, 0, 5), 0)
+    res = sw.process(contrib(HIGH, high_seq, 1, 50), 1)
+    assert res.verdict is Verdict.PREEMPT
+    (out,) = res.outputs
+    assert out.to is Out.PS
+    assert (out.packet.ptype, out.packet.job, out.packet.seq) == (PacketType.PARTIAL, LOW, low_seq)
+    assert (out.packet.bitmap, out.packet.count, out.packet.values) == (0b01, 1, vals(5))
+    slot = sw.slots[slot_hash(HIGH, high_seq, POOL)]
+    assert slot.values == list(vals(50))
+    assert sw.events(HIGH)[Event.PREEMPT_WON] == 1
+    assert sw.events(LOW)[Event.PREEMPT_SUFFERED] == 1
+
+
+def test_lower_or_equal_priority_falls_back() -> None:
+    sw = switch()
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(HIGH, high_seq, 0), 0)
+    res = sw.process(contrib(LOW, low_seq, 0, 3), 1)
+    assert res.verdict is Verdict.FALLBACK
+    assert res.outputs[0].packet.ptype is PacketType.FALLBACK
+    assert res.outputs[0].packet.values == vals(3)
+
+
+def test_atp_never_preempts() -> None:
+    sw = switch(Policy.ATP)
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(LOW, low_seq, 0), 0)
+    assert sw.process(contrib(HIGH, high_seq, 0), 1).verdict is Verdict.FALLBACK
+
+
+def test_duplicate_and_retransmission_flush() -> None:
+    sw = switch(fan_in=3)
+    sw.process(contrib(LOW, 7, 0, 1), 0)
+    assert sw.process(contrib(LOW, 7, 0, 1), 1).verdict is Verdict.DUPLICATE
+    res = sw.process(contrib(LOW, 7, 0, 1, flags=Flag.RETX), 2)
+    assert res.verdict is Verdict.FLUSH
+    assert res.outputs[0].packet.ptype is PacketType.PARTIAL
+    assert res.outputs[0].packet.values == vals(1)
+    assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+    assert sw.process(contrib(LOW, 7, 1, flags=Flag.RETX), 3).verdict is Verdict.FALLBACK
+
+
+def test_stale_slot_is_reclaimed() -> None:
+    sw = switch()
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(HIGH, high_seq, 0, 4), 0)
+    assert sw.process(contrib(LOW, low_seq, 0), 500).verdict is Verdict.FALLBACK
+    res = sw.process(contrib(LOW, low_seq, 0), 1001)
+    assert res.verdict is Verdict.RECLAIM
+    assert (res.outputs[0].packet.job, res.outputs[0].packet.values) == (HIGH, vals(4))
+    assert sw.events(HIGH)[Event.STALE_RECLAIMED] == 1
+
+
+def test_saturation_is_flagged() -> None:
+    sw = switch()
+    big = Packet(PacketType.CONTRIB, LOW, 7, 1, (INT32_MAX,) * wire.K)
+    sw.process(big, 0)
+    res = sw.process(Packet(PacketType.CONTRIB, LOW, 7, 2, (1,) * wire.K), 1)
+    assert res.outputs[0].packet.values == (INT32_MAX,) * wire.K
+    assert res.outputs[0].packet.flags == Flag.OVERFLOW
+    assert sw.events(LOW)[Event.OVERFLOW] == 1
+
+
+def test_unknown_job_spoofed_worker_and_bad_type() -> None:
+    sw = switch()
+    assert sw.process(contrib(99, 1, 0), 0).drop is Drop.UNKNOWN_JOB
+    assert sw.process(contrib(LOW, 1, 5), 0).drop is Drop.SPOOFED_WORKER
+    two_bits = Packet(PacketType.CONTRIB, LOW, 1, 0b11, vals(0))
+    assert sw.process(two_bits, 0).drop is Drop.SPOOFED_WORKER
+    assert sw.process(Packet(PacketType.RESULT, LOW, 1, 1, vals(0)), 0).drop is Drop.BAD_TYPE
+    assert sw.drops[Drop.SPOOFED_WORKER] == 2
+    assert sw.events(LOW)[Event.SPOOFED] == 2
+
+
+def test_static_uses_own_partition_only() -> None:
+    sw = switch(Policy.STATIC)
+    sw.process(contrib(LOW, 1, 0), 0)
+    sw.process(contrib(HIGH, 1, 0), 0)
+    assert sw.slots[1].owner >> 32 == LOW
+    assert sw.slots[5].owner >> 32 == HIGH
+
+
+def expected_sum(bitmap: int) -> tuple[int, ...]:
+    """Values of a sum of workers' contributions where worker w sends vals(w + 1)."""
+    ws = [w for w in range(32) if bitmap >> w & 1]
+    return tuple(sum(v) for v in zip(*(vals(w + 1) for w in ws), strict=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(list(Policy)))
+def test_every_sum_is_exact_and_no_contribution_is_lost(seed: int, policy: Policy) -> None:
+    """Random traffic of two jobs, with retransmissions: every sum leaving the
+    switch holds each of its workers exactly once, and every worker that sent
+    is in a sum that left or in a slot still holding its chunk."""
+    rng = random.Random(seed)
+    sw = switch(policy, fan_in=3)
+    sent: dict[tuple[int, int], set[int]] = {}
+    covered: dict[tuple[int, int], int] = {}
+    for t in range(200):
+        job, seq, w = rng.choice((LOW, HIGH)), rng.randrange(6), rng.randrange(3)
+        key = (job, seq)
+        flags = Flag.RETX if w in sent.get(key, set()) else 0
+        sent.setdefault(key, set()).add(w)
+        res = sw.process(contrib(job, seq, w, w + 1, flags=flags), t * 100)
+        for o in res.outputs:
+            p = o.packet
+            assert p.values == expected_sum(p.bitmap)
+            assert p.count == bin(p.bitmap).count("1")
+            covered[(p.job, p.seq)] = covered.get((p.job, p.seq), 0) | p.bitmap
+            if p.ptype is PacketType.RESULT and p.flags & Flag.HOLD:
+                ps = Packet(PacketType.PS_RESULT, p.job, p.seq, p.bitmap, p.values)
+                sw.process(ps, t * 100, in_port=PS_PORT)
+    for s in sw.slots:
+        if s.owner:
+            key = (s.owner >> 32, s.owner & 0xFFFFFFFF)
+            covered[key] = covered.get(key, 0) | s.bitmap
+    for key, workers in sent.items():
+        assert covered.get(key, 0) == sum(1 << w for w in workers), key

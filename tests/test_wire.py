@@ -1,0 +1,71 @@
+"""The wire format is defined once: the P4 side and the codes must agree with it."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from esa import codegen, spec, wire
+from tests.bmv2 import ROOT, compile_p4
+
+WIRE_P4 = ROOT / "p4src" / "include" / "wire.p4"
+
+
+def p4_header_fields(text: str, name: str) -> list[tuple[str, int]]:
+    body = re.search(rf"header {name} \{{(.*?)\}}", text, re.S)
+    assert body, f"header {name} not found"
+    return [(f, int(w)) for w, f in re.findall(r"(?:bit|int)<(\d+)>\s+(\w+);", body.group(1))]
+
+
+def test_generated_p4_is_current() -> None:
+    assert codegen.main(["--check"]) == 0
+
+
+def test_p4_header_matches_wire_definition() -> None:
+    fields = p4_header_fields(WIRE_P4.read_text(), "esa_h")
+    assert fields == [(f.name, f.bits) for f in wire.HEADER]
+    values = p4_header_fields(WIRE_P4.read_text(), "esa_values_h")
+    assert values == [(f"v{i}", 32) for i in range(wire.K)]
+
+
+def test_changed_width_in_p4_alone_is_caught(tmp_path: Path) -> None:
+    edited = WIRE_P4.read_text().replace("bit<32> seq;", "bit<24> seq;")
+    assert edited != WIRE_P4.read_text()
+    fields = p4_header_fields(edited, "esa_h")
+    assert fields != [(f.name, f.bits) for f in wire.HEADER]
+    assert codegen.wire_p4() != edited
+
+
+def test_layout_is_whole_bytes_and_struct_agrees() -> None:
+    assert all(f.bits % 8 == 0 for f in wire.HEADER)
+    assert struct.calcsize(wire.struct_format()) == wire.HEADER_BYTES
+    offsets = wire.field_offsets()
+    assert offsets["ptype"] == (0, 1)
+    assert sum(w for _, w in offsets.values()) == wire.HEADER_BYTES
+    assert wire.PAYLOAD_BYTES == wire.HEADER_BYTES + 4 * wire.K
+
+
+def test_codes_are_distinct_and_fit() -> None:
+    assert len({int(t) for t in wire.PacketType}) == len(wire.PacketType)
+    assert all(0 < e < spec.EVENTS_PER_JOB for e in spec.Event)
+    assert all(d > 0 for d in spec.Drop)
+    assert spec.counter_index(wire.MAX_JOB_ID, spec.Event.RELEASED_BY_PS) < spec.COUNTER_SIZE
+    assert int(spec.SlotState.OVERFLOW) == int(wire.Flag.OVERFLOW)
+
+
+@pytest.mark.p4c
+def test_compiled_program_matches_definitions(tmp_path: Path) -> None:
+    json_path, _ = compile_p4(ROOT / "p4src" / "esa.p4", tmp_path, pool=8)
+    program = json.loads(json_path.read_text())
+    types = {t["name"]: t["fields"] for t in program["header_types"]}
+    assert [(f, w) for f, w, *_ in types["esa_h"]] == [(f.name, f.bits) for f in wire.HEADER]
+    registers = {
+        r["name"].rsplit(".", 1)[-1]: (r["bitwidth"], r["size"]) for r in program["register_arrays"]
+    }
+    assert registers == {r.name: (r.bits, 8) for r in spec.SLOT_REGISTERS}
+    counters = {c["name"].rsplit(".", 1)[-1]: c["size"] for c in program["counter_arrays"]}
+    assert counters == {"job_events": spec.COUNTER_SIZE, "drops": len(spec.Drop) + 1}
