@@ -46,13 +46,17 @@ lint: $(PY)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy esa controller hosts sim tests bench
+	cd mininet && ../$(VENV)/bin/mypy --config-file ../pyproject.toml *.py
+
+run: $(PY)
+	$(PY) mininet/run.py $(RUN_ARGS)
 
 sim: $(PY)
 	$(PY) -m sim
 
 bench: $(PY) build
-	$(PY) bench/dataplane_rate.py
-	$(PY) bench/host_rate.py
+	$(PY) -m bench.dataplane_rate
+	$(PY) -m bench.host_rate
 
 clean:
 	rm -rf $(BUILD) results

@@ -1,0 +1,107 @@
+"""`make run`: the scenario's jobs on Mininet under each policy, with JCT tables.
+
+The run happens in a private world (new network, PID and mount namespaces,
+its own /tmp and /run), so Mininet and BMv2 touch nothing outside it and
+everything they started ends with it, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402
+import scenario as scn  # noqa: E402
+from testbed import Testbed  # noqa: E402
+
+PRIVATE_ENV = "ESA_RUN_PRIVATE"
+
+
+def enter_private_world(argv: list[str]) -> int:
+    """Re-run this script inside fresh network, PID and mount namespaces."""
+    inner = (
+        "mount -t tmpfs esa-tmp /tmp && mount -t tmpfs esa-run /run && "
+        'ip link set lo up && exec "$@"'
+    )
+    cmd = [
+        "unshare", "--net", "--pid", "--mount", "--fork", "--mount-proc",
+        "--propagation", "private", "--", "bash", "-c", inner, "bash",
+        sys.executable, str(Path(__file__).resolve()), *argv,
+    ]  # fmt: skip
+    env = {**os.environ, PRIVATE_ENV: "1"}
+    try:
+        return subprocess.run(cmd, env=env, check=False).returncode
+    except KeyboardInterrupt:
+        return 130
+
+
+def missing() -> str | None:
+    if os.geteuid() != 0:
+        return "make run needs root (network namespaces, Mininet)"
+    for b in ("p4c-bm2-ss", "simple_switch_grpc", "unshare", "mnexec"):
+        if shutil.which(b) is None:
+            return f"'{b}' not found on PATH (see README.md, Prerequisites)"
+    return None
+
+
+def build(pool: int, out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, p4info = out / "esa.json", out / "esa.p4info.txtpb"
+    subprocess.run(
+        ["p4c-bm2-ss", "--arch", "v1model", "--std", "p4-16", f"-DPOOL_SIZE={pool}",
+         "--p4runtime-files", str(p4info), "-o", str(json_path), str(ROOT / "p4src/esa.p4")],
+        check=True,
+    )  # fmt: skip
+    return json_path, p4info
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", type=Path, default=HERE / "scenarios" / "default.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "run")
+    ap.add_argument("--quiet", action="store_true", help="no live progress display")
+    scn.add_overrides(ap)
+    args = ap.parse_args(argv)
+    why = missing()
+    if why:
+        print(f"run: {why}", file=sys.stderr)
+        return 2
+    if os.environ.get(PRIVATE_ENV) != "1":
+        return enter_private_world(argv)
+
+    scenario = scn.apply_overrides(scn.load(args.scenario), args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path, p4info = build(scenario.pool_size, ROOT / "build" / f"run-pool{scenario.pool_size}")
+    results: dict[str, dict[int, report.JobResult]] = {}
+    started = time.monotonic()
+    try:
+        for policy in scenario.policies:
+            print(f"\n=== policy {policy}: {len(scenario.jobs)} jobs, "
+                  f"{scenario.pool_size} slots ===", flush=True)  # fmt: skip
+            with Testbed(scenario, json_path, p4info, args.out / "logs" / policy) as bed:
+                results[policy] = bed.run(policy, live=not args.quiet)
+            print(report.job_table(policy, scenario, results[policy]), flush=True)
+    except KeyboardInterrupt:
+        print("\nrun: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+    print(report.comparison_table(scenario, results))
+    written = report.write(args.out, scenario, results)
+    print(f"\nwrote {', '.join(str(p.relative_to(ROOT)) for p in written)}")
+    print(f"total time {time.monotonic() - started:.0f} s")
+    (args.out / "scenario.json").write_text(json.dumps(scn.as_json(scenario), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
