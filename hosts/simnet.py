@@ -1,0 +1,177 @@
+"""An in-process network for tests and experiments: hosts on lossy links
+around one switch that runs ``esa.model.SwitchModel``, on a virtual clock.
+
+Hosts see the same bytes they would on sockets: the switch decodes each
+datagram, lets the model decide, and encodes what the model sends, so the
+codec and the host agents run unchanged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from esa import model, wire
+from hosts import codec
+from hosts.transport import Addr, Bytes
+from hosts.worker import Worker
+
+
+class Agent(Protocol):
+    def poll(self, now: float) -> float | None: ...
+
+
+@dataclass
+class Host:
+    name: str
+    port: int
+    addr: Addr
+    inbox: deque[tuple[bytes, Addr]] = field(default_factory=deque)
+
+
+class SimTransport:
+    """A host's side of the simulated network: every datagram goes to the switch."""
+
+    def __init__(self, net: SimNet, host: Host) -> None:
+        self.net, self.host = net, host
+
+    def send(self, data: Bytes, addr: Addr) -> None:
+        self.net.send_to_switch(self.host, bytes(data))
+
+    def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
+        if not self.host.inbox:
+            return None
+        data, src = self.host.inbox.popleft()
+        n = min(len(data), len(buf))
+        buf[:n] = data[:n]
+        return n, src
+
+    def wait(self, timeout: float) -> None:
+        raise RuntimeError("simulated hosts are driven by SimNet.run, not by waiting")
+
+
+Drop = Callable[[str, str, bytes], bool]
+"""(from, to, payload) -> drop it?  The switch is named ``"switch"``."""
+
+
+class SimNet:
+    """Star network: each host one link to the switch; ``loss`` per hop, plus
+    an optional ``drop`` rule for scripted losses."""
+
+    def __init__(
+        self,
+        switch: model.SwitchModel,
+        loss: float = 0.0,
+        delay: float = 10e-6,
+        seed: int = 0,
+        drop: Drop | None = None,
+    ) -> None:
+        self.switch, self.loss, self.delay, self.drop = switch, loss, delay, drop
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.hosts: dict[str, Host] = {}
+        self.by_port: dict[int, Host] = {}
+        self.ps_of: dict[int, Host] = {}
+        self.workers_of: dict[int, list[Host]] = {}
+        self.events: list[tuple[float, int, Host | None, bytes, Host]] = []
+        self.order = 0
+        self.agents: list[Agent] = []
+        self.lost = 0
+        self.delivered = 0
+
+    def transport(self, name: str) -> SimTransport:
+        port = len(self.hosts) + 1
+        host = Host(name, port, (f"10.0.0.{port}", wire.UDP_PORT))
+        self.hosts[name] = host
+        self.by_port[port] = host
+        return SimTransport(self, host)
+
+    def port(self, name: str) -> int:
+        return self.hosts[name].port
+
+    def route(self, job: int, ps: str, workers: list[str]) -> None:
+        """The switch's multicast groups and PS route of ``job``."""
+        self.ps_of[job] = self.hosts[ps]
+        self.workers_of[job] = [self.hosts[w] for w in workers]
+
+    def add_agent(self, agent: Agent) -> None:
+        self.agents.append(agent)
+
+    def send_to_switch(self, src: Host, data: bytes) -> None:
+        self._schedule(None, data, src)
+
+    def _schedule(self, dst: Host | None, data: bytes, src: Host) -> None:
+        hop = (src.name, "switch") if dst is None else ("switch", dst.name)
+        if self.rng.random() < self.loss or (self.drop is not None and self.drop(*hop, data)):
+            self.lost += 1
+            return
+        self.order += 1
+        heapq.heappush(self.events, (self.now + self.delay, self.order, dst, data, src))
+
+    def _switch(self, data: bytes, src: Host) -> None:
+        try:
+            pkt = codec.to_model(data)
+        except codec.Malformed:
+            return
+        res = self.switch.process(pkt, int(self.now * 1e6), in_port=src.port)
+        ps = self.ps_of.get(pkt.job)
+        for out in res.outputs:
+            p = out.packet
+            payload = codec.from_model(p)
+            dsts = [] if out.to is model.Out.PS else list(self.workers_of.get(p.job, []))
+            if out.to is not model.Out.WORKERS and ps is not None:
+                dsts.append(ps)
+            for d in dsts:
+                self._schedule(d, payload, src)
+
+    def run(self, stop: Callable[[], bool], max_time: float) -> None:
+        """Advance virtual time until ``stop()`` or ``max_time`` (then raise)."""
+        while not stop():
+            wake = [t for a in self.agents if (t := a.poll(self.now)) is not None]
+            if stop():
+                return
+            nxt = min([*wake, self.events[0][0]] if self.events else wake, default=None)
+            if nxt is None:
+                raise RuntimeError("simulation stalled: no events and no timers")
+            self.now = max(self.now, nxt)
+            if self.now > max_time:
+                raise TimeoutError(f"simulation passed {max_time} s")
+            while self.events and self.events[0][0] <= self.now:
+                _, _, dst, data, src = heapq.heappop(self.events)
+                if dst is None:
+                    self._switch(data, src)
+                else:
+                    self.delivered += 1
+                    dst.inbox.append((data, src.addr))
+
+
+class IterDriver:
+    """Runs a worker through one allreduce per tensor, starting the next the
+    moment the last finishes (as a training loop would), and keeps it polled
+    afterwards so it still answers PULLs."""
+
+    def __init__(self, worker: Worker, tensors: list[npt.NDArray[np.float32]]) -> None:
+        self.worker, self.tensors = worker, tensors
+        self.results: list[npt.NDArray[np.float32]] = []
+        self.worker.begin(tensors[0])
+
+    @property
+    def finished(self) -> bool:
+        return len(self.results) == len(self.tensors)
+
+    def poll(self, now: float) -> float | None:
+        nxt = self.worker.poll(now)
+        while self.worker.done and not self.finished:
+            self.results.append(self.worker.result())
+            if self.finished:
+                break
+            self.worker.begin(self.tensors[len(self.results)])
+            nxt = self.worker.poll(now)
+        return nxt

@@ -1,0 +1,78 @@
+"""Datagram transports: plain non-blocking UDP sockets, no Scapy.
+
+Workers and the PS take any object with this shape, so tests can swap in
+``hosts.simnet`` (a simulated switch and lossy links) for real sockets.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import socket
+from typing import Protocol
+
+Addr = tuple[str, int]
+Bytes = bytes | bytearray | memoryview
+
+
+class Transport(Protocol):
+    def send(self, data: Bytes, addr: Addr) -> None: ...
+
+    def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
+        """One datagram into ``buf``, or None when none is waiting."""
+        ...
+
+    def wait(self, timeout: float) -> None:
+        """Block until a datagram may be waiting or ``timeout`` seconds pass."""
+        ...
+
+
+class UdpTransport:
+    """A UDP socket bound to ``bind``; sends never block for long, receives never block."""
+
+    def __init__(self, bind: Addr, rcvbuf: int = 4 << 20, sndbuf: int = 4 << 20) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        self.sock.bind(bind)
+        self.sock.setblocking(False)
+        self.send_errors = 0
+
+    @property
+    def addr(self) -> Addr:
+        host, port = self.sock.getsockname()
+        return str(host), int(port)
+
+    def send(self, data: Bytes, addr: Addr) -> None:
+        for _ in range(2):
+            try:
+                self.sock.sendto(data, addr)
+                return
+            except BlockingIOError:
+                select.select([], [self.sock], [], 0.01)
+            except OSError as e:
+                if e.errno not in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
+                    raise
+                break
+        self.send_errors += 1
+
+    def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
+        try:
+            n, addr = self.sock.recvfrom_into(buf)
+        except (BlockingIOError, ConnectionRefusedError):
+            return None
+        return n, (str(addr[0]), int(addr[1]))
+
+    def wait(self, timeout: float) -> None:
+        select.select([self.sock], [], [], max(0.0, timeout))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def parse_addr(text: str, default_port: int) -> Addr:
+    """``HOST`` or ``HOST:PORT``."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    return host, int(port)
