@@ -102,15 +102,12 @@ def codes_p4() -> str:
     return "\n".join(lines)
 
 
-def _doc(obj: object) -> str:
-    return " ".join((obj.__doc__ or "").split())
-
-
 def _code_table(codes: type[enum.IntEnum] | type[enum.IntFlag], fmt: str = "{}") -> list[str]:
     rows = ["| code | name | meaning |", "| --- | --- | --- |"]
     attr_docs = _attribute_docs(codes)
     for c in codes:
-        rows.append(f"| {fmt.format(int(c.value))} | `{c.name}` | {attr_docs.get(c.name, '')} |")
+        name = str(c.name)
+        rows.append(f"| {fmt.format(int(c.value))} | `{name}` | {attr_docs.get(name, '')} |")
     return rows
 
 
@@ -189,7 +186,9 @@ def protocol_md() -> str:
         "adds with saturation and flags a sum that carries a flagged contribution or has "
         "a lane at an int32 limit. A flagged result is not exact: each worker resends "
         "the chunk as FLOAT (float32 bit patterns) to the PS, which returns the float sum "
-        "as PS_RESULT with the FLOAT flag.",
+        "as PS_RESULT with the FLOAT flag. A worker that retransmits a chunk already in "
+        "float recovery gets a PS_RESULT flagged OVERFLOW (values zero), which asks it "
+        "for its FLOAT packet.",
         "",
     ]
     return "\n".join(lines)

@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mininet"))
 
-import report  # noqa: E402
-import scenario as scn  # noqa: E402
+import report
+import scenario as scn
 
 DEFAULT = Path(__file__).resolve().parent.parent / "mininet" / "scenarios" / "default.json"
 
