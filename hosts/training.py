@@ -72,7 +72,7 @@ class Mlp:
 
     def gradient(self, x: F32, y: npt.NDArray[np.int64]) -> F32:
         """Gradient of the summed cross-entropy over the batch."""
-        w1, w2, _, _ = self._split(self.params)
+        _, w2, _, _ = self._split(self.params)
         hid, z = self.logits(x)
         prob = np.exp(z - z.max(axis=1, keepdims=True))
         prob /= prob.sum(axis=1, keepdims=True)
