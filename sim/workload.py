@@ -1,0 +1,97 @@
+"""Jobs: DNN models with published sizes, Poisson arrivals, compute jitter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.params import JobSpec, Net
+
+
+@dataclass(frozen=True)
+class DnnModel:
+    name: str
+    params_m: float
+    """parameters, millions (one int32 value each on the wire)."""
+    compute_ms: float
+    """one training iteration on one V100 (mixed precision) at ``batch``."""
+    batch: int
+
+
+# Parameter counts: torchvision model summaries (AlexNet 61.1M, VGG-16 138.4M,
+# ResNet-50 25.6M, ResNet-152 60.2M) and Devlin et al. 2019 (BERT-base 110M).
+# Compute: NVIDIA DeepLearningExamples ResNet-50 v1.5 on one V100 with mixed
+# precision trains about 1,270 images/s, so 64 images take 50 ms; the CNNs are
+# scaled from it by forward GFLOPs per image (AlexNet 0.72 with a 4x
+# efficiency penalty for its small kernels, VGG-16 15.5, ResNet-152 11.5,
+# ResNet-50 4.1).  BERT-base (sequence 128, batch 32): about 400 sequences/s on
+# a V100 with mixed precision in the same repository's fine-tuning tables.
+# docs/simulator.md ("Workload") explains the choices.
+MODELS: dict[str, DnnModel] = {
+    m.name: m
+    for m in (
+        DnnModel("alexnet", 61.1, 16.0, 64),
+        DnnModel("vgg16", 138.4, 190.0, 64),
+        DnnModel("resnet50", 25.6, 50.0, 64),
+        DnnModel("resnet152", 60.2, 141.0, 64),
+        DnnModel("bert-base", 110.0, 80.0, 32),
+    )
+}
+
+MIXES: dict[str, tuple[str, ...]] = {
+    "cnn": ("alexnet", "vgg16", "resnet50", "resnet152"),
+    "mixed": ("alexnet", "vgg16", "resnet50", "resnet152", "bert-base"),
+    "comm-heavy": ("alexnet", "vgg16", "bert-base"),
+}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    mix: str = "mixed"
+    jobs: int = 24
+    load: float = 6.0
+    """offered load: mean number of jobs in the system if each ran alone
+    (arrival rate times mean uncontended JCT)."""
+    workers: tuple[int, ...] = (4, 8, 16)
+    iterations: tuple[int, int] = (10, 200)
+    """log-uniform range of iterations per job (heavy spread, as in clusters)."""
+
+
+def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
+    """Poisson arrivals at the rate that gives ``spec.load``."""
+    rng = np.random.default_rng(seed)
+    names = MIXES[spec.mix]
+    shapes = []
+    for _ in range(spec.jobs):
+        model = MODELS[names[int(rng.integers(len(names)))]]
+        lo, hi = np.log(spec.iterations[0]), np.log(spec.iterations[1])
+        iters = round(float(np.exp(rng.uniform(lo, hi))))
+        workers = spec.workers[int(rng.integers(len(spec.workers)))]
+        shapes.append((model, iters, workers, int(rng.integers(1, 256))))
+    alone = [
+        it * (m.compute_ms * 1e-3 + m.params_m * 1e6 / 32 * net.pkt_ns * 1e-9)
+        for m, it, _, _ in shapes
+    ]
+    rate = spec.load / float(np.mean(alone))
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, spec.jobs))
+    arrivals -= arrivals[0]
+    return [
+        JobSpec(
+            job_id=i + 1,
+            workers=w,
+            values=round(m.params_m * 1e6),
+            iterations=it,
+            priority=prio,
+            arrival_s=float(arrivals[i]),
+            compute_s=m.compute_ms * 1e-3,
+            model=m.name,
+        )
+        for i, (m, it, w, prio) in enumerate(shapes)
+    ]
+
+
+def compute_times(job: JobSpec, net: Net, seed: int) -> np.ndarray:
+    """Compute time (s) of each (iteration, worker); the same draw in both models."""
+    rng = np.random.default_rng([seed, job.job_id])
+    return job.compute_s * (1.0 + net.jitter * rng.random((job.iterations, job.workers)))
