@@ -82,7 +82,8 @@ class Mlp:
         dh = (dz @ w2.T) * (hid > 0)
         dw1 = x.T @ dh
         grad = np.concatenate([dw1.ravel(), dw2.ravel(), dh.sum(0), dz.sum(0)])
-        return np.clip(grad, -GRAD_BOUND, GRAD_BOUND).astype(np.float32)
+        clipped: F32 = np.clip(grad, -GRAD_BOUND, GRAD_BOUND).astype(np.float32)
+        return clipped
 
     def accuracy(self, x: F32, y: npt.NDArray[np.int64]) -> float:
         return float(np.mean(self.logits(x)[1].argmax(axis=1) == y))
@@ -121,7 +122,7 @@ def train_with_float_allreduce(data: Dataset, workers: int, steps: int) -> float
         x, y = data.shard(i, workers)
         trainers.append(Trainer(new_model(data), x, y, workers))
     for _ in range(steps):
-        summed = np.sum([t.next_gradient() for t in trainers], axis=0, dtype=np.float32)
+        summed: F32 = np.stack([t.next_gradient() for t in trainers]).sum(axis=0, dtype=np.float32)
         for t in trainers:
             t.apply(summed)
     return trainers[0].model.accuracy(data.x_test, data.y_test)
