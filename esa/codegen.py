@@ -64,10 +64,11 @@ def wire_p4() -> str:
 
 
 def codes_p4() -> str:
-    regs = [
-        f"    register<{'int' if r.signed else 'bit'}<{r.bits}>>(POOL_SIZE) {r.name}; \\"
-        for r in spec.SLOT_REGISTERS
-    ]
+    def decl(r: spec.Register) -> str:
+        return f"    register<{'int' if r.signed else 'bit'}<{r.bits}>>(POOL_SIZE) {r.name}; \\"
+
+    state = [decl(r) for r in spec.SLOT_REGISTERS if not r.signed]
+    lanes = [decl(r) for r in spec.SLOT_REGISTERS if r.signed]
     lines = [
         BANNER.format(src="spec.py"),
         "#ifndef ESA_CODES_P4",
@@ -93,8 +94,13 @@ def codes_p4() -> str:
         *_consts("STATE", spec.SlotState, 8),
         "",
         "// The slot pool: one register array per field, POOL_SIZE entries each.",
-        "#define ESA_SLOT_REGISTERS \\",
-        *regs,
+        "#define ESA_SLOT_STATE_REGISTERS \\",
+        *state,
+        "",
+        "#define ESA_LANE_REGISTERS \\",
+        *lanes,
+        "",
+        "#define ESA_SLOT_REGISTERS ESA_SLOT_STATE_REGISTERS ESA_LANE_REGISTERS",
         "",
         "#endif",
         "",

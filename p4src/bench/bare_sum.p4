@@ -9,7 +9,7 @@
 
 control SumIngress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t std) {
-    ESA_SLOT_REGISTERS
+    ESA_LANE_REGISTERS
 
     action lanes_add() { int<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
 

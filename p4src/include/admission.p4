@@ -48,8 +48,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
              (bit<32>)POOL_SIZE);
     }
 
+    // part_base + seq mod part_size: the hash extern takes a run-time
+    // modulus where the % operator needs a constant.
     action partition_index() {
-        meta.idx = meta.part_base + hdr.esa.seq % meta.part_size;
+        hash(meta.idx, HashAlgorithm.identity, meta.part_base, { hdr.esa.seq }, meta.part_size);
     }
 
     apply {

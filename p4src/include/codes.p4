@@ -51,13 +51,15 @@ const bit<8> STATE_OVERFLOW = 2;
 const bit<8> STATE_DONE = 16;
 
 // The slot pool: one register array per field, POOL_SIZE entries each.
-#define ESA_SLOT_REGISTERS \
+#define ESA_SLOT_STATE_REGISTERS \
     register<bit<48>>(POOL_SIZE) slot_owner; \
     register<bit<32>>(POOL_SIZE) slot_bitmap; \
     register<bit<8>>(POOL_SIZE) slot_count; \
     register<bit<8>>(POOL_SIZE) slot_prio; \
     register<bit<48>>(POOL_SIZE) slot_ts; \
     register<bit<8>>(POOL_SIZE) slot_state; \
+
+#define ESA_LANE_REGISTERS \
     register<int<32>>(POOL_SIZE) slot_v0; \
     register<int<32>>(POOL_SIZE) slot_v1; \
     register<int<32>>(POOL_SIZE) slot_v2; \
@@ -90,5 +92,7 @@ const bit<8> STATE_DONE = 16;
     register<int<32>>(POOL_SIZE) slot_v29; \
     register<int<32>>(POOL_SIZE) slot_v30; \
     register<int<32>>(POOL_SIZE) slot_v31; \
+
+#define ESA_SLOT_REGISTERS ESA_SLOT_STATE_REGISTERS ESA_LANE_REGISTERS
 
 #endif
