@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tests.bmv2 import missing_binaries, missing_bmv2
+from tests.dataplane import Rig, build_program
 from tests.netns import missing_root
 
 
@@ -21,3 +24,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 if reason:
                     item.add_marker(pytest.mark.skip(reason=reason))
                     break
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """BMv2 running p4src/esa.p4 beside esa.model, shared by a test module
+    (each test resets it)."""
+    r = Rig(build_program(tmp_path_factory.mktemp("p4")))
+    yield r
+    r.close()

@@ -8,7 +8,6 @@ every output frame on every port and every counter must agree.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,16 +15,9 @@ from esa import spec, wire
 from esa.model import INT32_MAX, Packet, slot_hash
 from esa.spec import Drop, Event, Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, POOL, Host, Job, Rig, build_program
+from tests.dataplane import HIGH, LOW, POOL, Host, Job, Rig
 
 pytestmark = pytest.mark.bmv2
-
-
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    r = Rig(build_program(tmp_path_factory.mktemp("p4")))
-    yield r
-    r.close()
 
 
 def vals(x: int) -> tuple[int, ...]:

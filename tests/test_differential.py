@@ -4,7 +4,6 @@ esa.model; every output frame and every counter must be the same."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,16 +11,9 @@ from esa import wire
 from esa.model import Packet
 from esa.spec import Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, Host, Rig, build_program
+from tests.dataplane import HIGH, LOW, Host, Rig
 
 pytestmark = pytest.mark.bmv2
-
-
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    r = Rig(build_program(tmp_path_factory.mktemp("p4")))
-    yield r
-    r.close()
 
 
 def trace(seed: int, n: int) -> list[tuple[Packet, Host]]:

@@ -1,0 +1,408 @@
+"""The controller against a real BMv2 (tests/bmv2.py): entries, data-plane
+behaviour under the controller's priorities and policies, and restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from controller.entries import SwitchEntries
+from controller.service import Controller
+from controller.state import Store
+from controller.switch import P4RuntimeSwitch, Switch
+from controller.topology import Host, Topology
+from esa import wire
+from esa.model import slot_hash
+from esa.spec import Policy
+from esa.wire import Flag, PacketType
+from tests.bmv2 import THRIFT_PORT, Bmv2Switch, compile_p4
+
+pytestmark = pytest.mark.bmv2
+
+ROOT = Path(__file__).resolve().parent.parent
+POOL = 64
+PORTS = 6
+HDR = struct.Struct(wire.struct_format())
+VALUES = struct.Struct(f"!{wire.K}i")
+ETH_IP_UDP = 14 + 20 + 8
+LONG_US = 60_000_000
+"""a stale timeout no test outlasts: slots are reclaimed only where a test says so."""
+
+
+def topology() -> Topology:
+    hosts = {
+        f"h{i}": Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}", 50000 + i)
+        for i in range(1, PORTS + 1)
+    }
+    return Topology(hosts, POOL)
+
+
+TOPO = topology()
+
+
+def _ip_checksum(header: bytes) -> int:
+    total: int = sum(struct.unpack("!10H", header))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def frame(
+    src: str, dst: str, job: int, seq: int, bitmap: int, values: list[int], flags: int = 0
+) -> bytes:
+    """An ESA contribution from host ``src`` to host ``dst``."""
+    s, d = TOPO.hosts[src], TOPO.hosts[dst]
+    payload = HDR.pack(PacketType.CONTRIB, flags, job, seq, bitmap, 1) + VALUES.pack(*values)
+    udp = struct.pack("!HHHH", 40000, wire.UDP_PORT, 8 + len(payload), 0)
+    ip = bytearray(
+        struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(udp) + len(payload),
+            0,
+            0,
+            64,
+            17,
+            0,
+            bytes(map(int, s.ip.split("."))),
+            bytes(map(int, d.ip.split("."))),
+        )
+    )
+    struct.pack_into("!H", ip, 10, _ip_checksum(bytes(ip)))
+    eth = bytes.fromhex(d.mac.replace(":", "")) + bytes.fromhex(s.mac.replace(":", ""))
+    return eth + b"\x08\x00" + bytes(ip) + udp + payload
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An ESA frame as it left the switch."""
+
+    dst_mac: str
+    dst_ip: str
+    dport: int
+    ptype: PacketType
+    flags: int
+    job: int
+    seq: int
+    bitmap: int
+    count: int
+    values: tuple[int, ...]
+
+
+def parse(raw: bytes) -> Seen:
+    ptype, flags, job, seq, bitmap, count = HDR.unpack_from(raw, ETH_IP_UDP)
+    return Seen(
+        ":".join(f"{b:02x}" for b in raw[0:6]),
+        ".".join(str(b) for b in raw[30:34]),
+        struct.unpack_from("!H", raw, 36)[0],
+        PacketType(ptype),
+        flags,
+        job,
+        seq,
+        bitmap,
+        count,
+        VALUES.unpack_from(raw, ETH_IP_UDP + HDR.size),
+    )
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return compile_p4(ROOT / "p4src" / "esa.p4", tmp_path_factory.mktemp("p4"), pool=POOL)
+
+
+@pytest.fixture
+def bmv2() -> Iterator[Bmv2Switch]:
+    sw = Bmv2Switch(PORTS)
+    sw.start()
+    yield sw
+    sw.close()
+
+
+def connector(sw: Bmv2Switch, program: tuple[Path, Path]) -> Callable[[], Switch]:
+    def connect() -> Switch:
+        p4 = P4RuntimeSwitch.connect(sw.grpc_addr, sw.device_id, (0, 1))
+        p4.ensure_pipeline(*program)
+        return p4
+
+    return connect
+
+
+@pytest.fixture
+def ctl(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp_path: Path) -> Iterator[Controller]:
+    c = Controller(Store(tmp_path / "state.db"), TOPO, POOL, connector(bmv2, program), 0.0)
+    c.sync()
+    yield c
+    if c.switch is not None:
+        c.switch.close()
+
+
+def events(c: Controller, job: int) -> dict[str, int]:
+    counts = c.stats()["jobs"][str(job)]
+    return {k: v for k, v in counts.items() if v}
+
+
+def read_back(c: Controller) -> SwitchEntries:
+    assert c.switch is not None
+    return c.switch.read_entries()
+
+
+def colliding_seq(job: int, seq: int, other: int) -> int:
+    """A seq of job ``other`` whose chunk hashes to the slot of (job, seq)."""
+    target = slot_hash(job, seq, POOL)
+    return next(s for s in range(100_000) if slot_hash(other, s, POOL) == target)
+
+
+def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    assert read_back(ctl) == ctl.applied
+    assert [j["job"] for j in ctl.list_jobs()] == [1]
+    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
+    bmv2.send(2, frame("h2", "h3", 1, 0, 0b10, [2] * wire.K))
+    for port in (1, 2, 3):
+        (got,) = [parse(f) for f in bmv2.recv(port, timeout=2.0, want=1)]
+        h = TOPO.hosts[f"h{port}"]
+        assert (got.dst_mac, got.dst_ip, got.dport) == (h.mac, h.ip, h.udp_port)
+        assert (got.ptype, got.job, got.seq, got.bitmap, got.count) == (
+            PacketType.RESULT,
+            1,
+            0,
+            0b11,
+            2,
+        )
+        assert got.values == (3,) * wire.K
+    assert events(ctl, 1) == {"aggregated": 2, "completed": 1}
+
+
+def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    ctl.set_policy("esa", stale_us=LONG_US)
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.admit(2, ["h4", "h5"], "h6", priority=5)
+    seq2 = colliding_seq(1, 0, 2)
+    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [7] * wire.K))
+    time.sleep(0.3)
+    bmv2.send(4, frame("h4", "h6", 2, seq2, 0b01, [9] * wire.K))
+    (evicted,) = [parse(f) for f in bmv2.recv(3, timeout=2.0, want=1)]
+    assert (evicted.ptype, evicted.job, evicted.seq, evicted.values) == (
+        PacketType.PARTIAL,
+        1,
+        0,
+        (7,) * wire.K,
+    )
+    assert events(ctl, 1) == {"aggregated": 1, "preempt_suffered": 1}
+    assert events(ctl, 2) == {"aggregated": 1, "preempt_won": 1}
+
+    ctl.set_priority(1, priority=9)
+    assert read_back(ctl).jobs[1].prio == 9
+    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [7] * wire.K))
+    (evicted,) = [parse(f) for f in bmv2.recv(6, timeout=2.0, want=1)]
+    assert (evicted.ptype, evicted.job, evicted.seq, evicted.values) == (
+        PacketType.PARTIAL,
+        2,
+        seq2,
+        (9,) * wire.K,
+    )
+    assert events(ctl, 1) == {"aggregated": 2, "preempt_suffered": 1, "preempt_won": 1}
+    assert events(ctl, 2) == {"aggregated": 1, "preempt_won": 1, "preempt_suffered": 1}
+
+
+def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    empty = read_back(ctl)
+    ctl.set_policy("esa", stale_us=1000)
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [5] * wire.K))
+    time.sleep(0.3)
+    ctl.thrift_cli = ["ip", "netns", "exec", bmv2.ns.name, "simple_switch_CLI", "--thrift-port",
+                      str(THRIFT_PORT)]  # fmt: skip
+    assert ctl.slots() == {"pool_size": POOL, "used": 1, "by_job": {"1": 1}}
+    ctl.remove(1)
+    after = read_back(ctl)
+    assert (after.jobs, after.ps_routes, after.replicas, after.groups) == (
+        empty.jobs,
+        empty.ps_routes,
+        empty.replicas,
+        empty.groups,
+    )
+    ctl.admit(3, ["h4", "h5"], "h6", priority=0)
+    seq3 = colliding_seq(1, 0, 3)
+    time.sleep(0.1)
+    bmv2.send(4, frame("h4", "h6", 3, seq3, 0b01, [1] * wire.K))
+    bmv2.send(5, frame("h5", "h6", 3, seq3, 0b10, [2] * wire.K))
+    (result,) = [parse(f) for f in bmv2.recv(6, timeout=2.0, want=1)]
+    assert (result.ptype, result.job, result.seq, result.values) == (
+        PacketType.RESULT,
+        3,
+        seq3,
+        (3,) * wire.K,
+    )
+    assert events(ctl, 3) == {"aggregated": 2, "completed": 1}
+    assert ctl.stats()["drops"]["no_ps_route"] == 1  # job 1's stale partial had no PS left
+    idx = slot_hash(3, seq3, POOL)
+    assert f"[{idx}]= 0\n" in bmv2.cli(f"register_read EsaIngress.pool.slot_owner {idx}")
+    assert ctl.slots() == {"pool_size": POOL, "used": 0, "by_job": {}}
+
+
+def test_policy_switch_without_recompiling(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.set_policy("atp", stale_us=LONG_US)
+    bmv2.send(1, frame("h1", "h3", 1, 4, 0b01, [1] * wire.K))
+    bmv2.send(2, frame("h2", "h3", 1, 4, 0b10, [1] * wire.K))
+    (held,) = [parse(f) for f in bmv2.recv(3, timeout=2.0, want=1)]
+    assert (held.ptype, held.flags & Flag.HOLD) == (PacketType.RESULT, Flag.HOLD)
+    assert bmv2.recv(1, timeout=0.3) == []
+    ctl.set_policy("static")
+    assert read_back(ctl).policy.policy is Policy.STATIC
+    seq = next(s for s in range(POOL, 2 * POOL) if s % POOL != slot_hash(1, 4, POOL))
+    bmv2.send(1, frame("h1", "h3", 1, seq, 0b01, [1] * wire.K))
+    time.sleep(0.3)
+    out = bmv2.cli(f"register_read EsaIngress.pool.slot_owner {seq % POOL}")
+    assert f"[{seq % POOL}]= {(1 << 32) | seq}\n" in out
+    assert events(ctl, 1)["aggregated"] == 3
+
+
+def test_counters_of_a_reused_job_id_start_at_zero(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
+    time.sleep(0.3)
+    assert events(ctl, 1) == {"aggregated": 1}
+    ctl.remove(1)
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    assert events(ctl, 1) == {}
+    bmv2.send(1, frame("h5", "h3", 9, 0, 0b01, [1] * wire.K))
+    time.sleep(0.3)
+    assert ctl.stats()["drops"]["unknown_job"] == 1
+
+
+def test_bmv2_restart_resyncs(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.admit(2, ["h4", "h5"], "h6", size=1 << 20)
+    ctl.set_policy("atp", stale_us=777)
+    before = read_back(ctl)
+    bmv2.restart()
+    deadline = time.monotonic() + 10
+    while ctl.connected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ctl.connected
+    assert ctl.sync() == before.count() + 1
+    assert read_back(ctl) == before
+    ctl.set_policy("esa")
+    bmv2.send(4, frame("h4", "h6", 2, 1, 0b01, [1] * wire.K))
+    bmv2.send(5, frame("h5", "h6", 2, 1, 0b10, [1] * wire.K))
+    assert parse(bmv2.recv(6, timeout=2.0, want=1)[0]).ptype is PacketType.RESULT
+
+
+def _esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "--admin", admin, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=60,
+    )
+
+
+def _serve(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp: Path) -> subprocess.Popen[bytes]:
+    topo = tmp / "topo.json"
+    topo.write_text(json.dumps(TOPO.to_json()))
+    log = open(tmp / "serve.log", "ab")  # noqa: SIM115 - the child owns it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "--admin",
+            f"unix:{tmp}/admin.sock",
+            "serve",
+            "--switch",
+            bmv2.grpc_addr,
+            "--p4json",
+            str(program[0]),
+            "--p4info",
+            str(program[1]),
+            "--topology",
+            str(topo),
+            "--db",
+            str(tmp / "state.db"),
+            "--interval",
+            "0.2",
+            "--election-id",
+            "10",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        res = _esa_ctl(f"unix:{tmp}/admin.sock", "status", "--json")
+        if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError((tmp / "serve.log").read_text())
+
+
+def _read(bmv2: Bmv2Switch) -> SwitchEntries:
+    reader = P4RuntimeSwitch.connect(bmv2.grpc_addr, bmv2.device_id, (0, 1), require_primary=False)
+    try:
+        return reader.read_entries()
+    finally:
+        reader.close()
+
+
+def test_controller_restart_recovers(
+    bmv2: Bmv2Switch, program: tuple[Path, Path], tmp_path: Path
+) -> None:
+    admin = f"unix:{tmp_path}/admin.sock"
+    proc = _serve(bmv2, program, tmp_path)
+    try:
+        assert (
+            _esa_ctl(
+                admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4"
+            ).returncode
+            == 0
+        )
+        assert (
+            _esa_ctl(
+                admin, "admit", "2", "--workers", "h4", "h5", "--ps", "h6", "--priority", "2"
+            ).returncode
+            == 0
+        )
+        dup = _esa_ctl(
+            admin, "admit", "2", "--workers", "h4", "h5", "--ps", "h6", "--priority", "2"
+        )
+        assert (dup.returncode, dup.stderr) == (
+            1,
+            "esa-ctl: error: job 2 already exists: remove it first\n",
+        )
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = _read(bmv2)
+    assert sorted(before.jobs) == [1, 2]
+    # while the controller is down, the switch drifts: one job lost, one stray
+    drift = P4RuntimeSwitch.connect(bmv2.grpc_addr, bmv2.device_id, (0, 20))
+    drift.delete_job(2)
+    drift.write_job(9, before.jobs[1])
+    drift.delete_group(2)
+    drift.close()
+    proc = _serve(bmv2, program, tmp_path)
+    try:
+        assert _read(bmv2) == before
+        jobs = json.loads(_esa_ctl(admin, "jobs", "--json").stdout)
+        assert [(j["job"], j["priority"]) for j in jobs] == [(1, 4), (2, 2)]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

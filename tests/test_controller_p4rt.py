@@ -1,0 +1,398 @@
+"""The P4Runtime path (session, encoding, reconciliation) against an
+in-process P4Runtime server, so it runs without BMv2.
+
+The server keeps entities as the protobufs it was sent and answers reads
+with them, which checks that what the controller writes decodes back to the
+same entries.  Its P4Info is written from the names in p4src/ by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import text_format
+from google.rpc import code_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller import p4rt
+from controller.entries import PolicyEntry, SwitchEntries
+from controller.errors import SwitchError, SwitchUnavailable
+from controller.plan import JobPlan, desired
+from controller.reconcile import reconcile
+from controller.switch import SLOT_OWNER, P4RuntimeSwitch
+from controller.topology import Host
+from esa.spec import Drop, Event, Policy, counter_index
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TABLES: dict[str, tuple[str | None, int, list[str]]] = {
+    "EsaIngress.admission.policy": (None, 0, ["EsaIngress.admission.set_policy"]),
+    "EsaIngress.admission.jobs": ("hdr.esa.job", 16, ["EsaIngress.admission.set_job"]),
+    "EsaIngress.forwarding.l2": (
+        "hdr.ethernet.dst",
+        48,
+        ["EsaIngress.forwarding.to_port", "EsaIngress.forwarding.flood"],
+    ),
+    "EsaIngress.forwarding.ps_route": ("hdr.esa.job", 16, ["EsaIngress.forwarding.set_ps"]),
+    "EsaEgress.rewrite.replicas": (
+        "standard_metadata.egress_rid",
+        16,
+        ["EsaEgress.rewrite.set_dst"],
+    ),
+}
+ACTIONS: dict[str, list[tuple[str, int]]] = {
+    "EsaIngress.admission.set_policy": [("policy", 8), ("stale_us", 48)],
+    "EsaIngress.admission.set_job": [
+        ("fan_in", 8), ("worker_mask", 32), ("prio", 8), ("ps_port", 9),
+        ("mgid_all", 16), ("mgid_workers", 16), ("part_base", 32), ("part_size", 32),
+    ],
+    "EsaIngress.forwarding.to_port": [("port", 9)],
+    "EsaIngress.forwarding.flood": [("mgid", 16)],
+    "EsaIngress.forwarding.set_ps": [("port", 9), ("mac", 48), ("ip", 32)],
+    "EsaEgress.rewrite.set_dst": [("mac", 48), ("ip", 32), ("udp_port", 16)],
+}  # fmt: skip
+COUNTERS = {"EsaIngress.accounting.job_events": 4096, "EsaIngress.accounting.drops": 5}
+
+
+def make_p4info() -> Any:
+    info = p4info_pb2.P4Info()
+    ids: dict[str, int] = {}
+    for i, (name, params) in enumerate(ACTIONS.items()):
+        a = info.actions.add()
+        a.preamble.id, a.preamble.name = 0x01000001 + i, name
+        ids[name] = a.preamble.id
+        for j, (pname, bits) in enumerate(params):
+            a.params.add(id=j + 1, name=pname, bitwidth=bits)
+    for i, (name, (key, bits, actions)) in enumerate(TABLES.items()):
+        t = info.tables.add()
+        t.preamble.id, t.preamble.name = 0x02000001 + i, name
+        if key is not None:
+            t.match_fields.add(
+                id=1, name=key, bitwidth=bits, match_type=p4info_pb2.MatchField.EXACT
+            )
+        for a in actions:
+            t.action_refs.add(id=ids[a])
+    for i, (name, size) in enumerate(COUNTERS.items()):
+        c = info.counters.add()
+        c.preamble.id, c.preamble.name, c.size = 0x12000001 + i, name, size
+    return info
+
+
+class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.config: Any = None
+        self.primary: tuple[int, int] | None = None
+        self.entries: dict[bytes, Any] = {}
+        self.counters: dict[tuple[int, int], int] = {}
+        self.pushes = 0
+
+    def StreamChannel(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
+        mine = None
+        try:
+            for req in requests:
+                eid = (req.arbitration.election_id.high, req.arbitration.election_id.low)
+                rep = p4runtime_pb2.StreamMessageResponse()
+                rep.arbitration.CopyFrom(req.arbitration)
+                if self.primary is None or eid > self.primary:
+                    self.primary = mine = eid
+                    rep.arbitration.status.code = code_pb2.OK
+                else:
+                    rep.arbitration.status.code = code_pb2.ALREADY_EXISTS
+                yield rep
+        finally:
+            if mine is not None and self.primary == mine:
+                self.primary = None
+
+    def SetForwardingPipelineConfig(self, req: Any, context: Any) -> Any:
+        self.config = req.config
+        self.entries.clear()
+        self.pushes += 1
+        # the P4 program's default: set_policy(POLICY_ESA, DEFAULT_STALE_US)
+        e = p4runtime_pb2.Entity()
+        e.table_entry.table_id, e.table_entry.is_default_action = 0x02000001, True
+        e.table_entry.action.action.action_id = 0x01000001
+        e.table_entry.action.action.params.add(param_id=1, value=b"\x01")
+        e.table_entry.action.action.params.add(param_id=2, value=(20000).to_bytes(6, "big"))
+        self.entries[self._key(e)] = e
+        return p4runtime_pb2.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, req: Any, context: Any) -> Any:
+        if self.config is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no pipeline")
+        return p4runtime_pb2.GetForwardingPipelineConfigResponse(config=self.config)
+
+    @staticmethod
+    def _key(entity: Any) -> bytes:
+        if entity.HasField("table_entry"):
+            key = p4runtime_pb2.TableEntry()
+            key.CopyFrom(entity.table_entry)
+            key.ClearField("action")
+            return b"t" + bytes(key.SerializeToString(deterministic=True))
+        group = entity.packet_replication_engine_entry.multicast_group_entry
+        return b"g" + int(group.multicast_group_id).to_bytes(2, "big")
+
+    def Write(self, req: Any, context: Any) -> Any:
+        for u in req.updates:
+            e = u.entity
+            if e.HasField("counter_entry"):
+                c = e.counter_entry
+                self.counters[(c.counter_id, c.index.index)] = c.data.packet_count
+                continue
+            key, exists = self._key(e), self._key(e) in self.entries
+            if (u.type == p4runtime_pb2.Update.INSERT) == exists and not (
+                e.HasField("table_entry") and e.table_entry.is_default_action
+            ):
+                context.abort(grpc.StatusCode.UNKNOWN, "exists" if exists else "missing")
+            if u.type == p4runtime_pb2.Update.DELETE:
+                del self.entries[key]
+            else:
+                self.entries[key] = e
+        return p4runtime_pb2.WriteResponse()
+
+    def Read(self, req: Any, context: Any) -> Iterator[Any]:
+        want = req.entities[0]
+        rep = p4runtime_pb2.ReadResponse()
+        if want.HasField("counter_entry"):
+            for (cid, index), n in sorted(self.counters.items()):
+                if cid == want.counter_entry.counter_id:
+                    c = rep.entities.add().counter_entry
+                    c.counter_id, c.index.index, c.data.packet_count = cid, index, n
+        elif want.HasField("table_entry"):
+            for e in self.entries.values():
+                te = e.table_entry if e.HasField("table_entry") else None
+                if (
+                    te is not None
+                    and te.table_id == want.table_entry.table_id
+                    and te.is_default_action == want.table_entry.is_default_action
+                ):
+                    rep.entities.append(e)
+        else:
+            rep.entities.extend(
+                e for e in self.entries.values() if e.HasField("packet_replication_engine_entry")
+            )
+        yield rep
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[FakeP4Runtime, str]]:
+    fake = FakeP4Runtime()
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(fake, srv)
+    addr = f"unix:{tmp_path}/p4rt.sock"
+    srv.add_insecure_port(addr)
+    srv.start()
+    yield fake, addr
+    srv.stop(None)
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> tuple[Path, Path]:
+    json_path, p4info = tmp_path / "esa.json", tmp_path / "esa.p4info.txtpb"
+    json_path.write_text('{"program": "esa"}')
+    p4info.write_text(text_format.MessageToString(make_p4info()))
+    return json_path, p4info
+
+
+def hosts() -> list[Host]:
+    return [
+        Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}", 5000 + i) for i in range(1, 7)
+    ]
+
+
+def test_pipeline_pushed_once_and_entries_round_trip(
+    server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]
+) -> None:
+    fake, addr = server
+    sw = P4RuntimeSwitch.connect(addr)
+    assert sw.ensure_pipeline(*program) is True
+    h = hosts()
+    want = desired(
+        h,
+        [JobPlan(1, (h[0], h[1]), h[2], 7, 0, 32), JobPlan(200, tuple(h[3:5]), h[5], 255, 32, 32)],
+        PolicyEntry(Policy.STATIC, 2**40),
+    )
+    assert reconcile(sw, want, sw.read_entries()) == want.count() + 1
+    assert sw.read_entries() == want
+    sw.close()
+    again = P4RuntimeSwitch.connect(addr)
+    assert again.ensure_pipeline(*program) is False
+    assert fake.pushes == 1
+    assert again.read_entries() == want
+    assert reconcile(again, want, again.read_entries()) == 0
+    again.delete_job(200)
+    again.delete_group(400)
+    assert sorted(again.read_entries().jobs) == [1]
+    assert 400 not in again.read_entries().groups
+    again.close()
+
+
+def test_switch_refuses_duplicate_insert(
+    server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]
+) -> None:
+    sw = P4RuntimeSwitch.connect(server[1])
+    sw.ensure_pipeline(*program)
+    sw.create_group(5, [(1, 2)])
+    with pytest.raises(SwitchError, match=r"^switch refused the request: exists$"):
+        sw.create_group(5, [(1, 3)])
+    sw.close()
+
+
+def test_counters(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]) -> None:
+    fake, addr = server
+    sw = P4RuntimeSwitch.connect(addr)
+    sw.ensure_pipeline(*program)
+    events, drops = 0x12000001, 0x12000002
+    fake.counters[(events, counter_index(3, Event.COMPLETED))] = 11
+    fake.counters[(events, counter_index(3, Event.FALLBACK))] = 2
+    fake.counters[(events, counter_index(4, Event.AGGREGATED))] = 0
+    fake.counters[(drops, int(Drop.SPOOFED_WORKER))] = 5
+    c = sw.read_counters()
+    assert c.events == {3: {e: {Event.COMPLETED: 11, Event.FALLBACK: 2}.get(e, 0) for e in Event}}
+    assert c.drops == {d: 5 if d is Drop.SPOOFED_WORKER else 0 for d in Drop}
+    sw.reset_job_counters(3)
+    assert sw.read_counters().events == {}
+    sw.close()
+
+
+def test_second_controller_is_refused(server: tuple[FakeP4Runtime, str]) -> None:
+    addr = server[1]
+    first = P4RuntimeSwitch.connect(addr, election_id=(0, 5))
+    with pytest.raises(SwitchUnavailable) as err:
+        P4RuntimeSwitch.connect(addr, election_id=(0, 4))
+    assert str(err.value) == (
+        f"switch at {addr} refused to make us primary: another controller holds an election id "
+        "higher than (0, 4)"
+    )
+    reader = P4RuntimeSwitch.connect(addr, election_id=(0, 4), require_primary=False)
+    reader.close()
+    first.close()
+
+
+def test_unreachable_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(p4rt, "CONNECT_TIMEOUT_S", 0.3)
+    addr = f"unix:{tmp_path}/nothing.sock"
+    with pytest.raises(SwitchUnavailable) as err:
+        P4RuntimeSwitch.connect(addr)
+    assert str(err.value) == f"switch unreachable: no P4Runtime server at {addr}"
+
+
+def test_session_notices_the_switch_going_away(tmp_path: Path, program: tuple[Path, Path]) -> None:
+    fake = FakeP4Runtime()
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(fake, srv)
+    addr = f"unix:{tmp_path}/gone.sock"
+    srv.add_insecure_port(addr)
+    srv.start()
+    sw = P4RuntimeSwitch.connect(addr)
+    sw.ensure_pipeline(*program)
+    assert sw.alive
+    srv.stop(None)
+    with pytest.raises(SwitchUnavailable, match=f"^switch unreachable at {addr}$"):
+        sw.set_policy(Policy.ATP, 10)
+    assert not sw.alive
+    sw.close()
+
+
+def _start(fake: FakeP4Runtime, addr: str) -> grpc.Server:
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(fake, srv)
+    srv.add_insecure_port(addr)
+    srv.start()
+    return srv
+
+
+def _ctl(admin: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "--admin", admin, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=60,
+    )
+
+
+def _wait_connected(admin: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        res = _ctl(admin, "status", "--json")
+        if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
+            return
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(log.read_text())
+
+
+def _read(addr: str) -> SwitchEntries:
+    reader = P4RuntimeSwitch.connect(addr, election_id=(0, 1), require_primary=False)
+    try:
+        return reader.read_entries()
+    finally:
+        reader.close()
+
+
+def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
+    """`esa-ctl serve` against the fake switch: admit through the CLI, survive
+    a controller restart with drift on the switch, and a switch restart."""
+    json_path, p4info = program
+    json_path.write_text(json.dumps({"register_arrays": [{"name": SLOT_OWNER, "size": 64}]}))
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in hosts()}}))
+    addr, admin, log = f"unix:{tmp_path}/sw.sock", f"unix:{tmp_path}/admin.sock", tmp_path / "log"
+    fake = FakeP4Runtime()
+    srv = _start(fake, addr)
+    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve", "--switch", addr]
+    argv += ["--p4json", str(json_path), "--p4info", str(p4info), "--topology", str(topo)]
+    argv += ["--db", str(tmp_path / "state.db"), "--interval", "0.1", "--election-id", "10"]
+
+    def serve() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        _wait_connected(admin, proc, log)
+        return proc
+
+    proc = serve()
+    try:
+        res = _ctl(admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4")
+        assert res.returncode == 0, res.stderr
+        res = _ctl(admin, "admit", "2", "--workers", "h4,h5", "--ps", "h6", "--size", "1000")
+        assert res.returncode == 0, res.stderr
+        assert _ctl(admin, "policy", "static").returncode == 0
+        before = _read(addr)
+        assert sorted(before.jobs) == [1, 2] and before.policy.policy is Policy.STATIC
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+    drift = P4RuntimeSwitch.connect(addr, election_id=(0, 1))
+    drift.delete_job(2)
+    drift.write_job(9, before.jobs[1])
+    drift.set_policy(Policy.ATP, 5)
+    drift.close()
+    proc = serve()
+    try:
+        assert _read(addr) == before
+        assert fake.pushes == 1
+        srv.stop(None)
+        fresh = FakeP4Runtime()
+        srv = _start(fresh, addr)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(fresh.entries) < before.count() + 1:
+            time.sleep(0.1)
+        assert fresh.pushes == 1
+        assert _read(addr) == before
+        jobs = json.loads(_ctl(admin, "jobs", "--json").stdout)
+        assert [(j["job"], j["mode"]) for j in jobs] == [(1, "static"), (2, "auto")]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        srv.stop(None)

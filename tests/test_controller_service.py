@@ -1,0 +1,376 @@
+"""The controller through its admin API, against an in-memory switch.
+
+Every refused request must leave the switch and the state file exactly as
+they were; accepted ones must leave exactly the planned entries.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from controller.admin import AdminClient, AdminError, serve
+from controller.entries import SwitchEntries
+from controller.errors import SwitchUnavailable
+from controller.memswitch import MemorySwitch
+from controller.plan import mgid_all, rid
+from controller.service import Controller
+from controller.state import Store
+from controller.switch import Switch
+from controller.topology import Host, Topology
+from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy, counter_index
+
+POOL = 64
+
+
+def topology(n: int = 40) -> Topology:
+    return Topology(
+        {
+            f"h{i}": Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}")
+            for i in range(1, n + 1)
+        },
+        POOL,
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    sw: MemorySwitch
+    ctl: Controller
+    client: AdminClient
+    db: Path
+    clock: Clock
+
+    def call(self, method: str, **req: Any) -> Any:
+        return self.client.call(method, req)
+
+    def snapshot(self) -> tuple[SwitchEntries, dict[int, Any], int]:
+        return self.sw.read_entries(), Store(self.db).jobs(), len(self.sw.batches)
+
+
+def connector(sw: MemorySwitch) -> Any:
+    def connect() -> Switch:
+        if not sw.up:
+            raise SwitchUnavailable("switch unreachable at memory")
+        sw.closed = False
+        return sw
+
+    return connect
+
+
+def make_controller(db: Path, sw: MemorySwitch, clock: Clock) -> Controller:
+    return Controller(Store(db), topology(), POOL, connector(sw), aging_period_s=10.0, clock=clock)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    sw, clock, db = MemorySwitch(), Clock(), tmp_path / "state.db"
+    ctl = make_controller(db, sw, clock)
+    ctl.sync()
+    addr = f"unix:{tmp_path}/admin.sock"
+    server = serve(ctl, addr)
+    client = AdminClient(addr)
+    yield Rig(sw, ctl, client, db, clock)
+    client.close()
+    server.stop(None)
+
+
+def refused(rig: Rig, code: grpc.StatusCode, message: str, method: str, **req: Any) -> None:
+    """The request fails with exactly this code and message and changes nothing."""
+    before = rig.snapshot()
+    with pytest.raises(AdminError) as err:
+        rig.call(method, **req)
+    assert (err.value.code, str(err.value)) == (code, message)
+    assert rig.snapshot() == before
+
+
+def test_admit_installs_job_and_lists_it(rig: Rig) -> None:
+    job = rig.call("Admit", job=1, workers=["h1", "10.0.0.2", "port:3"], ps="h4", priority=10)
+    assert job == {
+        "job": 1,
+        "workers": ["h1", "h2", "h3"],
+        "ps": "h4",
+        "mode": "static",
+        "priority": 10,
+        "static_priority": 10,
+        "remaining": None,
+        "admitted_at": 1000.0,
+        "partition": [0, POOL],
+        "mgid_all": 2,
+        "mgid_workers": 3,
+    }
+    assert rig.call("Jobs") == {"jobs": [job]}
+    e = rig.sw.entries
+    assert e.jobs[1].fan_in == 3 and e.jobs[1].worker_mask == 0b111 and e.jobs[1].ps_port == 4
+    assert e.groups[mgid_all(1)] == frozenset(
+        {(1, rid(1, 0)), (2, rid(1, 1)), (3, rid(1, 2)), (4, rid(1, 32))}
+    )
+    assert Store(rig.db).jobs()[1].workers == ("h1", "h2", "h3")
+
+
+def test_duplicate_job_refused(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    refused(
+        rig,
+        grpc.StatusCode.ALREADY_EXISTS,
+        "job 1 already exists: remove it first",
+        "Admit",
+        job=1,
+        workers=["h4", "h5"],
+        ps="h6",
+        priority=1,
+    )
+
+
+@pytest.mark.parametrize(
+    "req,code,message",
+    [
+        (
+            {"job": 2, "workers": [f"h{i}" for i in range(1, 34)], "ps": "h40", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2 has 33 workers; at most 32 (one bit each in the worker bitmap)",
+        ),
+        (
+            {"job": 2, "workers": ["h1"], "ps": "h2", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2 has 1 worker(s); at least 2 are needed: a one-worker job has nothing to "
+            "aggregate, run it without the switch",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "nohost"], "ps": "h3", "priority": 1},
+            grpc.StatusCode.NOT_FOUND,
+            "unknown host 'nohost': not in the topology (known hosts: "
+            + ", ".join(sorted(f"h{i}" for i in range(1, 41)))
+            + ")",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "port:99", "priority": 1},
+            grpc.StatusCode.NOT_FOUND,
+            "unknown port 99: no host of the topology is on it",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": 256},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "priority 256 is out of range (0..255)",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": -1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "priority -1 is out of range (0..255)",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "h3"},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "give either a priority (static) or a size hint in bytes (auto)",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": 1, "size": 5},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "give either a priority (static) or a size hint in bytes (auto)",
+        ),
+        (
+            {"job": 0, "workers": ["h1", "h2"], "ps": "h3", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job id 0 is out of range (1..255)",
+        ),
+        (
+            {"job": 256, "workers": ["h1", "h2"], "ps": "h3", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job id 256 is out of range (1..255)",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h1"], "ps": "h3", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2: worker(s) listed twice: h1",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": "h2", "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2: h2 cannot be both worker and PS",
+        ),
+    ],
+)
+def test_bad_admit_refused(
+    rig: Rig, req: dict[str, Any], code: grpc.StatusCode, message: str
+) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    refused(rig, code, message, "Admit", **req)
+
+
+def test_unknown_job_refused(rig: Rig) -> None:
+    refused(rig, grpc.StatusCode.NOT_FOUND, "unknown job 5", "Remove", job=5)
+    refused(rig, grpc.StatusCode.NOT_FOUND, "unknown job 5", "Prio", job=5, priority=3)
+    refused(rig, grpc.StatusCode.NOT_FOUND, "unknown job 5", "Progress", job=5, remaining=3)
+
+
+def test_unknown_policy_and_bad_stale_refused(rig: Rig) -> None:
+    refused(
+        rig,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "unknown policy 'fifo' (expected esa|atp|static)",
+        "Policy",
+        policy="fifo",
+    )
+    refused(
+        rig,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "stale timeout 0 us is out of range (1..2^48-1)",
+        "Policy",
+        policy="atp",
+        stale_us=0,
+    )
+
+
+def test_switch_unreachable_changes_nothing(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.sw.up = False
+    before = Store(rig.db).jobs(), Store(rig.db).policy()
+    requests: list[tuple[str, dict[str, Any]]] = [
+        ("Admit", {"job": 2, "workers": ["h4", "h5"], "ps": "h6", "priority": 1}),
+        ("Remove", {"job": 1}),
+        ("Prio", {"job": 1, "priority": 9}),
+        ("Policy", {"policy": "atp"}),
+        ("Stats", {}),
+    ]
+    for method, req in requests:
+        with pytest.raises(AdminError) as err:
+            rig.call(method, **req)
+        assert (err.value.code, str(err.value)) == (
+            grpc.StatusCode.UNAVAILABLE,
+            "switch unreachable at memory",
+        )
+    assert (Store(rig.db).jobs(), Store(rig.db).policy()) == before
+    assert rig.call("Status")["switch"]["connected"] is False
+
+
+def test_remove_frees_entries_and_repartitions(rig: Rig) -> None:
+    empty = rig.sw.read_entries()
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    with_one = rig.sw.read_entries()
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", priority=1)
+    assert [rig.sw.entries.jobs[j].part_base for j in (1, 2)] == [0, 32]
+    assert [rig.sw.entries.jobs[j].part_size for j in (1, 2)] == [32, 32]
+    assert rig.call("Remove", job=2) == {"job": 2, "removed": True}
+    assert rig.sw.read_entries() == with_one
+    rig.call("Remove", job=1)
+    assert rig.sw.read_entries() == empty
+    assert rig.call("Jobs") == {"jobs": []}
+    assert Store(rig.db).jobs() == {}
+
+
+def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    n = len(rig.sw.batches)
+    assert rig.call("Prio", job=1, priority=200)["priority"] == 200
+    assert rig.sw.entries.jobs[1].prio == 200
+    assert [[(c.kind.value, c.op.value, c.key) for c in b] for b in rig.sw.batches[n:]] == [
+        [("jobs", "modify", 1)]
+    ]
+    assert rig.call("Prio", job=1, size=0)["priority"] == 255
+    assert Store(rig.db).jobs()[1].spec.remaining == 0
+
+
+def test_auto_priority_progress_and_aging(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", size=2**30)
+    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 31
+    rig.call("Progress", job=1, remaining=2**20)
+    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 21
+    rig.clock.now += 25.0
+    assert rig.ctl.tick() == 1
+    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 21 + 2
+    assert rig.ctl.tick() == 0
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", priority=3)
+    refused(
+        rig,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "job 2 has a static priority; progress applies to auto jobs",
+        "Progress",
+        job=2,
+        remaining=1,
+    )
+
+
+def test_policy_switch(rig: Rig) -> None:
+    assert rig.call("Policy", policy="static", stale_us=5000) == {
+        "policy": "static",
+        "stale_us": 5000,
+    }
+    assert (rig.sw.entries.policy.policy, rig.sw.entries.policy.stale_us) == (Policy.STATIC, 5000)
+    assert rig.call("Policy", policy="atp")["stale_us"] == 5000
+    assert Store(rig.db).policy().policy is Policy.ATP
+
+
+def test_stats_exact_counters(rig: Rig) -> None:
+    rig.sw.job_events[counter_index(1, Event.AGGREGATED)] = 99
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    assert rig.call("Stats")["jobs"]["1"]["aggregated"] == 0
+    rig.sw.job_events[counter_index(1, Event.AGGREGATED)] = 4
+    rig.sw.job_events[counter_index(1, Event.COMPLETED)] = 2
+    rig.sw.job_events[2 * EVENTS_PER_JOB + 1] = 7
+    rig.sw.drops[Drop.UNKNOWN_JOB] = 3
+    stats = rig.call("Stats")
+    assert stats["jobs"] == {"1": {e.name.lower(): {1: 4, 2: 2}.get(int(e), 0) for e in Event}}
+    assert stats["drops"] == {
+        "unknown_job": 3,
+        "spoofed_worker": 0,
+        "bad_type": 0,
+        "no_ps_route": 0,
+    }
+
+
+def test_switch_restart_resyncs(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Policy", policy="atp")
+    want = rig.sw.read_entries()
+    rig.sw.restart()
+    rig.sw.closed = True
+    assert rig.ctl.sync() == want.count() + 1
+    assert rig.sw.read_entries() == want
+
+
+def test_controller_restart_reconciles(rig: Rig) -> None:
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", size=1000)
+    want = rig.sw.read_entries()
+    # while the controller is down, the switch drifts
+    del rig.sw.entries.jobs[2]
+    rig.sw.entries.jobs[7] = rig.sw.entries.jobs[1]
+    rig.sw.entries.l2[0x0A0B0C0D0E0F] = rig.sw.entries.l2[0x020000000001]
+    ctl = make_controller(rig.db, rig.sw, rig.clock)
+    assert ctl.sync() == 3
+    assert rig.sw.read_entries() == want
+    assert ctl.list_jobs() == rig.ctl.list_jobs()
+    assert make_controller(rig.db, rig.sw, rig.clock).sync() == 0
+
+
+def test_slots_view(rig: Rig) -> None:
+    refused(
+        rig,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "the slots view needs `serve --thrift-cli CMD`",
+        "Slots",
+    )
+    out = "RuntimeCmd: EsaIngress.pool.slot_owner= 0, 4294967296, 4294967303, 0, 8589934592"
+    rig.ctl.thrift_cli = [sys.executable, "-c", f"print({out!r})"]
+    assert rig.call("Slots") == {"pool_size": 5, "used": 3, "by_job": {"1": 2, "2": 1}}
+    rig.ctl.thrift_cli = [sys.executable, "-c", "print('Error: no such register')"]
+    refused(
+        rig,
+        grpc.StatusCode.INTERNAL,
+        "unexpected simple_switch_CLI output: 'Error: no such register'",
+        "Slots",
+    )
