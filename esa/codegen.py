@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import itertools
 import sys
 from pathlib import Path
 
@@ -45,8 +46,10 @@ def wire_p4() -> str:
         *(f"    bit<{f.bits}> {f.name};  // {f.doc}" for f in wire.HEADER),
         "}",
         "",
+        "// Values are int32 in two's complement; they are held as bit<32> and",
+        "// read as int<32> only for arithmetic (BMv2 reads registers unsigned).",
         "header esa_values_h {",
-        *(f"    int<32> v{i};" for i in range(wire.K)),
+        *(f"    bit<32> v{i};" for i in range(wire.K)),
         "}",
         "",
         "// X(i) once for every value lane.",
@@ -54,7 +57,7 @@ def wire_p4() -> str:
         "",
         "// True when a lane of values header V sits at an int32 limit.",
         "#define ESA_ANY_SATURATED(V) ("
-        + _lanes("V.v{i} == INT32_MAX || V.v{i} == INT32_MIN", " || \\\n    ")
+        + _lanes("V.v{i} == INT32_MAX_BITS || V.v{i} == INT32_MIN_BITS", " || \\\n    ")
         + ")",
         "",
         "#endif",
@@ -65,10 +68,11 @@ def wire_p4() -> str:
 
 def codes_p4() -> str:
     def decl(r: spec.Register) -> str:
-        return f"    register<{'int' if r.signed else 'bit'}<{r.bits}>>(POOL_SIZE) {r.name}; \\"
+        return f"    register<bit<{r.bits}>>(POOL_SIZE) {r.name}; \\"
 
-    state = [decl(r) for r in spec.SLOT_REGISTERS if not r.signed]
-    lanes = [decl(r) for r in spec.SLOT_REGISTERS if r.signed]
+    lane_names = {f"slot_v{i}" for i in range(wire.K)}
+    state = [decl(r) for r in spec.SLOT_REGISTERS if r.name not in lane_names]
+    lanes = [decl(r) for r in spec.SLOT_REGISTERS if r.name in lane_names]
     lines = [
         BANNER.format(src="spec.py"),
         "#ifndef ESA_CODES_P4",
@@ -82,8 +86,8 @@ def codes_p4() -> str:
         f"#define COUNTER_SIZE {spec.COUNTER_SIZE}",
         f"#define DROP_REASONS {len(spec.Drop) + 1}",
         f"const bit<48> DEFAULT_STALE_US = {spec.DEFAULT_STALE_US};",
-        "const int<32> INT32_MAX = 0x7FFFFFFF;",
-        "const int<32> INT32_MIN = -0x80000000;",
+        "const bit<32> INT32_MAX_BITS = 0x7FFFFFFF;",
+        "const bit<32> INT32_MIN_BITS = 0x80000000;",
         "",
         *_consts("POLICY", spec.Policy, 8),
         *_consts("VERDICT", spec.Verdict, 8),
@@ -125,7 +129,7 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for prev, node in zip(body, body[1:], strict=False):
+    for prev, node in itertools.pairwise(body):
         if (
             isinstance(prev, ast.Assign)
             and isinstance(node, ast.Expr)

@@ -118,7 +118,6 @@ class Register:
     name: str
     bits: int
     doc: str
-    signed: bool = False
 
 
 SLOT_REGISTERS: tuple[Register, ...] = (
@@ -128,7 +127,7 @@ SLOT_REGISTERS: tuple[Register, ...] = (
     Register("slot_prio", 8, "priority of the owner when it claimed the slot"),
     Register("slot_ts", 48, "last touch, switch microseconds"),
     Register("slot_state", 8, "SlotState bits"),
-    *(Register(f"slot_v{i}", 32, f"value lane {i}", signed=True) for i in range(wire.K)),
+    *(Register(f"slot_v{i}", 32, f"value lane {i} (two's complement)") for i in range(wire.K)),
 )
 """One register array per row, each ``pool size`` entries long."""
 

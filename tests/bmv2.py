@@ -80,7 +80,9 @@ class Bmv2Switch:
         cmd = ["simple_switch_grpc", "--device-id", str(self.device_id)]
         for i in range(1, self.ports + 1):
             cmd += ["-i", f"{i}@s{i}"]
+        # the notifications socket lives in the file system, not the namespace
         cmd += ["--thrift-port", str(THRIFT_PORT)]
+        cmd += ["--notifications-addr", f"ipc://{self.workdir}/notifications.ipc"]
         cmd += [str(self.json_path)] if self.json_path else ["--no-p4"]
         cmd += ["--", "--grpc-server-addr", self.grpc_addr]
         self.proc = self.ns.popen(cmd, str(self.log))

@@ -219,7 +219,9 @@ class Rig:
         lines += [
             f"counter_read EsaIngress.accounting.drops {d}" for d in range(len(spec.Drop) + 1)
         ]
-        counts = [int(n) for n in re.findall(r"packets=(\d+)", self.sw.cli("\n".join(lines)))]
+        out = self.sw.cli("\n".join(lines))
+        counts = [int(n) for n in re.findall(r"bytes, (\d+) packets\)", out)]
+        assert len(counts) == len(lines), out
         n = spec.EVENTS_PER_JOB * (len(JOBS) + 1)
         events = [0] * spec.COUNTER_SIZE
         events[:n] = counts[:n]

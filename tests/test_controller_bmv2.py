@@ -125,6 +125,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def bmv2() -> Iterator[Bmv2Switch]:
     sw = Bmv2Switch(PORTS)
     sw.start()
+    sw.flush()  # opens every port's socket now: a frame before its socket is lost
     yield sw
     sw.close()
 

@@ -32,6 +32,7 @@ from controller.reconcile import reconcile
 from controller.switch import SLOT_OWNER, P4RuntimeSwitch
 from controller.topology import Host
 from esa.spec import Drop, Event, Policy, counter_index
+from tests.bmv2 import compile_p4
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,9 +119,14 @@ class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         self.entries.clear()
         self.pushes += 1
         # the P4 program's default: set_policy(POLICY_ESA, DEFAULT_STALE_US)
+        ids = {
+            o.preamble.name: o.preamble.id
+            for o in (*req.config.p4info.tables, *req.config.p4info.actions)
+        }
         e = p4runtime_pb2.Entity()
-        e.table_entry.table_id, e.table_entry.is_default_action = 0x02000001, True
-        e.table_entry.action.action.action_id = 0x01000001
+        e.table_entry.table_id = ids["EsaIngress.admission.policy"]
+        e.table_entry.is_default_action = True
+        e.table_entry.action.action.action_id = ids["EsaIngress.admission.set_policy"]
         e.table_entry.action.action.params.add(param_id=1, value=b"\x01")
         e.table_entry.action.action.params.add(param_id=2, value=(20000).to_bytes(6, "big"))
         self.entries[self._key(e)] = e
@@ -212,6 +218,18 @@ def hosts() -> list[Host]:
 def test_pipeline_pushed_once_and_entries_round_trip(
     server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]
 ) -> None:
+    round_trip(server, program)
+
+
+@pytest.mark.p4c
+def test_round_trip_with_the_compiled_p4info(
+    server: tuple[FakeP4Runtime, str], tmp_path: Path
+) -> None:
+    """The names and widths the controller uses are those p4c gives p4src/."""
+    round_trip(server, compile_p4(ROOT / "p4src" / "esa.p4", tmp_path / "build", pool=64))
+
+
+def round_trip(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]) -> None:
     fake, addr = server
     sw = P4RuntimeSwitch.connect(addr)
     assert sw.ensure_pipeline(*program) is True

@@ -11,7 +11,7 @@ control SumIngress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t std) {
     ESA_LANE_REGISTERS
 
-    action lanes_add() { int<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
+    action lanes_add() { bit<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
 
     apply {
         if (hdr.vals.isValid()) {

@@ -11,8 +11,8 @@
 #define COUNTER_SIZE 4096
 #define DROP_REASONS 5
 const bit<48> DEFAULT_STALE_US = 20000;
-const int<32> INT32_MAX = 0x7FFFFFFF;
-const int<32> INT32_MIN = -0x80000000;
+const bit<32> INT32_MAX_BITS = 0x7FFFFFFF;
+const bit<32> INT32_MIN_BITS = 0x80000000;
 
 const bit<8> POLICY_ESA = 1;
 const bit<8> POLICY_ATP = 2;
@@ -60,38 +60,38 @@ const bit<8> STATE_DONE = 16;
     register<bit<8>>(POOL_SIZE) slot_state; \
 
 #define ESA_LANE_REGISTERS \
-    register<int<32>>(POOL_SIZE) slot_v0; \
-    register<int<32>>(POOL_SIZE) slot_v1; \
-    register<int<32>>(POOL_SIZE) slot_v2; \
-    register<int<32>>(POOL_SIZE) slot_v3; \
-    register<int<32>>(POOL_SIZE) slot_v4; \
-    register<int<32>>(POOL_SIZE) slot_v5; \
-    register<int<32>>(POOL_SIZE) slot_v6; \
-    register<int<32>>(POOL_SIZE) slot_v7; \
-    register<int<32>>(POOL_SIZE) slot_v8; \
-    register<int<32>>(POOL_SIZE) slot_v9; \
-    register<int<32>>(POOL_SIZE) slot_v10; \
-    register<int<32>>(POOL_SIZE) slot_v11; \
-    register<int<32>>(POOL_SIZE) slot_v12; \
-    register<int<32>>(POOL_SIZE) slot_v13; \
-    register<int<32>>(POOL_SIZE) slot_v14; \
-    register<int<32>>(POOL_SIZE) slot_v15; \
-    register<int<32>>(POOL_SIZE) slot_v16; \
-    register<int<32>>(POOL_SIZE) slot_v17; \
-    register<int<32>>(POOL_SIZE) slot_v18; \
-    register<int<32>>(POOL_SIZE) slot_v19; \
-    register<int<32>>(POOL_SIZE) slot_v20; \
-    register<int<32>>(POOL_SIZE) slot_v21; \
-    register<int<32>>(POOL_SIZE) slot_v22; \
-    register<int<32>>(POOL_SIZE) slot_v23; \
-    register<int<32>>(POOL_SIZE) slot_v24; \
-    register<int<32>>(POOL_SIZE) slot_v25; \
-    register<int<32>>(POOL_SIZE) slot_v26; \
-    register<int<32>>(POOL_SIZE) slot_v27; \
-    register<int<32>>(POOL_SIZE) slot_v28; \
-    register<int<32>>(POOL_SIZE) slot_v29; \
-    register<int<32>>(POOL_SIZE) slot_v30; \
-    register<int<32>>(POOL_SIZE) slot_v31; \
+    register<bit<32>>(POOL_SIZE) slot_v0; \
+    register<bit<32>>(POOL_SIZE) slot_v1; \
+    register<bit<32>>(POOL_SIZE) slot_v2; \
+    register<bit<32>>(POOL_SIZE) slot_v3; \
+    register<bit<32>>(POOL_SIZE) slot_v4; \
+    register<bit<32>>(POOL_SIZE) slot_v5; \
+    register<bit<32>>(POOL_SIZE) slot_v6; \
+    register<bit<32>>(POOL_SIZE) slot_v7; \
+    register<bit<32>>(POOL_SIZE) slot_v8; \
+    register<bit<32>>(POOL_SIZE) slot_v9; \
+    register<bit<32>>(POOL_SIZE) slot_v10; \
+    register<bit<32>>(POOL_SIZE) slot_v11; \
+    register<bit<32>>(POOL_SIZE) slot_v12; \
+    register<bit<32>>(POOL_SIZE) slot_v13; \
+    register<bit<32>>(POOL_SIZE) slot_v14; \
+    register<bit<32>>(POOL_SIZE) slot_v15; \
+    register<bit<32>>(POOL_SIZE) slot_v16; \
+    register<bit<32>>(POOL_SIZE) slot_v17; \
+    register<bit<32>>(POOL_SIZE) slot_v18; \
+    register<bit<32>>(POOL_SIZE) slot_v19; \
+    register<bit<32>>(POOL_SIZE) slot_v20; \
+    register<bit<32>>(POOL_SIZE) slot_v21; \
+    register<bit<32>>(POOL_SIZE) slot_v22; \
+    register<bit<32>>(POOL_SIZE) slot_v23; \
+    register<bit<32>>(POOL_SIZE) slot_v24; \
+    register<bit<32>>(POOL_SIZE) slot_v25; \
+    register<bit<32>>(POOL_SIZE) slot_v26; \
+    register<bit<32>>(POOL_SIZE) slot_v27; \
+    register<bit<32>>(POOL_SIZE) slot_v28; \
+    register<bit<32>>(POOL_SIZE) slot_v29; \
+    register<bit<32>>(POOL_SIZE) slot_v30; \
+    register<bit<32>>(POOL_SIZE) slot_v31; \
 
 #define ESA_SLOT_REGISTERS ESA_SLOT_STATE_REGISTERS ESA_LANE_REGISTERS
 

@@ -9,9 +9,9 @@ control SlotPool(inout headers_t hdr, inout metadata_t meta,
     ESA_SLOT_REGISTERS
 
     action lanes_claim() { ESA_FOR_EACH_LANE(LANE_CLAIM) }
-    action lanes_add() { int<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
-    action lanes_sum_out() { int<32> t; ESA_FOR_EACH_LANE(LANE_SUM_OUT) }
-    action lanes_swap() { int<32> t; ESA_FOR_EACH_LANE(LANE_SWAP) }
+    action lanes_add() { bit<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
+    action lanes_sum_out() { bit<32> t; ESA_FOR_EACH_LANE(LANE_SUM_OUT) }
+    action lanes_swap() { bit<32> t; ESA_FOR_EACH_LANE(LANE_SWAP) }
     action lanes_load() { ESA_FOR_EACH_LANE(LANE_LOAD) }
 
     // The arriving contribution becomes the slot's owner.

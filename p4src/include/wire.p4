@@ -27,76 +27,78 @@ header esa_h {
     bit<8> count;  // number of contributions summed in this packet
 }
 
+// Values are int32 in two's complement; they are held as bit<32> and
+// read as int<32> only for arithmetic (BMv2 reads registers unsigned).
 header esa_values_h {
-    int<32> v0;
-    int<32> v1;
-    int<32> v2;
-    int<32> v3;
-    int<32> v4;
-    int<32> v5;
-    int<32> v6;
-    int<32> v7;
-    int<32> v8;
-    int<32> v9;
-    int<32> v10;
-    int<32> v11;
-    int<32> v12;
-    int<32> v13;
-    int<32> v14;
-    int<32> v15;
-    int<32> v16;
-    int<32> v17;
-    int<32> v18;
-    int<32> v19;
-    int<32> v20;
-    int<32> v21;
-    int<32> v22;
-    int<32> v23;
-    int<32> v24;
-    int<32> v25;
-    int<32> v26;
-    int<32> v27;
-    int<32> v28;
-    int<32> v29;
-    int<32> v30;
-    int<32> v31;
+    bit<32> v0;
+    bit<32> v1;
+    bit<32> v2;
+    bit<32> v3;
+    bit<32> v4;
+    bit<32> v5;
+    bit<32> v6;
+    bit<32> v7;
+    bit<32> v8;
+    bit<32> v9;
+    bit<32> v10;
+    bit<32> v11;
+    bit<32> v12;
+    bit<32> v13;
+    bit<32> v14;
+    bit<32> v15;
+    bit<32> v16;
+    bit<32> v17;
+    bit<32> v18;
+    bit<32> v19;
+    bit<32> v20;
+    bit<32> v21;
+    bit<32> v22;
+    bit<32> v23;
+    bit<32> v24;
+    bit<32> v25;
+    bit<32> v26;
+    bit<32> v27;
+    bit<32> v28;
+    bit<32> v29;
+    bit<32> v30;
+    bit<32> v31;
 }
 
 // X(i) once for every value lane.
 #define ESA_FOR_EACH_LANE(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31)
 
 // True when a lane of values header V sits at an int32 limit.
-#define ESA_ANY_SATURATED(V) (V.v0 == INT32_MAX || V.v0 == INT32_MIN || \
-    V.v1 == INT32_MAX || V.v1 == INT32_MIN || \
-    V.v2 == INT32_MAX || V.v2 == INT32_MIN || \
-    V.v3 == INT32_MAX || V.v3 == INT32_MIN || \
-    V.v4 == INT32_MAX || V.v4 == INT32_MIN || \
-    V.v5 == INT32_MAX || V.v5 == INT32_MIN || \
-    V.v6 == INT32_MAX || V.v6 == INT32_MIN || \
-    V.v7 == INT32_MAX || V.v7 == INT32_MIN || \
-    V.v8 == INT32_MAX || V.v8 == INT32_MIN || \
-    V.v9 == INT32_MAX || V.v9 == INT32_MIN || \
-    V.v10 == INT32_MAX || V.v10 == INT32_MIN || \
-    V.v11 == INT32_MAX || V.v11 == INT32_MIN || \
-    V.v12 == INT32_MAX || V.v12 == INT32_MIN || \
-    V.v13 == INT32_MAX || V.v13 == INT32_MIN || \
-    V.v14 == INT32_MAX || V.v14 == INT32_MIN || \
-    V.v15 == INT32_MAX || V.v15 == INT32_MIN || \
-    V.v16 == INT32_MAX || V.v16 == INT32_MIN || \
-    V.v17 == INT32_MAX || V.v17 == INT32_MIN || \
-    V.v18 == INT32_MAX || V.v18 == INT32_MIN || \
-    V.v19 == INT32_MAX || V.v19 == INT32_MIN || \
-    V.v20 == INT32_MAX || V.v20 == INT32_MIN || \
-    V.v21 == INT32_MAX || V.v21 == INT32_MIN || \
-    V.v22 == INT32_MAX || V.v22 == INT32_MIN || \
-    V.v23 == INT32_MAX || V.v23 == INT32_MIN || \
-    V.v24 == INT32_MAX || V.v24 == INT32_MIN || \
-    V.v25 == INT32_MAX || V.v25 == INT32_MIN || \
-    V.v26 == INT32_MAX || V.v26 == INT32_MIN || \
-    V.v27 == INT32_MAX || V.v27 == INT32_MIN || \
-    V.v28 == INT32_MAX || V.v28 == INT32_MIN || \
-    V.v29 == INT32_MAX || V.v29 == INT32_MIN || \
-    V.v30 == INT32_MAX || V.v30 == INT32_MIN || \
-    V.v31 == INT32_MAX || V.v31 == INT32_MIN)
+#define ESA_ANY_SATURATED(V) (V.v0 == INT32_MAX_BITS || V.v0 == INT32_MIN_BITS || \
+    V.v1 == INT32_MAX_BITS || V.v1 == INT32_MIN_BITS || \
+    V.v2 == INT32_MAX_BITS || V.v2 == INT32_MIN_BITS || \
+    V.v3 == INT32_MAX_BITS || V.v3 == INT32_MIN_BITS || \
+    V.v4 == INT32_MAX_BITS || V.v4 == INT32_MIN_BITS || \
+    V.v5 == INT32_MAX_BITS || V.v5 == INT32_MIN_BITS || \
+    V.v6 == INT32_MAX_BITS || V.v6 == INT32_MIN_BITS || \
+    V.v7 == INT32_MAX_BITS || V.v7 == INT32_MIN_BITS || \
+    V.v8 == INT32_MAX_BITS || V.v8 == INT32_MIN_BITS || \
+    V.v9 == INT32_MAX_BITS || V.v9 == INT32_MIN_BITS || \
+    V.v10 == INT32_MAX_BITS || V.v10 == INT32_MIN_BITS || \
+    V.v11 == INT32_MAX_BITS || V.v11 == INT32_MIN_BITS || \
+    V.v12 == INT32_MAX_BITS || V.v12 == INT32_MIN_BITS || \
+    V.v13 == INT32_MAX_BITS || V.v13 == INT32_MIN_BITS || \
+    V.v14 == INT32_MAX_BITS || V.v14 == INT32_MIN_BITS || \
+    V.v15 == INT32_MAX_BITS || V.v15 == INT32_MIN_BITS || \
+    V.v16 == INT32_MAX_BITS || V.v16 == INT32_MIN_BITS || \
+    V.v17 == INT32_MAX_BITS || V.v17 == INT32_MIN_BITS || \
+    V.v18 == INT32_MAX_BITS || V.v18 == INT32_MIN_BITS || \
+    V.v19 == INT32_MAX_BITS || V.v19 == INT32_MIN_BITS || \
+    V.v20 == INT32_MAX_BITS || V.v20 == INT32_MIN_BITS || \
+    V.v21 == INT32_MAX_BITS || V.v21 == INT32_MIN_BITS || \
+    V.v22 == INT32_MAX_BITS || V.v22 == INT32_MIN_BITS || \
+    V.v23 == INT32_MAX_BITS || V.v23 == INT32_MIN_BITS || \
+    V.v24 == INT32_MAX_BITS || V.v24 == INT32_MIN_BITS || \
+    V.v25 == INT32_MAX_BITS || V.v25 == INT32_MIN_BITS || \
+    V.v26 == INT32_MAX_BITS || V.v26 == INT32_MIN_BITS || \
+    V.v27 == INT32_MAX_BITS || V.v27 == INT32_MIN_BITS || \
+    V.v28 == INT32_MAX_BITS || V.v28 == INT32_MIN_BITS || \
+    V.v29 == INT32_MAX_BITS || V.v29 == INT32_MIN_BITS || \
+    V.v30 == INT32_MAX_BITS || V.v30 == INT32_MIN_BITS || \
+    V.v31 == INT32_MAX_BITS || V.v31 == INT32_MIN_BITS)
 
 #endif

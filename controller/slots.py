@@ -1,0 +1,54 @@
+"""Who holds the slot pool: ``slot_owner`` read through BMv2's Thrift CLI.
+
+BMv2 does not serve register reads over P4Runtime (PI issue 376), so this
+view runs ``simple_switch_CLI`` (given to ``serve`` as ``--thrift-cli``, e.g.
+``ip netns exec sw simple_switch_CLI --thrift-port 9090``) with
+``register_read EsaIngress.pool.slot_owner``, which prints the whole array.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+
+from controller.errors import SwitchError
+from controller.switch import SLOT_OWNER
+
+_ARRAY = re.compile(re.escape(SLOT_OWNER) + r"=\s*([0-9,\s]*)")
+CLI_TIMEOUT_S = 30.0
+
+
+def parse_owners(output: str) -> list[int]:
+    """The ``slot_owner`` values in a ``register_read`` of the whole array."""
+    m = _ARRAY.search(output)
+    if m is None:
+        raise SwitchError(f"unexpected simple_switch_CLI output: {output.strip()[:200]!r}")
+    return [int(v) for v in m.group(1).replace(",", " ").split()]
+
+
+def read_owners(cli: list[str]) -> list[int]:
+    try:
+        res = subprocess.run(
+            cli,
+            input=f"register_read {SLOT_OWNER}\n",
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SwitchError(f"cannot run {' '.join(cli)}: {e}") from None
+    if res.returncode != 0:
+        raise SwitchError(f"{' '.join(cli)} failed: {res.stderr.strip()[:200]}")
+    return parse_owners(res.stdout)
+
+
+def summarise(owners: list[int]) -> dict[str, object]:
+    """Pool size, slots in use, and slots held per job (``owner >> 32``)."""
+    held = Counter(o >> 32 for o in owners if o)
+    return {
+        "pool_size": len(owners),
+        "used": sum(held.values()),
+        "by_job": {str(job): n for job, n in sorted(held.items())},
+    }

@@ -1,0 +1,372 @@
+"""The typed switch API: ESA's tables, groups and counters by meaning.
+
+``Switch`` states the operations; ``P4RuntimeSwitch`` carries them to BMv2
+over P4Runtime and ``tests`` use an in-memory one.  Every write goes through
+``apply`` as a list of ``Change``s, one batch per call, so reconciliation and
+the typed helpers share one path.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p4.v1 import p4runtime_pb2
+from p4runtime_sh.context import P4Type
+
+from controller.entries import (
+    JobEntry,
+    L2Entry,
+    Members,
+    PolicyEntry,
+    PsRoute,
+    Replica,
+    SwitchEntries,
+)
+from controller.errors import SwitchError
+from controller.p4rt import Session, pipeline_cookie
+from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy
+
+POLICY_TABLE = "EsaIngress.admission.policy"
+SET_POLICY = "EsaIngress.admission.set_policy"
+JOBS_TABLE = "EsaIngress.admission.jobs"
+SET_JOB = "EsaIngress.admission.set_job"
+L2_TABLE = "EsaIngress.forwarding.l2"
+TO_PORT = "EsaIngress.forwarding.to_port"
+FLOOD = "EsaIngress.forwarding.flood"
+PS_TABLE = "EsaIngress.forwarding.ps_route"
+SET_PS = "EsaIngress.forwarding.set_ps"
+REPLICAS_TABLE = "EsaEgress.rewrite.replicas"
+SET_DST = "EsaEgress.rewrite.set_dst"
+JOB_EVENTS = "EsaIngress.accounting.job_events"
+DROPS = "EsaIngress.accounting.drops"
+SLOT_OWNER = "EsaIngress.pool.slot_owner"
+
+
+class Kind(enum.Enum):
+    """A keyed collection of ``SwitchEntries`` (its attribute name)."""
+
+    JOBS = "jobs"
+    L2 = "l2"
+    PS_ROUTES = "ps_routes"
+    REPLICAS = "replicas"
+    GROUPS = "groups"
+
+
+class Op(enum.Enum):
+    INSERT = "insert"
+    MODIFY = "modify"
+    DELETE = "delete"
+
+
+Value = JobEntry | L2Entry | PsRoute | Replica | Members
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: Kind
+    op: Op
+    key: int
+    value: Value | None = None
+
+
+@dataclass
+class Counters:
+    events: dict[int, dict[Event, int]] = field(default_factory=dict)
+    """per job id, every event (zeros included) of jobs with any count."""
+    drops: dict[Drop, int] = field(default_factory=dict)
+
+
+def counters_from_indices(values: dict[int, int]) -> Counters:
+    """Group raw ``job_events`` indices into per-job dicts (``spec.counter_index``)."""
+    out = Counters()
+    for index, count in values.items():
+        job, code = divmod(index, EVENTS_PER_JOB)
+        if count and code in Event._value2member_map_:
+            out.events.setdefault(job, {e: 0 for e in Event})[Event(code)] = count
+    return out
+
+
+class Switch(abc.ABC):
+    """What the controller asks of a switch."""
+
+    @abc.abstractmethod
+    def apply(self, changes: list[Change]) -> None:
+        """Write the changes as one batch (their order is not guaranteed)."""
+
+    @abc.abstractmethod
+    def set_policy(self, policy: Policy, stale_us: int) -> None: ...
+
+    @abc.abstractmethod
+    def read_entries(self) -> SwitchEntries: ...
+
+    @abc.abstractmethod
+    def read_counters(self) -> Counters: ...
+
+    @abc.abstractmethod
+    def reset_job_counters(self, job: int) -> None:
+        """Zero a job's event counters (a reused job id starts from 0)."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the connection to the switch is known to be broken."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
+
+    def write_job(self, job: int, entry: JobEntry, modify: bool = False) -> None:
+        self.apply([Change(Kind.JOBS, Op.MODIFY if modify else Op.INSERT, job, entry)])
+
+    def delete_job(self, job: int) -> None:
+        self.apply([Change(Kind.JOBS, Op.DELETE, job)])
+
+    def write_l2(self, mac: int, entry: L2Entry, modify: bool = False) -> None:
+        self.apply([Change(Kind.L2, Op.MODIFY if modify else Op.INSERT, mac, entry)])
+
+    def delete_l2(self, mac: int) -> None:
+        self.apply([Change(Kind.L2, Op.DELETE, mac)])
+
+    def write_ps_route(self, job: int, route: PsRoute, modify: bool = False) -> None:
+        self.apply([Change(Kind.PS_ROUTES, Op.MODIFY if modify else Op.INSERT, job, route)])
+
+    def delete_ps_route(self, job: int) -> None:
+        self.apply([Change(Kind.PS_ROUTES, Op.DELETE, job)])
+
+    def write_replica(self, rid: int, replica: Replica, modify: bool = False) -> None:
+        self.apply([Change(Kind.REPLICAS, Op.MODIFY if modify else Op.INSERT, rid, replica)])
+
+    def delete_replica(self, rid: int) -> None:
+        self.apply([Change(Kind.REPLICAS, Op.DELETE, rid)])
+
+    def create_group(self, mgid: int, members: Iterable[tuple[int, int]]) -> None:
+        self.apply([Change(Kind.GROUPS, Op.INSERT, mgid, frozenset(members))])
+
+    def modify_group(self, mgid: int, members: Iterable[tuple[int, int]]) -> None:
+        self.apply([Change(Kind.GROUPS, Op.MODIFY, mgid, frozenset(members))])
+
+    def delete_group(self, mgid: int) -> None:
+        self.apply([Change(Kind.GROUPS, Op.DELETE, mgid)])
+
+
+_UPDATE = {
+    Op.INSERT: p4runtime_pb2.Update.INSERT,
+    Op.MODIFY: p4runtime_pb2.Update.MODIFY,
+    Op.DELETE: p4runtime_pb2.Update.DELETE,
+}
+
+_TABLES = {
+    Kind.JOBS: JOBS_TABLE,
+    Kind.L2: L2_TABLE,
+    Kind.PS_ROUTES: PS_TABLE,
+    Kind.REPLICAS: REPLICAS_TABLE,
+}
+
+
+def _bytes(value: int, bits: int) -> bytes:
+    return value.to_bytes((bits + 7) // 8, "big")
+
+
+class P4RuntimeSwitch(Switch):
+    """ESA's switch API over one P4Runtime session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @classmethod
+    def connect(
+        cls,
+        grpc_addr: str,
+        device_id: int = 0,
+        election_id: tuple[int, int] = (0, 1),
+        require_primary: bool = True,
+    ) -> P4RuntimeSwitch:
+        """Open a session and become primary (raises ``SwitchUnavailable``)."""
+        return cls(Session(grpc_addr, device_id, election_id, require_primary))
+
+    @property
+    def alive(self) -> bool:
+        return self.session.alive
+
+    def close(self) -> None:
+        self.session.close()
+
+    def ensure_pipeline(self, json_path: Path, p4info_path: Path) -> bool:
+        """Push the pipeline unless the switch runs this very one; True if pushed."""
+        want = pipeline_cookie(json_path.read_bytes(), p4info_path.read_text())
+        if self.session.cookie == want:
+            return False
+        self.push_pipeline(json_path, p4info_path)
+        return True
+
+    def push_pipeline(self, json_path: Path, p4info_path: Path) -> None:
+        self.session.push_pipeline(json_path, p4info_path)
+
+    # -- encoding --
+
+    def _action(self, name: str, args: dict[str, int]) -> Any:
+        action = p4runtime_pb2.Action(action_id=self.session.id_of(P4Type.action, name))
+        for pid, pname, bits in self.session.action_params(name):
+            action.params.add(param_id=pid, value=_bytes(args[pname], bits))
+        return action
+
+    def _table_entry(self, kind: Kind, key: int, value: Value | None) -> Any:
+        table = _TABLES[kind]
+        entry = p4runtime_pb2.TableEntry(table_id=self.session.id_of(P4Type.table, table))
+        field_id, bits = self.session.key_field(table)
+        entry.match.add(field_id=field_id).exact.value = _bytes(key, bits)
+        if value is None:
+            return entry
+        if isinstance(value, JobEntry):
+            action = self._action(SET_JOB, _job_args(value))
+        elif isinstance(value, L2Entry):
+            if value.mgid:
+                action = self._action(FLOOD, {"mgid": value.mgid})
+            else:
+                action = self._action(TO_PORT, {"port": value.port})
+        elif isinstance(value, PsRoute):
+            action = self._action(SET_PS, {"port": value.port, "mac": value.mac, "ip": value.ip})
+        elif isinstance(value, Replica):
+            args = {"mac": value.mac, "ip": value.ip, "udp_port": value.udp_port}
+            action = self._action(SET_DST, args)
+        else:
+            raise TypeError(f"not a table value: {value!r}")
+        entry.action.action.CopyFrom(action)
+        return entry
+
+    def _entity(self, change: Change) -> Any:
+        entity = p4runtime_pb2.Entity()
+        if change.kind is Kind.GROUPS:
+            group = entity.packet_replication_engine_entry.multicast_group_entry
+            group.multicast_group_id = change.key
+            if change.op is not Op.DELETE and isinstance(change.value, frozenset):
+                for port, rid in sorted(change.value):
+                    group.replicas.add(egress_port=port, instance=rid)
+        else:
+            value = None if change.op is Op.DELETE else change.value
+            entity.table_entry.CopyFrom(self._table_entry(change.kind, change.key, value))
+        return entity
+
+    def apply(self, changes: list[Change]) -> None:
+        updates = []
+        for c in changes:
+            update = p4runtime_pb2.Update(type=_UPDATE[c.op])
+            update.entity.CopyFrom(self._entity(c))
+            updates.append(update)
+        self.session.write(updates)
+
+    def set_policy(self, policy: Policy, stale_us: int) -> None:
+        entry = p4runtime_pb2.TableEntry(
+            table_id=self.session.id_of(P4Type.table, POLICY_TABLE), is_default_action=True
+        )
+        args = {"policy": int(policy), "stale_us": stale_us}
+        entry.action.action.CopyFrom(self._action(SET_POLICY, args))
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        update.entity.table_entry.CopyFrom(entry)
+        self.session.write([update])
+
+    # -- reading --
+
+    def _params(self, action: Any) -> tuple[str, dict[str, int]]:
+        name = self.session.name_of(action.action_id)
+        names = {pid: pname for pid, pname, _ in self.session.action_params(name)}
+        return name, {names[p.param_id]: int.from_bytes(p.value, "big") for p in action.params}
+
+    def _read_table(self, table: str) -> list[tuple[int, str, dict[str, int]]]:
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.table_id = self.session.id_of(P4Type.table, table)
+        out = []
+        for e in self.session.read(entity):
+            te = e.table_entry
+            key = int.from_bytes(te.match[0].exact.value, "big")
+            name, args = self._params(te.action.action)
+            out.append((key, name, args))
+        return out
+
+    def read_policy(self) -> PolicyEntry:
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.table_id = self.session.id_of(P4Type.table, POLICY_TABLE)
+        entity.table_entry.is_default_action = True
+        for e in self.session.read(entity):
+            _, args = self._params(e.table_entry.action.action)
+            return PolicyEntry(Policy(args["policy"]), args["stale_us"])
+        raise SwitchError("the switch returned no default action for the policy table")
+
+    def read_groups(self) -> dict[int, Members]:
+        entity = p4runtime_pb2.Entity()
+        entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        out: dict[int, Members] = {}
+        for e in self.session.read(entity):
+            g = e.packet_replication_engine_entry.multicast_group_entry
+            out[int(g.multicast_group_id)] = frozenset(
+                (int(r.egress_port), int(r.instance)) for r in g.replicas
+            )
+        return out
+
+    def read_entries(self) -> SwitchEntries:
+        out = SwitchEntries(policy=self.read_policy(), groups=self.read_groups())
+        for key, _, a in self._read_table(JOBS_TABLE):
+            out.jobs[key] = _job_from_args(a)
+        for key, name, a in self._read_table(L2_TABLE):
+            out.l2[key] = L2Entry(mgid=a["mgid"]) if name == FLOOD else L2Entry(port=a["port"])
+        for key, _, a in self._read_table(PS_TABLE):
+            out.ps_routes[key] = PsRoute(a["port"], a["mac"], a["ip"])
+        for key, _, a in self._read_table(REPLICAS_TABLE):
+            out.replicas[key] = Replica(a["mac"], a["ip"], a["udp_port"])
+        return out
+
+    def _read_counter(self, name: str) -> dict[int, int]:
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = self.session.id_of(P4Type.counter, name)
+        return {
+            int(e.counter_entry.index.index): int(e.counter_entry.data.packet_count)
+            for e in self.session.read(entity)
+        }
+
+    def read_counters(self) -> Counters:
+        out = counters_from_indices(self._read_counter(JOB_EVENTS))
+        drops = self._read_counter(DROPS)
+        out.drops = {d: drops.get(int(d), 0) for d in Drop}
+        return out
+
+    def reset_job_counters(self, job: int) -> None:
+        counter_id = self.session.id_of(P4Type.counter, JOB_EVENTS)
+        updates = []
+        for i in range(job * EVENTS_PER_JOB, (job + 1) * EVENTS_PER_JOB):
+            update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+            update.entity.counter_entry.counter_id = counter_id
+            update.entity.counter_entry.index.index = i
+            update.entity.counter_entry.data.packet_count = 0
+            updates.append(update)
+        self.session.write(updates)
+
+
+def _job_args(e: JobEntry) -> dict[str, int]:
+    return {
+        "fan_in": e.fan_in,
+        "worker_mask": e.worker_mask,
+        "prio": e.prio,
+        "ps_port": e.ps_port,
+        "mgid_all": e.mgid_all,
+        "mgid_workers": e.mgid_workers,
+        "part_base": e.part_base,
+        "part_size": e.part_size,
+    }
+
+
+def _job_from_args(a: dict[str, int]) -> JobEntry:
+    return JobEntry(
+        fan_in=a["fan_in"],
+        worker_mask=a["worker_mask"],
+        prio=a["prio"],
+        ps_port=a["ps_port"],
+        mgid_all=a["mgid_all"],
+        mgid_workers=a["mgid_workers"],
+        part_base=a["part_base"],
+        part_size=a["part_size"],
+    )
