@@ -21,6 +21,8 @@ from hosts import codec, quant
 from hosts.transport import Addr, Transport
 
 SEQ_MOD = 1 << 32
+MAX_RTO = 2.0
+"""Upper bound of the adaptive retransmission timeout, seconds."""
 
 RETX, OVERFLOW, FLOAT = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT)
 """Plain ints: IntFlag operators cost a Python call per packet."""
@@ -102,7 +104,14 @@ class Worker:
         self.job, self.bit, self.fan_in = job, 1 << index, fan_in
         self.ps_addr, self.transport, self.clock = ps_addr, transport, clock
         self.bound, self.scale = bound, quant.job_scale(bound, fan_in)
-        self.window, self.rto = window, rto
+        self.window = window
+        self.min_rto, self.rto = rto, rto
+        """``rto`` adapts to the measured time to a sum (RFC 6298 style, with
+        Karn's rule and doubling on timeout); it never drops below ``min_rto``."""
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.sent_at: dict[int, float] = {}
+        """first send time of chunks of the current call not retransmitted yet."""
         self.counters = WorkerCounters()
         self.next_base = 0
         self.cur: Call | None = None
@@ -140,6 +149,7 @@ class Worker:
         self.next_base = (self.next_base + call.n) % SEQ_MOD
         self.prev, self.cur = self.cur, call
         self.inflight.clear()
+        self.sent_at.clear()
 
     @property
     def done(self) -> bool:
@@ -164,11 +174,15 @@ class Worker:
             c.next_send += 1
             if c.state[i] == PENDING:
                 self._send_contrib(c, i, 0, now)
+        backed_off = False
         while self.inflight:
             i, deadline = next(iter(self.inflight.items()))
             if deadline > now:
                 break
             self.counters.retransmitted += 1
+            self.sent_at.pop(i, None)
+            if not backed_off:
+                self.rto, backed_off = min(2 * self.rto, MAX_RTO), True
             if c.state[i] == FLOATING:
                 self._send_float(c, i, RETX, now)
             else:
@@ -238,6 +252,18 @@ class Worker:
         self.counters.delivered += 1
         if c is self.cur:
             self.inflight.pop(i, None)
+            sent = self.sent_at.pop(i, None)
+            if sent is not None:
+                self._sample(now - sent)
+
+    def _sample(self, rtt: float) -> None:
+        """Fold one time-to-sum sample into the retransmission timeout."""
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.rto = min(max(self.min_rto, self.srtt + 4 * self.rttvar), MAX_RTO)
 
     def _on_pull(self, h: codec.Header, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""
@@ -263,6 +289,8 @@ class Worker:
         self.counters.sent += 1
         if c.state[i] == PENDING:
             c.state[i] = SENT
+            if c is self.cur:
+                self.sent_at[i] = now
         if arm:
             self._arm(i, now)
 

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from bmv2_switch import Bmv2Switch
 from mininet.link import TCLink
+from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host
 from report import JobResult
@@ -76,6 +77,7 @@ class Testbed:
             opts["delay"] = f"{link.delay_ms}ms"
         if link.loss_pct:
             opts["loss"] = link.loss_pct
+        setLogLevel("critical")  # Mininet's resource-limit notices are not ours to fix
         net = Mininet(topo=None, build=False, controller=None, link=TCLink, autoSetMacs=False)
         self.net = net
         sw = net.addSwitch("s1", cls=Bmv2Switch, log_dir=str(self.logs))

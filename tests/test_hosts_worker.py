@@ -53,16 +53,31 @@ def test_window_streams_chunks_with_increasing_seqs() -> None:
     assert w.counters.sent == 5 and w.counters.delivered == 1
 
 
-def test_timeout_retransmits_with_retx_in_deadline_order() -> None:
+def test_timeout_retransmits_with_retx_in_deadline_order_and_backs_off() -> None:
     w, rec = make(window=2, rto=1.0)
     w.begin(tensor(3))
     assert w.poll(0.0) == 1.0
     sent(rec)
     assert w.poll(0.5) == 1.0
     assert sent(rec) == []
-    assert w.poll(1.0) == 2.0
+    assert w.poll(1.0) == 3.0, "one timeout doubles the timeout once"
     assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX), (T.CONTRIB, 1, Flag.RETX)]
     assert w.counters.retransmitted == 2 and w.counters.sent == 4
+
+
+def test_timeout_adapts_to_the_time_to_a_sum() -> None:
+    w, rec = make(window=4, rto=0.5)
+    x = tensor(3)
+    w.begin(x)
+    w.poll(0.0)
+    q = quant.quantise(x, 1.0, w.scale).values
+    rec.inbox.append(result(0, q[0] * 2))
+    w.poll(0.3)
+    assert (w.srtt, w.rto) == (pytest.approx(0.3), pytest.approx(0.3 + 4 * 0.15))
+    rec.inbox.append(result(1, q[1] * 2))
+    w.poll(0.4)
+    assert w.srtt == pytest.approx(0.875 * 0.3 + 0.125 * 0.4)
+    assert w.rto == pytest.approx(w.srtt + 4 * (0.75 * 0.15 + 0.25 * 0.1))
 
 
 def test_results_delivered_exactly_once_and_seqs_continue_across_calls() -> None:
