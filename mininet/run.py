@@ -69,11 +69,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", type=Path, default=HERE / "scenarios" / "default.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "run")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "results" / "run",
+        help="results directory (not under /tmp: the run has a /tmp of its own)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no live progress display")
     scn.add_overrides(ap)
     args = ap.parse_args(argv)
     why = missing()
+    if args.out.resolve().is_relative_to("/tmp"):
+        why = f"--out {args.out} is under /tmp, which the run replaces with its own"
     if why:
         print(f"run: {why}", file=sys.stderr)
         return 2
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return enter_private_world(argv)
 
     scenario = scn.apply_overrides(scn.load(args.scenario), args)
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     json_path, p4info = build(scenario.pool_size, ROOT / "build" / f"run-pool{scenario.pool_size}")
     results: dict[str, dict[int, report.JobResult]] = {}
@@ -97,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(report.comparison_table(scenario, results))
     written = report.write(args.out, scenario, results)
-    print(f"\nwrote {', '.join(str(p.relative_to(ROOT)) for p in written)}")
+    print(f"\nwrote {', '.join(str(p) for p in written)}")
     print(f"total time {time.monotonic() - started:.0f} s")
     (args.out / "scenario.json").write_text(json.dumps(scn.as_json(scenario), indent=2))
     return 0

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +22,7 @@ from mininet.node import Host
 from report import JobResult
 from scenario import JobSpec, Scenario
 
+from controller.admin import AdminClient
 from esa import wire
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +195,22 @@ class Testbed:
                      "--window", str(s.window), "--rto", str(s.rto_s), "--seed", "1", "--json"],
                     f"{m.name}.log",
                 )  # fmt: skip
-        reports = follow(workers, {j.job: j.iterations for j in s.jobs}, started, live)
+        admin = AdminClient(ADMIN)
+        specs = {j.job: j for j in s.jobs}
+
+        def report_progress(job: int, done: int) -> None:
+            """Automatic priorities follow each job's remaining volume (SRPT)."""
+            spec = specs[job]
+            if spec.priority is None:
+                remaining = spec.volume_bytes * (spec.iterations - done) // spec.iterations
+                admin.call("Progress", {"job": job, "remaining": remaining})
+
+        try:
+            reports = follow(
+                workers, {j.job: j.iterations for j in s.jobs}, started, live, report_progress
+            )
+        finally:
+            admin.close()
         stats = json.loads(self.ctl_cmd("stats", "--json").stdout)
         ps_reports = {}
         for job_id, p in pses.items():
@@ -210,8 +227,10 @@ def follow(
     iterations: dict[int, int],
     started: float,
     live: bool,
+    on_progress: Callable[[int, int], None],
 ) -> dict[tuple[int, int], dict[str, Any]]:
-    """Wait for every worker, showing per-job progress; returns their JSON reports."""
+    """Wait for every worker, showing per-job progress and passing each job's
+    completed iterations to ``on_progress``; returns the workers' JSON reports."""
     done_iters = {key: 0 for key in workers}
     last_json: dict[tuple[int, int], dict[str, Any]] = {}
     streams: dict[IO[str], tuple[int, int]] = {
@@ -219,6 +238,7 @@ def follow(
     }
     open_streams = set(streams)
     next_draw = 0.0
+    reported = dict.fromkeys(iterations, 0)
     while open_streams:
         ready, _, _ = select.select(list(open_streams), [], [], 0.2)
         for stream in ready:
@@ -228,6 +248,11 @@ def follow(
                 open_streams.discard(stream)
             elif line.startswith("iter "):
                 done_iters[key] += 1
+                job = key[0]
+                done = min(v for (j, _), v in done_iters.items() if j == job)
+                if done > reported[job]:
+                    reported[job] = done
+                    on_progress(job, done)
             elif line.startswith("{"):
                 last_json[key] = json.loads(line)
         if live and time.monotonic() >= next_draw:

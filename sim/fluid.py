@@ -20,7 +20,11 @@ point of the mechanisms the packet model has (see docs/simulator.md):
 * a blocked or preempted chunk goes to the job's PS: its N contributions
   cross the PS's single link (incast) and the PS serves each;
 * the rate is the least of the worker link, the PS link and CPU, and the
-  window over the mean chunk latency (Little's law).
+  window over the mean chunk latency (Little's law);
+* with ``Net.switch_pkt_ns`` the switch is one shared server: when the
+  streaming jobs together offer it more packets than it serves, every rate
+  is scaled down by the same factor (a FIFO shares its capacity in
+  proportion to what each job offers).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from sim.params import JobSpec, Net, Scheme
-from sim.priority import controller_tick_s, priority
+from sim.priority import priority
 from sim.workload import compute_times
 
 FIXED_POINT_ROUNDS = 40
@@ -60,11 +64,13 @@ class FluidJob:
     latency: float = 0.0
     prio: int = 0
     t_next: float = math.inf
-    last_progress: float = 0.0
+    admitted_at: float = 0.0
     finish: float = 0.0
     held: float = 0.0
     ps_queue: float = 0.0
     """ns a packet waits at the PS when the PS (link or CPU) is the bottleneck."""
+    to_ps: float = 0.0
+    """share of the chunks that end at the PS (blocked or preempted)."""
     skew: float = 0.0
     """ns between the first and the last worker starting this iteration."""
     part: int = -1
@@ -94,6 +100,7 @@ def solve_rates(
         for j in streaming:
             j.rate = min(1 / tx, window / lat_sw)
             j.latency, j.held = lat_sw, 0.0
+        share_switch(streaming, [float(j.spec.workers) for j in streaming], window, net)
         return
     for j in waiting:
         j.held = float(w)
@@ -130,10 +137,26 @@ def solve_rates(
         for j, (rate, lat, queue, f) in zip(streaming, new, strict=True):
             moved = max(moved, abs(rate - j.rate) / rate)
             j.rate = 0.5 * (j.rate + rate)
-            j.latency, j.ps_queue = max(lat, w / j.rate), queue
+            j.latency, j.ps_queue, j.to_ps = max(lat, w / j.rate), queue, f
             j.held = 0.5 * (j.held + (1 - f) * j.rate * hold(j, j.rate))
         if moved < CONVERGED:
             break
+    per_chunk = [j.spec.workers + (1.0 if atp else j.to_ps) for j in streaming]
+    share_switch(streaming, per_chunk, w, net)
+
+
+def share_switch(streaming: list[FluidJob], per_chunk: list[float], window: int, net: Net) -> None:
+    """Scale the rates down to the switch's capacity; ``per_chunk`` is the
+    packets the switch processes per chunk of each job (its N contributions
+    plus the PS result that comes back through it: every chunk under ATP,
+    the share that went to the PS otherwise)."""
+    load = sum(j.rate * n for j, n in zip(streaming, per_chunk, strict=True))
+    busy = load * net.switch_pkt_ns
+    if busy <= 1.0:
+        return
+    for j in streaming:
+        j.rate /= busy
+        j.latency = max(j.latency, window / j.rate)
 
 
 class FluidSim:
@@ -142,7 +165,7 @@ class FluidSim:
     ) -> None:
         self.net, self.scheme, self.pool = net, scheme, pool_size
         self.now = 0.0
-        self.tick = controller_tick_s(jobs, net) * 1e9
+        self.tick = net.tick_s * 1e9
         self.jobs: list[FluidJob] = []
         for spec in jobs:
             ct = compute_times(spec, net, seed) * 1e9
@@ -180,7 +203,7 @@ class FluidSim:
                 self.queue.append(j)
                 return
             j.part = self.free_parts.pop(0)
-        j.last_progress = self.now
+        j.admitted_at = self.now
         self._start_iteration(j)
 
     def _start_iteration(self, j: FluidJob) -> None:
@@ -200,7 +223,6 @@ class FluidSim:
             j.phase, j.t_next = Phase.TAIL, self.now + j.latency
         elif j.phase is Phase.TAIL:
             j.it += 1
-            j.last_progress = self.now
             if j.it == j.spec.iterations:
                 j.phase, j.finish, j.t_next = Phase.DONE, self.now, math.inf
                 if j.part >= 0:
@@ -213,9 +235,8 @@ class FluidSim:
     def _reschedule(self) -> None:
         live = [j for j in self.jobs if j.phase not in (Phase.DONE, Phase.QUEUED)]
         for j in live:
-            j.prio = priority(
-                self.scheme, j.spec, self.net, j.it, (self.now - j.last_progress) * 1e-9
-            )
+            age_s = (self.now - j.admitted_at) * 1e-9
+            j.prio = priority(self.scheme, j.spec, self.net, j.it, age_s)
         streaming = [j for j in live if j.phase is Phase.STREAM]
         waiting = [j for j in live if j.phase is Phase.WAIT]
         state = tuple((id(j), j.phase, j.prio) for j in streaming + waiting)

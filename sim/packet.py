@@ -9,11 +9,17 @@ Hosts (our design; no ESA host code is public):
 
 * a worker streams its iteration's chunks with a window of outstanding
   chunks; a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
+  With ``Net.rto_ns`` it also resends (RETX) a chunk left unresolved for its
+  retransmission timeout, adapted as ``hosts.worker`` adapts it.
 * the PS of a job serves, one packet each ``Net.ps_ns``, every FALLBACK and
   PARTIAL it receives and, under ATP, every held RESULT (it answers those
-  with the PS_RESULT that releases the slot).  The first time a chunk reaches
-  it incomplete, it sends one PULL naming the workers it has; the others
-  resend (RETX) or will send as RETX, so a stranded partial sum is flushed.
+  with the PS_RESULT that releases the slot).  When a chunk reaches it
+  incomplete it sends a PULL naming the workers it has (at once, or, with
+  ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
+  every such period); the others resend (RETX) or will send as RETX, so a
+  stranded partial sum is flushed.
+* the switch is one FIFO server shared by all ports: each arriving packet
+  waits for it and takes ``Net.switch_pkt_ns`` before ``SwitchModel.process``.
 * STATIC jobs wait for a free partition of the pool (SwitchML's per-job pool).
 """
 
@@ -33,11 +39,13 @@ from esa.model import JobConfig, Out, Packet, SwitchModel
 from esa.spec import Verdict
 from esa.wire import Flag, PacketType
 from sim.params import JobSpec, Net, Scheme
-from sim.priority import controller_tick_s, priority
+from sim.priority import priority
 from sim.workload import compute_times
 
 ZEROS = (0,) * wire.K
 PS_PORT_BASE = 1000
+MAX_RTO_NS = 2e9
+"""``hosts.worker.MAX_RTO``: the timeout backs off no further."""
 
 
 class Link:
@@ -66,6 +74,14 @@ class Worker:
     ready: bool = False
     outstanding: set[int] = field(default_factory=set)
     retx_pending: set[int] = field(default_factory=set)
+    rto: float = 0.0
+    srtt: float | None = None
+    rttvar: float = 0.0
+    sent_at: dict[int, float] = field(default_factory=dict)
+    """first send of chunks not retransmitted yet (Karn: only they give samples)."""
+    deadline: dict[int, float] = field(default_factory=dict)
+    backed_off_at: float = -1.0
+    retransmits: int = 0
 
     @property
     def bit(self) -> int:
@@ -80,6 +96,7 @@ class PsHost:
     bitmaps: dict[int, int] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     pulled: set[int] = field(default_factory=set)
+    touched: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,7 +108,7 @@ class JobRun:
     window: int
     iters_done: int = 0
     workers_in_iter: Counter[int] = field(default_factory=Counter)
-    last_progress: float = 0.0
+    admitted_at: float = 0.0
     finish: float | None = None
     part_base: int = 0
     part_size: int = 0
@@ -114,11 +131,12 @@ class PacketSim:
         self.counter = itertools.count()
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
         self.ps_completed: Counter[int] = Counter()
-        self.tick_ns = controller_tick_s(jobs, net) * 1e9
+        self.tick_ns = net.tick_s * 1e9
+        self.switch_free_at = 0.0
         window = net.static_window(pool_size) if scheme is Scheme.STATIC else net.window
         self.jobs: dict[int, JobRun] = {}
         for spec in jobs:
-            ws = [Worker(i, Link(net), Link(net)) for i in range(spec.workers)]
+            ws = [Worker(i, Link(net), Link(net), rto=net.rto_ns) for i in range(spec.workers)]
             ct = compute_times(spec, net, seed)
             self.jobs[spec.job_id] = JobRun(spec, ws, PsHost(Link(net), Link(net)), ct, window)
         self.free_parts = list(range(net.static_parts))
@@ -143,9 +161,8 @@ class PacketSim:
 
     # controller -----------------------------------------------------------
     def _config(self, job: JobRun) -> JobConfig:
-        prio = priority(
-            self.scheme, job.spec, self.net, job.iters_done, (self.now - job.last_progress) * 1e-9
-        )
+        age_s = (self.now - job.admitted_at) * 1e-9
+        prio = priority(self.scheme, job.spec, self.net, job.iters_done, age_s)
         return JobConfig(
             fan_in=job.spec.workers,
             worker_mask=job.spec.mask,
@@ -181,7 +198,7 @@ class PacketSim:
     def _admit(self, jid: int) -> None:
         job = self.jobs[jid]
         job.admitted = True
-        job.last_progress = self.now
+        job.admitted_at = self.now
         self.switch.add_job(jid, self._config(job))
         for w in job.workers:
             self._compute(job, w)
@@ -208,23 +225,56 @@ class PacketSim:
             seq = w.base + w.next_i
             w.next_i += 1
             w.outstanding.add(seq)
-            flags = Flag.RETX if seq in w.retx_pending else 0
-            pkt = Packet(PacketType.CONTRIB, spec.job_id, seq, w.bit, ZEROS, int(flags))
-            self._to_switch(w.up, pkt, w.idx)
+            retx = seq in w.retx_pending
+            if not retx:
+                w.sent_at[seq] = self.now
+            self._send(job, w, seq, retx)
+
+    def _send(self, job: JobRun, w: Worker, seq: int, retx: bool) -> None:
+        flags = int(Flag.RETX) if retx else 0
+        self._to_switch(
+            w.up, Packet(PacketType.CONTRIB, job.spec.job_id, seq, w.bit, ZEROS, flags), w.idx
+        )
+        if self.net.rto_ns > 0:
+            deadline = w.deadline[seq] = self.now + w.rto
+            self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
+
+    def _timeout(self, job: JobRun, w: Worker, seq: int, deadline: float) -> None:
+        """``hosts.worker.Worker.poll``: resend a chunk whose timer expired; the
+        timeout doubles once per expiry round, and Karn's rule drops its sample."""
+        if seq not in w.outstanding or w.deadline.get(seq) != deadline:
+            return
+        w.retransmits += 1
+        w.sent_at.pop(seq, None)
+        if w.backed_off_at != self.now:
+            w.rto, w.backed_off_at = min(2 * w.rto, MAX_RTO_NS), self.now
+        self._send(job, w, seq, retx=True)
+
+    def _sample(self, w: Worker, rtt: float) -> None:
+        """``hosts.worker.Worker._sample``: RFC 6298 smoothing, floored at ``Net.rto_ns``."""
+        if w.srtt is None:
+            w.srtt, w.rttvar = rtt, rtt / 2
+        else:
+            w.rttvar = 0.75 * w.rttvar + 0.25 * abs(w.srtt - rtt)
+            w.srtt = 0.875 * w.srtt + 0.125 * rtt
+        w.rto = min(max(self.net.rto_ns, w.srtt + 4 * w.rttvar), MAX_RTO_NS)
 
     def _at_worker(self, job: JobRun, w: Worker, pkt: Packet) -> None:
         if pkt.ptype is PacketType.PULL:
             if pkt.bitmap & w.bit:
                 return
             if pkt.seq in w.outstanding:
-                retx = Packet(PacketType.CONTRIB, pkt.job, pkt.seq, w.bit, ZEROS, int(Flag.RETX))
-                self._to_switch(w.up, retx, w.idx)
+                self._send(job, w, pkt.seq, retx=True)
             elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
                 w.retx_pending.add(pkt.seq)
             return
         if pkt.seq not in w.outstanding:
             return
         w.outstanding.discard(pkt.seq)
+        w.deadline.pop(pkt.seq, None)
+        sent = w.sent_at.pop(pkt.seq, None)
+        if sent is not None and self.net.rto_ns > 0:
+            self._sample(w, self.now - sent)
         w.done += 1
         if w.done < job.spec.chunks:
             self._pump(job, w)
@@ -235,20 +285,29 @@ class PacketSim:
         w.base += job.spec.chunks
         w.next_i = w.done = 0
         w.retx_pending.clear()
+        w.sent_at.clear()
+        w.deadline.clear()
         job.workers_in_iter[it] += 1
         if job.workers_in_iter[it] == job.spec.workers:
             job.iters_done = it + 1
-            job.last_progress = self.now
             if job.iters_done == job.spec.iterations:
                 self._finish(job)
-            elif self.scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING):
+            elif self.net.report_progress and self.scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING):
                 self._update_priorities()
         if w.it < job.spec.iterations:
             self._compute(job, w)
 
     # switch ---------------------------------------------------------------
     def _to_switch(self, link: Link, pkt: Packet, in_port: int) -> None:
-        self.at(link.arrival(self.now), lambda: self._at_switch(pkt, in_port))
+        self.at(link.arrival(self.now), lambda: self._switch_queue(pkt, in_port))
+
+    def _switch_queue(self, pkt: Packet, in_port: int) -> None:
+        """The switch's one FIFO server: every packet waits its turn, then is processed."""
+        if self.net.switch_pkt_ns <= 0:
+            self._at_switch(pkt, in_port)
+            return
+        self.switch_free_at = max(self.now, self.switch_free_at) + self.net.switch_pkt_ns
+        self.at(self.switch_free_at, lambda: self._at_switch(pkt, in_port))
 
     def _at_switch(self, pkt: Packet, in_port: int) -> None:
         res = self.switch.process(pkt, int(self.now // 1000), in_port)
@@ -283,15 +342,32 @@ class PacketSim:
         if bitmap == job.spec.mask:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)
+            ps.touched.pop(pkt.seq, None)
             if pkt.ptype is not PacketType.RESULT:
                 self.ps_completed[job.spec.job_id] += 1
             out = Packet(PacketType.PS_RESULT, job.spec.job_id, pkt.seq, bitmap, ZEROS)
             self._to_switch(ps.up, replace(out, count=job.spec.workers), port)
             return
         ps.bitmaps[pkt.seq] = bitmap
-        if pkt.seq not in ps.pulled:
+        stall = self.net.ps_stall_ns
+        if stall > 0:
+            ps.touched[pkt.seq] = self.now
+            self.at(self.now + stall, functools.partial(self._ps_scan, job, pkt.seq, self.now))
+        elif pkt.seq not in ps.pulled:
             ps.pulled.add(pkt.seq)
             self._to_switch(ps.up, Packet(PacketType.PULL, pkt.job, pkt.seq, bitmap, ZEROS), port)
+
+    def _ps_scan(self, job: JobRun, seq: int, touched: float) -> None:
+        """``hosts.ps`` pulls a chunk left incomplete and untouched for its stall time."""
+        ps = job.ps
+        if seq in ps.done or ps.touched.get(seq) != touched:
+            return
+        ps.touched[seq] = self.now
+        pull = Packet(PacketType.PULL, job.spec.job_id, seq, ps.bitmaps[seq], ZEROS)
+        self._to_switch(ps.up, pull, PS_PORT_BASE + job.spec.job_id)
+        self.at(
+            self.now + self.net.ps_stall_ns, functools.partial(self._ps_scan, job, seq, self.now)
+        )
 
 
 def simulate(
