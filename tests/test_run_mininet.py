@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+
 import pytest
 
 from tests.bmv2 import ROOT
