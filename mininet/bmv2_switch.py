@@ -23,17 +23,21 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         name: str,
         grpc_addr: str = "127.0.0.1:9559",
         thrift_port: int = 9090,
-        log_dir: str = "/tmp",
+        log_dir: str = ".",
+        work_dir: str = ".",
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
         self.grpc_addr = grpc_addr
         self.thrift_port = thrift_port
         self.log_file = Path(log_dir) / f"{name}.log"
+        self.notifications = f"ipc://{Path(work_dir).resolve()}/{name}-notifications.ipc"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, controllers: list[Any]) -> None:
         cmd = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(self.thrift_port)]
+        # BMv2's default notifications socket is a shared file in /tmp
+        cmd += ["--notifications-addr", self.notifications]
         for port, intf in self.intfs.items():
             if intf.name != "lo":
                 cmd += ["-i", f"{port}@{intf.name}"]

@@ -1,8 +1,9 @@
 """`make run`: the scenario's jobs on Mininet under each policy, with JCT tables.
 
-The run happens in a private world (new network, PID and mount namespaces,
-its own /tmp and /run), so Mininet and BMv2 touch nothing outside it and
-everything they started ends with it, also on Ctrl-C.
+The run happens in a private world (new network, PID and mount namespaces)
+with a work directory of its own, so Mininet and BMv2 touch no link,
+process or file outside it, and everything they started ends with it, also
+on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,10 +31,7 @@ PRIVATE_ENV = "ESA_RUN_PRIVATE"
 
 def enter_private_world(argv: list[str]) -> int:
     """Re-run this script inside fresh network, PID and mount namespaces."""
-    inner = (
-        "mount -t tmpfs esa-tmp /tmp && mount -t tmpfs esa-run /run && "
-        'ip link set lo up && exec "$@"'
-    )
+    inner = 'ip link set lo up && exec "$@"'
     cmd = [
         "unshare", "--net", "--pid", "--mount", "--fork", "--mount-proc",
         "--propagation", "private", "--", "bash", "-c", inner, "bash",
@@ -69,18 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", type=Path, default=HERE / "scenarios" / "default.json")
-    ap.add_argument(
-        "--out",
-        type=Path,
-        default=ROOT / "results" / "run",
-        help="results directory (not under /tmp: the run has a /tmp of its own)",
-    )
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "run", help="results directory")
     ap.add_argument("--quiet", action="store_true", help="no live progress display")
     scn.add_overrides(ap)
     args = ap.parse_args(argv)
     why = missing()
-    if args.out.resolve().is_relative_to("/tmp"):
-        why = f"--out {args.out} is under /tmp, which the run replaces with its own"
     if why:
         print(f"run: {why}", file=sys.stderr)
         return 2
@@ -97,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         for policy in scenario.policies:
             print(f"\n=== policy {policy}: {len(scenario.jobs)} jobs, "
                   f"{scenario.pool_size} slots ===", flush=True)  # fmt: skip
-            with Testbed(scenario, json_path, p4info, args.out / "logs" / policy) as bed:
+            logs = args.out / "logs" / policy
+            with (
+                tempfile.TemporaryDirectory(prefix="esa-run-") as work,
+                Testbed(scenario, json_path, p4info, logs, Path(work)) as bed,
+            ):
                 results[policy] = bed.run(policy, live=not args.quiet)
             print(report.job_table(policy, scenario, results[policy]), flush=True)
     except KeyboardInterrupt:

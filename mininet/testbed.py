@@ -28,7 +28,6 @@ from esa import wire
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 SWITCH_IP, SWITCH_MAC = "10.0.0.254", "02:00:00:00:00:fe"
-ADMIN = "unix:/tmp/esa-ctl.sock"
 
 
 @dataclass
@@ -60,8 +59,13 @@ def plan(scenario: Scenario) -> dict[int, tuple[list[Member], Member]]:
 
 
 class Testbed:
-    def __init__(self, scenario: Scenario, json_path: Path, p4info: Path, logs: Path) -> None:
+    def __init__(
+        self, scenario: Scenario, json_path: Path, p4info: Path, logs: Path, work: Path
+    ) -> None:
+        """``work``: a private directory for sockets and state; ``logs``: kept."""
         self.scenario = scenario
+        self.work = work
+        self.admin = f"unix:{work / 'esa-ctl.sock'}"
         self.json_path, self.p4info = json_path, p4info
         self.logs = logs
         logs.mkdir(parents=True, exist_ok=True)
@@ -82,7 +86,7 @@ class Testbed:
         setLogLevel("critical")  # Mininet's resource-limit notices are not ours to fix
         net = Mininet(topo=None, build=False, controller=None, link=TCLink, autoSetMacs=False)
         self.net = net
-        sw = net.addSwitch("s1", cls=Bmv2Switch, log_dir=str(self.logs))
+        sw = net.addSwitch("s1", cls=Bmv2Switch, log_dir=str(self.logs), work_dir=str(self.work))
         for workers, ps in self.jobs.values():
             for m in (*workers, ps):
                 h = net.addHost(m.name, ip=f"{m.ip}/24", mac=m.mac)
@@ -120,10 +124,9 @@ class Testbed:
         return path
 
     def _start_controller(self) -> None:
-        db = Path("/tmp/esa-ctl.db")
-        db.unlink(missing_ok=True)
+        db = self.work / "esa-ctl.db"
         cmd = [
-            PY, "-m", "controller.cli", "--admin", ADMIN, "serve",
+            PY, "-m", "controller.cli", "--admin", self.admin, "serve",
             "--switch", "127.0.0.1:9559", "--p4json", str(self.json_path),
             "--p4info", str(self.p4info), "--topology", str(self._topology()), "--db", str(db),
         ]  # fmt: skip
@@ -137,7 +140,7 @@ class Testbed:
 
     def ctl_cmd(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         res = subprocess.run(
-            [PY, "-m", "controller.cli", "--admin", ADMIN, *args],
+            [PY, "-m", "controller.cli", "--admin", self.admin, *args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -195,7 +198,7 @@ class Testbed:
                      "--window", str(s.window), "--rto", str(s.rto_s), "--seed", "1", "--json"],
                     f"{m.name}.log",
                 )  # fmt: skip
-        admin = AdminClient(ADMIN)
+        admin = AdminClient(self.admin)
         specs = {j.job: j for j in s.jobs}
 
         def report_progress(job: int, done: int) -> None:
