@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -40,13 +41,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def synthetic_gradient(
+    seed: int, job: int, index: int, it: int, bound: float, size: int
+) -> npt.NDArray[np.float32]:
+    """Worker ``index``'s gradient of iteration ``it``: anyone can recompute it."""
+    rng = np.random.default_rng([seed, job, index, it])
+    return rng.uniform(-bound, bound, size).astype(np.float32)
+
+
+def digest(result: npt.NDArray[np.float32]) -> str:
+    """A fingerprint of an all-reduce result, to check it bit for bit elsewhere."""
+    return hashlib.sha256(np.ascontiguousarray(result, dtype=np.float32).tobytes()).hexdigest()
+
+
 def gradients(args: argparse.Namespace, it: int) -> npt.NDArray[np.float32]:
     if args.grad:
         g: npt.NDArray[np.float32] = np.load(args.grad)
         return np.asarray(g[it % len(g)] if g.ndim > 1 else g, dtype=np.float32)
-    rng = np.random.default_rng([args.seed, args.job, args.index, it])
-    bound, size = float(args.bound), int(args.size)
-    return rng.uniform(-bound, bound, size).astype(np.float32)
+    return synthetic_gradient(args.seed, args.job, args.index, it, args.bound, args.size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,11 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker_mask=args.mask,
     )
     times: list[float] = []
+    digests: list[str] = []
     start = time.monotonic()
     for it in range(args.iters):
         grad = gradients(args, it)
         t0 = time.monotonic()
-        worker.allreduce(grad)
+        digests.append(digest(worker.allreduce(grad)))
         times.append(time.monotonic() - t0)
         print(f"iter {it}: {times[-1] * 1e3:.3f} ms", flush=True)
     jct = time.monotonic() - start
@@ -82,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "iters": args.iters,
             "jct_s": jct,
             "iter_s": times,
+            "sha256": digests,
             "counters": worker.counters.as_dict(),
         }
         print(json.dumps(report), flush=True)

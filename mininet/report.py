@@ -25,6 +25,8 @@ class JobResult:
     preempt_won: int
     preempt_suffered: int
     retransmits: int
+    exact: bool
+    """every worker received every iteration's exact sum (bit for bit)."""
 
     @classmethod
     def build(
@@ -32,7 +34,7 @@ class JobResult:
         job: JobSpec,
         workers: dict[tuple[int, int], dict[str, Any]],
         stats: dict[str, Any],
-        ps: dict[str, Any] | None,
+        exact: bool,
     ) -> JobResult:
         mine = [r for (j, _), r in workers.items() if j == job.job]
         jct = max(float(r["jct_s"]) for r in mine)
@@ -49,13 +51,14 @@ class JobResult:
             preempt_won=int(ev.get("preempt_won", 0)),
             preempt_suffered=int(ev.get("preempt_suffered", 0)),
             retransmits=retx,
+            exact=exact,
         )
 
 
 def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult]) -> str:
     head = (
         f"{'job':>4} {'values':>8} {'JCT s':>8} {'iter/s':>7} {'in switch':>9} "
-        f"{'fallback':>8} {'won':>6} {'lost':>6} {'retx':>6}"
+        f"{'fallback':>8} {'won':>6} {'lost':>6} {'retx':>6} {'exact':>5}"
     )
     lines = [f"policy {policy}", head]
     specs = {j.job: j for j in scenario.jobs}
@@ -63,7 +66,7 @@ def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult]) ->
         lines.append(
             f"{job:>4} {specs[job].values:>8} {r.jct_s:>8.2f} {r.iters_per_s:>7.2f} "
             f"{r.switch_share:>8.0%} {r.fallbacks:>8} {r.preempt_won:>6} "
-            f"{r.preempt_suffered:>6} {r.retransmits:>6}"
+            f"{r.preempt_suffered:>6} {r.retransmits:>6} {'yes' if r.exact else 'NO':>5}"
         )
     lines.append(f"average JCT {average_jct(results):.2f} s")
     return "\n".join(lines)

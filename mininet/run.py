@@ -100,10 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\nrun: interrupted; everything it started is stopped", file=sys.stderr)
         return 130
     print(report.comparison_table(scenario, results))
+    wrong = [(p, j) for p, per_job in results.items() for j, r in per_job.items() if not r.exact]
     written = report.write(args.out, scenario, results)
     print(f"\nwrote {', '.join(str(p) for p in written)}")
     print(f"total time {time.monotonic() - started:.0f} s")
     (args.out / "scenario.json").write_text(json.dumps(scn.as_json(scenario), indent=2))
+    if wrong:
+        print(f"run: sums not exact for (policy, job) {wrong}", file=sys.stderr)
+        return 1
+    print("every worker received every exact sum (bit for bit)")
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import verify
 from bmv2_switch import Bmv2Switch
 from mininet.link import TCLink
 from mininet.log import setLogLevel
@@ -195,7 +196,8 @@ class Testbed:
                     [PY, "-m", "hosts.worker_cli", "--job", str(job.job), "--index", str(m.index),
                      "--fan-in", str(job.workers), "--ps", ps.ip, "--bind", f"{m.ip}:{m.udp_port}",
                      "--iters", str(job.iterations), "--size", str(job.values),
-                     "--window", str(s.window), "--rto", str(s.rto_s), "--seed", "1", "--json"],
+                     "--window", str(s.window), "--rto", str(s.rto_s), "--seed", str(verify.SEED),
+                     "--bound", str(verify.BOUND), "--json"],
                     f"{m.name}.log",
                 )  # fmt: skip
         admin = AdminClient(self.admin)
@@ -215,13 +217,13 @@ class Testbed:
         finally:
             admin.close()
         stats = json.loads(self.ctl_cmd("stats", "--json").stdout)
-        ps_reports = {}
         for job_id, p in pses.items():
             p.send_signal(signal.SIGTERM)
             out, _ = p.communicate(timeout=10)
-            ps_reports[job_id] = _last_json(out)
+            (self.logs / f"ps{job_id}.json").write_text(out)
         return {
-            job.job: JobResult.build(job, reports, stats, ps_reports.get(job.job)) for job in s.jobs
+            job.job: JobResult.build(job, reports, stats, verify.exact(job, reports))
+            for job in s.jobs
         }
 
 
@@ -273,14 +275,6 @@ def follow(
         if p.wait() != 0 or key not in last_json:
             raise RuntimeError(f"worker {key} failed (exit {p.returncode}); see its log")
     return last_json
-
-
-def _last_json(out: str) -> dict[str, Any] | None:
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            parsed: dict[str, Any] = json.loads(line)
-            return parsed
-    return None
 
 
 def _stop(p: subprocess.Popen[Any]) -> None:

@@ -41,7 +41,7 @@ bench.dataplane_rate`` sustained 5,800-7,900 ESA packets/s on the 2-core
 machine of the runs (L2 forwarding: 22,000-28,000).  The low end: in a run
 BMv2 shares the two cores with nine Python hosts."""
 
-PS_PKT_NS = 30_000.0
+PS_PKT_NS = 25_000.0
 """The Python PS per packet it acts on: ``measure_ps_pkt_ns`` (UDP socket
 receive, merge, and for every second packet a PS_RESULT sent) gave 25-45 us
 on the same machine under load."""

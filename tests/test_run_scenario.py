@@ -69,7 +69,7 @@ def test_tables_and_files(tmp_path: Path) -> None:
     }
     stats = {"jobs": {str(j.job): {"completed": 10, "fallback": 3} for j in s.jobs}}
     results = {
-        p: {j.job: report.JobResult.build(j, workers, stats, None) for j in s.jobs}
+        p: {j.job: report.JobResult.build(j, workers, stats, exact=True) for j in s.jobs}
         for p in ("esa", "atp")
     }
     r1 = results["esa"][1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sim import fluid
@@ -42,3 +44,15 @@ def test_sweep_point_rows() -> None:
     rows = run_point((pt, 4, Net()))
     assert len(rows) == 4 * len(Scheme)
     assert all(float(str(r["jct_s"])) > 0 for r in rows)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA, Scheme.STATIC])
+def test_fluid_shares_a_slow_switch_like_the_packet_model(scheme: Scheme) -> None:
+    """With a switch slower than the links (BMv2), both models are bound by
+    the one shared switch server and agree within the stated tolerance."""
+    net = replace(NET, switch_pkt_ns=2_000.0)
+    exact = mean_jct(run_scenario(JOBS, 1024, scheme, net, model="packet"))
+    coarse = mean_jct(run_scenario(JOBS, 1024, scheme, net, model="fluid"))
+    assert abs(coarse / exact - 1) <= TOLERANCE
+    unbound = mean_jct(run_scenario(JOBS, 1024, scheme, NET, model="fluid"))
+    assert coarse > 2 * unbound

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from esa.spec import Event, Verdict
@@ -63,3 +65,33 @@ def test_large_pool_has_no_contention() -> None:
     for scheme in (Scheme.ATP, Scheme.ESA):
         sim = run(scheme, pool=4096)
         assert all(n == 0 for (_, v), n in sim.verdicts.items() if v is Verdict.FALLBACK)
+
+
+def test_the_switch_is_one_shared_fifo_server() -> None:
+    """A switch-bound run lasts (packets through the switch) x service time,
+    whichever job sent them: the server is shared by every port."""
+    service = 10_000.0
+    net = replace(NET, switch_pkt_ns=service)
+    jobs = [JobSpec(1, 2, 32 * 200, 2), JobSpec(2, 2, 32 * 100, 2)]
+    sim = PacketSim(jobs, 4096, Scheme.ESA, net)
+    jct = sim.run()
+    packets = sum(sim.verdicts.values())
+    assert packets == 2 * (200 + 100) * 2
+    assert max(jct.values()) == pytest.approx(packets * service * 1e-9, rel=0.02)
+    alone = PacketSim(jobs[1:], 4096, Scheme.ESA, net).run()[2]
+    assert jct[2] > 1.5 * alone, "job 2 waits behind job 1's packets"
+    fast = PacketSim(jobs, 4096, Scheme.ESA, NET).run()
+    assert max(fast.values()) < 0.1 * max(jct.values())
+
+
+def test_host_timers_recover_every_chunk() -> None:
+    """With the hosts' retransmission timeout and the PS's stalled-chunk
+    pull, a slow switch makes workers resend; still every chunk of every
+    iteration completes exactly once."""
+    net = replace(NET, switch_pkt_ns=2_000.0, rto_ns=50_000.0, ps_stall_ns=200_000.0)
+    sim = PacketSim(JOBS, 64, Scheme.ESA_SRPT, net)
+    sim.run()
+    assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) > 0
+    for spec in JOBS:
+        ev = sim.switch.events(spec.job_id)
+        assert ev[Event.COMPLETED] + sim.ps_completed[spec.job_id] == spec.chunks * spec.iterations

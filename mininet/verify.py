@@ -1,0 +1,40 @@
+"""What every worker of a run must have received: the exact sums, bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scenario import JobSpec
+
+from hosts import quant
+from hosts.worker_cli import digest, synthetic_gradient
+
+SEED = 1
+"""Seed of the synthetic gradients the run's workers stream."""
+BOUND = 1.0
+"""The jobs' quantisation bound (the worker CLI's default)."""
+
+
+def expected_digests(job: JobSpec) -> list[str]:
+    """Per iteration, the digest of numpy's sum of the workers' quantised
+    gradients, dequantised as a worker does."""
+    scale = quant.job_scale(BOUND, job.workers)
+    out = []
+    for it in range(job.iterations):
+        qs = [
+            quant.quantise(
+                synthetic_gradient(SEED, job.job, w, it, BOUND, job.values), BOUND, scale
+            )
+            for w in range(job.workers)
+        ]
+        total = np.sum([q.values.astype(np.int64) for q in qs], axis=0)
+        out.append(digest(quant.dequantise(total, scale).ravel()[: job.values]))
+    return out
+
+
+def exact(job: JobSpec, reports: dict[tuple[int, int], dict[str, Any]]) -> bool:
+    """True when every worker of ``job`` got every iteration's exact sum."""
+    want = expected_digests(job)
+    mine = [r for (j, _), r in reports.items() if j == job.job]
+    return len(mine) == job.workers and all(r.get("sha256") == want for r in mine)
