@@ -39,6 +39,11 @@ for bin in p4c-bm2-ss simple_switch_grpc simple_switch_CLI; do
     echo "setup: '$bin' is not on PATH." >&2
   fi
 done
+if command -v simple_switch_CLI >/dev/null && ! simple_switch_CLI --help >/dev/null 2>&1; then
+  status=1
+  echo "setup: 'simple_switch_CLI' is on PATH but does not run; the python3 it uses" \
+       "(its '#!/usr/bin/env python3') needs the 'thrift' module: python3 -m pip install thrift" >&2
+fi
 if [ $status -ne 0 ]; then
   cat >&2 <<'TXT'
 setup: the P4 toolchain is missing. Tests that need it will be skipped.
