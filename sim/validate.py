@@ -14,6 +14,7 @@ Exits 1 when the simulator disagrees, 0 when it agrees.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import socket
 import sys
@@ -43,8 +44,10 @@ BMv2 shares the two cores with nine Python hosts."""
 
 PS_PKT_NS = 25_000.0
 """The Python PS per packet it acts on: ``measure_ps_pkt_ns`` (UDP socket
-receive, merge, and for every second packet a PS_RESULT sent) gave 25-45 us
-on the same machine under load."""
+receive, merge, and for every second packet a PS_RESULT sent; ``--measure-ps``)
+gave medians of 17-35 us in six calls on the runs' 2-core machine under
+other load; 25 us is the middle.  The PS is far from the bottleneck: 17 or
+45 us changes no simulated average JCT."""
 
 HOP_NS = 50_000.0
 """One way host <-> BMv2 over a veth: kernel UDP send, veth, BMv2's packet
@@ -71,6 +74,8 @@ class Run:
     policies: list[str]
     measured: dict[str, dict[int, float]]
     """policy -> job -> JCT (s) of the run."""
+    auto_priority: bool
+    """the jobs' priorities are the controller's automatic ones (size hints)."""
 
 
 def net_for(scenario: dict[str, Any]) -> Net:
@@ -116,20 +121,18 @@ def load(run_dir: Path) -> Run:
     policies = [p for p in scenario["policies"] if p in measured]
     if "esa" not in policies:
         raise ValueError("the run has no esa policy to compare with")
-    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), policies, measured)
+    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), policies, measured, any(auto))
 
 
-def scheme_for(policy: str, jobs: list[JobSpec]) -> Scheme:
+def scheme_for(policy: str, auto_priority: bool) -> Scheme:
     """Static priorities given per job run as plain ESA."""
-    if policy == "esa" and jobs[0].priority and all(j.priority for j in jobs):
-        return Scheme.ESA
-    return SCHEMES[policy]
+    return Scheme.ESA if policy == "esa" and not auto_priority else SCHEMES[policy]
 
 
 def simulate(run: Run) -> dict[str, dict[int, float]]:
     """policy -> job -> simulated JCT (s), packet model."""
     return {
-        p: packet.simulate(run.jobs, run.pool, scheme_for(p, run.jobs), run.net)
+        p: packet.simulate(run.jobs, run.pool, scheme_for(p, run.auto_priority), run.net)
         for p in run.policies
     }
 
@@ -145,7 +148,12 @@ class Comparison:
 
 
 def ordering(avg: dict[str, float]) -> str:
-    return " < ".join(sorted(avg, key=avg.__getitem__))
+    """Policies by average JCT, best first; ``=`` for averages within 0.1 %."""
+    ranked = sorted(avg, key=avg.__getitem__)
+    out = ranked[0]
+    for prev, p in itertools.pairwise(ranked):
+        out += (" = " if avg[p] <= 1.001 * avg[prev] else " < ") + p
+    return out
 
 
 def compare(
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure_ps:
         ps_ns = measure_ps_pkt_ns()
         print(f"PS: {ps_ns / 1e3:.1f} us per packet (measured)")
-        run = Run(run.pool, run.jobs, replace(run.net, ps_pkt_ns=ps_ns), run.policies, run.measured)
+        run = replace(run, net=replace(run.net, ps_pkt_ns=ps_ns))
     n = run.net
     print(
         f"{args.run_dir}: {len(run.jobs)} jobs, {run.pool} slots; switch "

@@ -27,6 +27,9 @@ def test_lossy_small_pool_sums_are_exact(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "jobs.json").read_text())
     assert {r["policy"] for r in rows} == {"esa", "atp", "static"}
     assert all(r["exact"] for r in rows)
-    assert all(r["fallbacks"] > 0 and r["retransmits"] > 0 for r in rows)
+    for policy in ("esa", "atp", "static"):
+        mine = [r for r in rows if r["policy"] == policy]
+        assert sum(r["retransmits"] for r in mine) > 0, f"{policy}: no loss happened"
+        assert sum(r["fallbacks"] for r in mine) > 0, f"{policy}: nothing reached the PS"
     assert sum(r["preempt_won"] for r in rows if r["policy"] == "esa") > 0
     assert sum(r["preempt_won"] for r in rows if r["policy"] != "esa") == 0

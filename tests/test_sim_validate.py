@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sim import validate
+from sim.params import Scheme
 from sim.scenario import mean_jct
 
 EARLIER_RUN = validate.REFERENCE_RUN.parent / "default_run_earlier"
@@ -26,7 +27,9 @@ def test_calibration_comes_from_the_scenario() -> None:
     assert run.net.rto_ns == pytest.approx(0.05e9)
     assert run.net.static_parts == len(run.jobs) == 3
     assert run.net.switch_pkt_ns == pytest.approx(1e9 / validate.SWITCH_PKT_PER_S)
-    assert validate.scheme_for("esa", run.jobs) is validate.SCHEMES["esa"]
+    assert run.auto_priority
+    assert validate.scheme_for("esa", run.auto_priority) is validate.SCHEMES["esa"]
+    assert validate.scheme_for("esa", False) is Scheme.ESA
 
 
 @pytest.mark.parametrize("run_dir", [validate.REFERENCE_RUN, EARLIER_RUN])
