@@ -38,10 +38,13 @@ def enter_private_world(argv: list[str]) -> int:
         sys.executable, str(Path(__file__).resolve()), *argv,
     ]  # fmt: skip
     env = {**os.environ, PRIVATE_ENV: "1"}
-    try:
-        return subprocess.run(cmd, env=env, check=False).returncode
-    except KeyboardInterrupt:
-        return 130
+    proc = subprocess.Popen(cmd, env=env)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C reached the run inside too; wait while it stops everything
+            continue
 
 
 def missing() -> str | None:

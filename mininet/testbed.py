@@ -132,7 +132,10 @@ class Testbed:
             "--p4info", str(self.p4info), "--topology", str(self._topology()), "--db", str(db),
         ]  # fmt: skip
         with open(self.logs / "controller.log", "wb") as log:
-            self.ctl = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            # its own session: a Ctrl-C reaches the run, which stops it in order
+            self.ctl = subprocess.Popen(
+                cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + 30
         while self.ctl_cmd("status", check=False).returncode != 0:
             if self.ctl.poll() is not None or time.monotonic() > deadline:
