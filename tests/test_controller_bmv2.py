@@ -26,6 +26,7 @@ from esa.model import slot_hash
 from esa.spec import Policy
 from esa.wire import Flag, PacketType
 from tests.bmv2 import THRIFT_PORT, Bmv2Switch, compile_p4
+from tests.esa_ctl import esa_ctl
 
 pytestmark = pytest.mark.bmv2
 
@@ -302,17 +303,6 @@ def test_bmv2_restart_resyncs(ctl: Controller, bmv2: Bmv2Switch) -> None:
     assert parse(bmv2.recv(6, timeout=2.0, want=1)[0]).ptype is PacketType.RESULT
 
 
-def _esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "--admin", admin, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-        timeout=60,
-    )
-
-
 def _serve(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp: Path) -> subprocess.Popen[bytes]:
     topo = tmp / "topo.json"
     topo.write_text(json.dumps(TOPO.to_json()))
@@ -347,7 +337,7 @@ def _serve(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp: Path) -> subproces
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        res = _esa_ctl(f"unix:{tmp}/admin.sock", "status", "--json")
+        res = esa_ctl(f"unix:{tmp}/admin.sock", "status", "--json")
         if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
             return proc
         time.sleep(0.2)
@@ -370,20 +360,18 @@ def test_controller_restart_recovers(
     proc = _serve(bmv2, program, tmp_path)
     try:
         assert (
-            _esa_ctl(
+            esa_ctl(
                 admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4"
             ).returncode
             == 0
         )
         assert (
-            _esa_ctl(
+            esa_ctl(
                 admin, "admit", "2", "--workers", "h4", "h5", "--ps", "h6", "--priority", "2"
             ).returncode
             == 0
         )
-        dup = _esa_ctl(
-            admin, "admit", "2", "--workers", "h4", "h5", "--ps", "h6", "--priority", "2"
-        )
+        dup = esa_ctl(admin, "admit", "2", "--workers", "h4", "h5", "--ps", "h6", "--priority", "2")
         assert (dup.returncode, dup.stderr) == (
             1,
             "esa-ctl: error: job 2 already exists: remove it first\n",
@@ -402,7 +390,7 @@ def test_controller_restart_recovers(
     proc = _serve(bmv2, program, tmp_path)
     try:
         assert _read(bmv2) == before
-        jobs = json.loads(_esa_ctl(admin, "jobs", "--json").stdout)
+        jobs = json.loads(esa_ctl(admin, "jobs", "--json").stdout)
         assert [(j["job"], j["priority"]) for j in jobs] == [(1, 4), (2, 2)]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -33,6 +33,7 @@ from controller.switch import SLOT_OWNER, P4RuntimeSwitch
 from controller.topology import Host
 from esa.spec import Drop, Event, Policy, counter_index
 from tests.bmv2 import compile_p4
+from tests.esa_ctl import esa_ctl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -329,21 +330,10 @@ def _start(fake: FakeP4Runtime, addr: str) -> grpc.Server:
     return srv
 
 
-def _ctl(admin: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "--admin", admin, *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-        timeout=60,
-    )
-
-
 def _wait_connected(admin: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
-        res = _ctl(admin, "status", "--json")
+        res = esa_ctl(admin, "status", "--json")
         if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
             return
         time.sleep(0.2)
@@ -381,11 +371,11 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
 
     proc = serve()
     try:
-        res = _ctl(admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4")
+        res = esa_ctl(admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4")
         assert res.returncode == 0, res.stderr
-        res = _ctl(admin, "admit", "2", "--workers", "h4,h5", "--ps", "h6", "--size", "1000")
+        res = esa_ctl(admin, "admit", "2", "--workers", "h4,h5", "--ps", "h6", "--size", "1000")
         assert res.returncode == 0, res.stderr
-        assert _ctl(admin, "policy", "static").returncode == 0
+        assert esa_ctl(admin, "policy", "static").returncode == 0
         before = _read(addr)
         assert sorted(before.jobs) == [1, 2] and before.policy.policy is Policy.STATIC
     finally:
@@ -408,7 +398,7 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
             time.sleep(0.1)
         assert fresh.pushes == 1
         assert _read(addr) == before
-        jobs = json.loads(_ctl(admin, "jobs", "--json").stdout)
+        jobs = json.loads(esa_ctl(admin, "jobs", "--json").stdout)
         assert [(j["job"], j["mode"]) for j in jobs] == [(1, "static"), (2, "auto")]
     finally:
         proc.terminate()

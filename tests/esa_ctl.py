@@ -1,0 +1,20 @@
+"""Running the ``esa-ctl`` CLI from tests, as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.bmv2 import ROOT
+
+
+def esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``esa-ctl --admin ADMIN ARGS...``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "--admin", admin, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=60,
+    )
