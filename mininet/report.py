@@ -55,6 +55,40 @@ class JobResult:
         )
 
 
+def mean_of(rounds: list[dict[int, JobResult]]) -> dict[int, JobResult]:
+    """Per job, the mean of each number over rounds; exact only if every round was."""
+    out = {}
+    for job in rounds[0]:
+        rs = [r[job] for r in rounds]
+        n = len(rs)
+        out[job] = JobResult(
+            job=job,
+            jct_s=sum(r.jct_s for r in rs) / n,
+            iters_per_s=sum(r.iters_per_s for r in rs) / n,
+            chunks=rs[0].chunks,
+            switch_share=sum(r.switch_share for r in rs) / n,
+            fallbacks=round(sum(r.fallbacks for r in rs) / n),
+            preempt_won=round(sum(r.preempt_won for r in rs) / n),
+            preempt_suffered=round(sum(r.preempt_suffered for r in rs) / n),
+            retransmits=round(sum(r.retransmits for r in rs) / n),
+            exact=all(r.exact for r in rs),
+        )
+    return out
+
+
+def rounds_table(runs: dict[str, list[dict[int, JobResult]]]) -> str:
+    """Average JCT of every round, per policy: the run-to-run spread."""
+    lines = ["", "average JCT per round (s)"]
+    for policy, rounds in runs.items():
+        avgs = [average_jct(r) for r in rounds]
+        lines.append(
+            f"{policy:>7}: "
+            + " ".join(f"{a:6.2f}" for a in avgs)
+            + f"   mean {sum(avgs) / len(avgs):.2f}"
+        )
+    return "\n".join(lines)
+
+
 def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult]) -> str:
     head = (
         f"{'job':>4} {'values':>8} {'JCT s':>8} {'iter/s':>7} {'in switch':>9} "
@@ -92,9 +126,27 @@ def comparison_table(scenario: Scenario, results: dict[str, dict[int, JobResult]
     return "\n".join(lines)
 
 
-def write(out: Path, scenario: Scenario, results: dict[str, dict[int, JobResult]]) -> list[Path]:
+def write(
+    out: Path,
+    scenario: Scenario,
+    results: dict[str, dict[int, JobResult]],
+    runs: dict[str, list[dict[int, JobResult]]],
+) -> list[Path]:
+    """jobs.csv and jobs.json (means over rounds), rounds.json (every round), jct.png."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [{"policy": p, **asdict(r)} for p, per_job in results.items() for r in per_job.values()]
+    rounds_path = out / "rounds.json"
+    rounds_path.write_text(
+        json.dumps(
+            [
+                {"policy": p, "round": k + 1, **asdict(r)}
+                for p, rounds in runs.items()
+                for k, per_job in enumerate(rounds)
+                for r in per_job.values()
+            ],
+            indent=2,
+        )
+    )
     csv_path = out / "jobs.csv"
     with csv_path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -102,7 +154,7 @@ def write(out: Path, scenario: Scenario, results: dict[str, dict[int, JobResult]
         w.writerows(rows)
     json_path = out / "jobs.json"
     json_path.write_text(json.dumps(rows, indent=2))
-    return [csv_path, json_path, plot(out / "jct.png", scenario, results)]
+    return [csv_path, json_path, rounds_path, plot(out / "jct.png", scenario, results)]
 
 
 def plot(path: Path, scenario: Scenario, results: dict[str, dict[int, JobResult]]) -> Path:

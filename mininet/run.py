@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", type=Path, default=HERE / "scenarios" / "default.json")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "run", help="results directory")
     ap.add_argument("--quiet", action="store_true", help="no live progress display")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="rounds of all policies; tables show the means"
+    )
     scn.add_overrides(ap)
     args = ap.parse_args(argv)
     why = missing()
@@ -86,25 +89,32 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     json_path, p4info = build(scenario.pool_size, ROOT / "build" / f"run-pool{scenario.pool_size}")
-    results: dict[str, dict[int, report.JobResult]] = {}
+    runs: dict[str, list[dict[int, report.JobResult]]] = {p: [] for p in scenario.policies}
     started = time.monotonic()
     try:
-        for policy in scenario.policies:
-            print(f"\n=== policy {policy}: {len(scenario.jobs)} jobs, "
-                  f"{scenario.pool_size} slots ===", flush=True)  # fmt: skip
-            logs = args.out / "logs" / policy
-            with (
-                tempfile.TemporaryDirectory(prefix="esa-run-") as work,
-                Testbed(scenario, json_path, p4info, logs, Path(work)) as bed,
-            ):
-                results[policy] = bed.run(policy, live=not args.quiet)
-            print(report.job_table(policy, scenario, results[policy]), flush=True)
+        for rnd in range(args.repeat):
+            for policy in scenario.policies:
+                tag = f"round {rnd + 1}/{args.repeat}, " if args.repeat > 1 else ""
+                print(f"\n=== policy {policy}: {tag}{len(scenario.jobs)} jobs, "
+                      f"{scenario.pool_size} slots ===", flush=True)  # fmt: skip
+                logs = args.out / "logs" / policy
+                if args.repeat > 1:
+                    logs = logs / f"round{rnd + 1}"
+                with (
+                    tempfile.TemporaryDirectory(prefix="esa-run-") as work,
+                    Testbed(scenario, json_path, p4info, logs, Path(work)) as bed,
+                ):
+                    runs[policy].append(bed.run(policy, live=not args.quiet))
+                print(report.job_table(policy, scenario, runs[policy][-1]), flush=True)
     except KeyboardInterrupt:
         print("\nrun: interrupted; everything it started is stopped", file=sys.stderr)
         return 130
+    results = {p: report.mean_of(r) for p, r in runs.items()}
+    if args.repeat > 1:
+        print(report.rounds_table(runs))
     print(report.comparison_table(scenario, results))
     wrong = [(p, j) for p, per_job in results.items() for j, r in per_job.items() if not r.exact]
-    written = report.write(args.out, scenario, results)
+    written = report.write(args.out, scenario, results, runs)
     print(f"\nwrote {', '.join(str(p) for p in written)}")
     print(f"total time {time.monotonic() - started:.0f} s")
     (args.out / "scenario.json").write_text(json.dumps(scn.as_json(scenario), indent=2))

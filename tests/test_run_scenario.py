@@ -76,6 +76,23 @@ def test_tables_and_files(tmp_path: Path) -> None:
     assert (r1.jct_s, r1.fallbacks, r1.retransmits) == (3.0, 3, 2)
     table = report.comparison_table(s, results)
     assert "average JCT atp / esa: 1.00" in table
-    written = report.write(tmp_path, s, results)
-    assert [p.name for p in written] == ["jobs.csv", "jobs.json", "jct.png"]
+    runs = {p: [r, r] for p, r in results.items()}
+    written = report.write(tmp_path, s, results, runs)
+    assert [p.name for p in written] == ["jobs.csv", "jobs.json", "rounds.json", "jct.png"]
     assert len(json.loads((tmp_path / "jobs.json").read_text())) == 2 * len(s.jobs)
+    assert len(json.loads((tmp_path / "rounds.json").read_text())) == 4 * len(s.jobs)
+
+
+def test_mean_over_rounds() -> None:
+    s = scn.load(DEFAULT)
+    job = s.jobs[0]
+    stats = {"jobs": {str(job.job): {"completed": 10, "fallback": 4}}}
+
+    def one(jct: float, exact: bool) -> report.JobResult:
+        workers = {(job.job, 0): {"jct_s": jct, "counters": {"retransmitted": 2}}}
+        return report.JobResult.build(job, workers, stats, exact=exact)
+
+    mean = report.mean_of([{job.job: one(2.0, True)}, {job.job: one(4.0, False)}])[job.job]
+    assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.0, 4, 2, False)
+    table = report.rounds_table({"esa": [{job.job: one(2.0, True)}, {job.job: one(4.0, True)}]})
+    assert "esa:   2.00   4.00   mean 3.00" in table
