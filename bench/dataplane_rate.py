@@ -27,7 +27,8 @@ from scapy.layers.l2 import Ether
 
 from esa import wire
 from esa.spec import Policy
-from tests.bmv2 import ROOT, Bmv2Switch, compile_p4, missing_bmv2
+from esa.toolchain import compile_p4
+from tests.bmv2 import ROOT, Bmv2Switch, missing_bmv2
 
 HEADER = struct.Struct(wire.struct_format())
 SENT_FRACTION = 0.995

@@ -26,6 +26,8 @@ import report  # noqa: E402
 import scenario as scn  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
+from esa.toolchain import compile_p4  # noqa: E402
+
 PRIVATE_ENV = "ESA_RUN_PRIVATE"
 
 
@@ -56,17 +58,6 @@ def missing() -> str | None:
     return None
 
 
-def build(pool: int, out: Path) -> tuple[Path, Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, p4info = out / "esa.json", out / "esa.p4info.txtpb"
-    subprocess.run(
-        ["p4c-bm2-ss", "--arch", "v1model", "--std", "p4-16", f"-DPOOL_SIZE={pool}",
-         "--p4runtime-files", str(p4info), "-o", str(json_path), str(ROOT / "p4src/esa.p4")],
-        check=True,
-    )  # fmt: skip
-    return json_path, p4info
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -88,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     scenario = scn.apply_overrides(scn.load(args.scenario), args)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    json_path, p4info = build(scenario.pool_size, ROOT / "build" / f"run-pool{scenario.pool_size}")
+    json_path, p4info = compile_p4(
+        ROOT / "p4src" / "esa.p4", ROOT / "build" / "run", scenario.pool_size
+    )
     runs: dict[str, list[dict[int, report.JobResult]]] = {p: [] for p in scenario.policies}
     started = time.monotonic()
     try:

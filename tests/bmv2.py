@@ -17,18 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from esa.toolchain import missing_binaries
 from tests.netns import Namespace, drain, missing_root
 
 ROOT = Path(__file__).resolve().parent.parent
 THRIFT_PORT = 9090
-
-
-def missing_binaries(*binaries: str) -> str | None:
-    """Why a test needing these programs can't run here, or None."""
-    for b in binaries:
-        if shutil.which(b) is None:
-            return f"'{b}' not found on PATH (see README.md, Prerequisites)"
-    return None
 
 
 def missing_bmv2() -> str | None:
@@ -36,22 +29,6 @@ def missing_bmv2() -> str | None:
     return (
         missing_binaries("p4c-bm2-ss", "simple_switch_grpc", "simple_switch_CLI") or missing_root()
     )
-
-
-def compile_p4(source: Path, out_dir: Path, pool: int | None = None) -> tuple[Path, Path]:
-    """Compile a P4 program with p4c-bm2-ss; returns (json, p4info)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = source.stem if pool is None else f"{source.stem}-pool{pool}"
-    json_path = out_dir / f"{stem}.json"
-    p4info = out_dir / f"{stem}.p4info.txtpb"
-    cmd = ["p4c-bm2-ss", "--arch", "v1model", "--std", "p4-16"]
-    if pool is not None:
-        cmd.append(f"-DPOOL_SIZE={pool}")
-    cmd += ["--p4runtime-files", str(p4info), "-o", str(json_path), str(source)]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise RuntimeError(f"p4c-bm2-ss failed:\n{res.stderr}")
-    return json_path, p4info
 
 
 class Bmv2Switch:

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.bmv2 import missing_binaries, missing_bmv2
+from esa.toolchain import missing_binaries
+from tests.bmv2 import missing_bmv2
 from tests.dataplane import Rig, build_program
 from tests.netns import missing_root
 

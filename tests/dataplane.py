@@ -21,7 +21,8 @@ from scapy.layers.l2 import Ether
 from esa import spec, wire
 from esa.model import JobConfig, Out, Packet, SwitchModel
 from esa.spec import Policy
-from tests.bmv2 import ROOT, Bmv2Switch, compile_p4
+from esa.toolchain import compile_p4
+from tests.bmv2 import ROOT, Bmv2Switch
 
 POOL = 8
 HEADER = struct.Struct(wire.struct_format())

@@ -24,8 +24,9 @@ from controller.topology import Host, Topology
 from esa import wire
 from esa.model import slot_hash
 from esa.spec import Policy
+from esa.toolchain import compile_p4
 from esa.wire import Flag, PacketType
-from tests.bmv2 import THRIFT_PORT, Bmv2Switch, compile_p4
+from tests.bmv2 import THRIFT_PORT, Bmv2Switch
 from tests.esa_ctl import esa_ctl
 
 pytestmark = pytest.mark.bmv2

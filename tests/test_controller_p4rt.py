@@ -32,7 +32,7 @@ from controller.reconcile import reconcile
 from controller.switch import SLOT_OWNER, P4RuntimeSwitch
 from controller.topology import Host
 from esa.spec import Drop, Event, Policy, counter_index
-from tests.bmv2 import compile_p4
+from esa.toolchain import compile_p4
 from tests.esa_ctl import esa_ctl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from esa import codegen, spec, wire
-from tests.bmv2 import ROOT, compile_p4
+from esa.toolchain import compile_p4
+from tests.bmv2 import ROOT
 
 WIRE_P4 = ROOT / "p4src" / "include" / "wire.p4"
 
