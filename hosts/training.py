@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from hosts.simnet import StepDriver
 from hosts.worker import Worker
 
 F32 = npt.NDArray[np.float32]
@@ -128,26 +129,22 @@ def train_with_float_allreduce(data: Dataset, workers: int, steps: int) -> float
     return trainers[0].model.accuracy(data.x_test, data.y_test)
 
 
-class TrainDriver:
+class TrainDriver(StepDriver):
     """Drives a Trainer through a steppable Worker (for poll-based networks)."""
 
     def __init__(self, trainer: Trainer, worker: Worker, steps: int) -> None:
-        self.trainer, self.worker, self.steps = trainer, worker, steps
-        self.worker.begin(trainer.next_gradient())
+        self.trainer, self.steps = trainer, steps
+        super().__init__(worker)
 
     @property
     def finished(self) -> bool:
         return self.trainer.step == self.steps
 
-    def poll(self, now: float) -> float | None:
-        nxt = self.worker.poll(now)
-        while self.worker.done and not self.finished:
-            self.trainer.apply(self.worker.result())
-            if self.finished:
-                break
-            self.worker.begin(self.trainer.next_gradient())
-            nxt = self.worker.poll(now)
-        return nxt
+    def next_tensor(self) -> F32:
+        return self.trainer.next_gradient()
+
+    def deliver(self, result: F32) -> None:
+        self.trainer.apply(result)
 
 
 def train_blocking(trainer: Trainer, allreduce: Callable[[F32], F32], steps: int) -> None:
