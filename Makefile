@@ -9,17 +9,22 @@ BUILD := build
 P4_MAIN := p4src/esa.p4
 P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 
-.PHONY: help setup build gen test lint run sim bench clean
+.PHONY: help setup build gen p4info test lint run cli stop sim bench clean
 
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
 	@echo "make build   - compile p4src/ into build/esa.json and build/esa.p4info.txtpb (POOL=$(POOL))"
 	@echo "make gen     - regenerate p4src/include/{wire,codes}.p4 from esa/wire.py and esa/spec.py"
+	@echo "make p4info  - regenerate p4src/esa.p4info.txtpb with p4c (after a change to p4src/)"
 	@echo "make test    - run the test suite (BMv2 tests skip, naming what is missing)"
 	@echo "make lint    - ruff and mypy"
-	@echo "make run     - a multi-job run on Mininet under each policy, with JCT tables"
-	@echo "make sim     - the cluster-scale simulator's default sweep"
+	@echo "make run     - a multi-job run on Mininet under each policy, with JCT tables (RUN_ARGS=...)"
+	@echo "make cli     - the same network, switch and controller at a mininet> prompt, no jobs started"
+	@echo "make stop    - end a run left behind (its processes, work directory and PID file)"
+	@echo "make sim     - the cluster-scale simulator: one point per regime, 5 seeds (under a minute)"
+	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"
+	@echo "make clean   - make stop, then remove build/ and results/ (compiled programs, logs, pcaps)"
 
 setup:
 	@bash scripts/setup.sh
@@ -39,24 +44,43 @@ $(BUILD)/esa.json: $(P4_SRCS) | $(PY)
 	$(P4C) --arch v1model --std p4-16 -DPOOL_SIZE=$(POOL) \
 	    --p4runtime-files $(BUILD)/esa.p4info.txtpb -o $(BUILD)/esa.json $(P4_MAIN)
 
+# The committed P4Info lets the controller and the reference switch run where
+# p4c is missing; tests/test_refswitch.py fails when it is out of date.
+# Always the default pool: the P4Info's register sizes are part of the file.
+p4info: $(P4_SRCS) | $(PY)
+	@$(PY) -m esa.codegen --check
+	@mkdir -p $(BUILD)/p4info
+	$(P4C) --arch v1model --std p4-16 \
+	    --p4runtime-files p4src/esa.p4info.txtpb -o $(BUILD)/p4info/esa.json $(P4_MAIN)
+
 test: $(PY)
 	$(PY) -m pytest -ra
 
 lint: $(PY)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy esa controller hosts sim tests bench
-	cd mininet && ../$(VENV)/bin/mypy --config-file ../pyproject.toml *.py
+	$(VENV)/bin/mypy esa controller hosts sim tests bench testbed examples mininet
 
 run: $(PY)
 	$(PY) mininet/run.py $(RUN_ARGS)
 
+cli: $(PY)
+	$(PY) mininet/run.py --cli $(RUN_ARGS)
+
+# Only what a run's PID file names (testbed/run/lock.py); stdlib only, so no
+# virtualenv is needed to tidy up.
+stop:
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m testbed.run.stop $(RUN_ARGS)
+
 sim: $(PY)
 	$(PY) -m sim
+
+sim-full: $(PY)
+	$(PY) -m sim --full --out results/sim-full
 
 bench: $(PY) build
 	$(PY) -m bench.dataplane_rate
 	$(PY) -m bench.host_rate
 
-clean:
+clean: stop
 	rm -rf $(BUILD) results

@@ -23,6 +23,7 @@ from esa.spec import (
     SlotState,
     Verdict,
     counter_index,
+    default_squat_us,
     owner_key,
 )
 from esa.wire import Flag, PacketType
@@ -97,6 +98,8 @@ class Slot:
     prio: int = 0
     ts: int = 0
     state: int = 0
+    gone: int = 0
+    """owner key of the last chunk whose partial left this slot unfinished."""
     values: list[int] = field(default_factory=lambda: [0] * wire.K)
 
 
@@ -115,10 +118,13 @@ class SwitchModel:
         pool_size: int = DEFAULT_POOL_SIZE,
         policy: Policy = Policy.ESA,
         stale_us: int = DEFAULT_STALE_US,
+        squat_us: int | None = None,
     ) -> None:
+        """``squat_us`` None: the policy's default (``spec.default_squat_us``)."""
         self.pool_size = pool_size
         self.policy = policy
         self.stale_us = stale_us
+        self.squat_us = default_squat_us(policy) if squat_us is None else squat_us
         self.jobs: dict[int, JobConfig] = {}
         self.ps_routes: set[int] = set()
         self.slots = [Slot() for _ in range(pool_size)]
@@ -164,47 +170,69 @@ class SwitchModel:
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
         key = owner_key(pkt.job, pkt.seq)
-        retx = bool(pkt.flags & Flag.RETX)
-        ovf = SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
         if slot.owner == key:
-            if slot.state & SlotState.DONE:
-                return self._fallback(pkt)
-            if slot.bitmap & pkt.bitmap:
-                self._count(pkt.job, Event.DUPLICATE)
-                if not retx:
-                    return Result(Verdict.DUPLICATE)
-                out = self._take(slot, PacketType.PARTIAL, slot.values)
-                self._count(pkt.job, Event.FLUSHED)
-                return Result(Verdict.FLUSH, (Output(Out.PS, out),))
-            summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
-            slot.bitmap |= pkt.bitmap
-            slot.count += 1
-            slot.state |= ovf
-            slot.ts = now
-            if slot.count == cfg.fan_in:
-                self._count(pkt.job, Event.AGGREGATED)
-                self._count(pkt.job, Event.COMPLETED)
-                if self.policy is Policy.ATP:
-                    out = self._result(slot, summed, PacketType.RESULT)
-                    out = replace(out, flags=out.flags | Flag.HOLD)
-                    slot.state |= SlotState.DONE
-                    return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
-                out = self._take(slot, PacketType.RESULT, summed)
-                return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
-            if retx:
-                self._count(pkt.job, Event.FLUSHED)
-                out = self._take(slot, PacketType.PARTIAL, summed)
-                return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+            return self._own(pkt, cfg, slot, key, now)
+        if slot.gone == key:
+            self._count(pkt.job, Event.FOLLOWED)
+            return self._fallback(pkt)
+        return self._other(pkt, cfg, slot, key, now)
+
+    def _own(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
+        """S2-S7: the slot holds C's chunk."""
+        retx = bool(pkt.flags & Flag.RETX)
+        if slot.state & SlotState.DONE:
+            return self._fallback(pkt)
+        if slot.bitmap & pkt.bitmap:
+            self._count(pkt.job, Event.DUPLICATE)
+            if not retx:
+                return Result(Verdict.DUPLICATE)
+            out = self._take(slot, PacketType.PARTIAL, slot.values)
+            slot.gone = key
+            self._count(pkt.job, Event.FLUSHED)
+            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+        summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
+        slot.bitmap |= pkt.bitmap
+        slot.count += 1
+        slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
+        slot.ts = now
+        if slot.count == cfg.fan_in:
             self._count(pkt.job, Event.AGGREGATED)
-            slot.values = summed
-            return Result(Verdict.ADD)
-        stale = slot.owner != 0 and now - slot.ts > self.stale_us
-        if slot.owner == 0 or stale:
+            self._count(pkt.job, Event.COMPLETED)
+            if self.policy is Policy.ATP:
+                out = self._result(slot, summed, PacketType.RESULT)
+                out = replace(out, flags=out.flags | Flag.HOLD)
+                slot.state |= SlotState.DONE
+                return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
+            out = self._take(slot, PacketType.RESULT, summed)
+            return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
+        if retx:
+            self._count(pkt.job, Event.FLUSHED)
+            out = self._take(slot, PacketType.PARTIAL, summed)
+            slot.gone = key
+            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+        self._count(pkt.job, Event.AGGREGATED)
+        slot.values = summed
+        return Result(Verdict.ADD)
+
+    def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
+        """S8-S11: the slot is free or holds another chunk."""
+        retx = bool(pkt.flags & Flag.RETX)
+        held = slot.owner != 0
+        stale = held and now - slot.ts > self.stale_us
+        idle = (
+            held
+            and self.squat_us > 0
+            and not slot.state & SlotState.DONE
+            and now - slot.ts > self.squat_us
+        )
+        if not held or stale or idle:
             if retx:
                 return self._fallback(pkt)
             verdict, victim_event = Verdict.CLAIM, None
             if stale:
                 verdict, victim_event = Verdict.RECLAIM, Event.STALE_RECLAIMED
+            elif idle:
+                verdict, victim_event = Verdict.RECLAIM, Event.IDLE_RECLAIMED
         elif self.policy is Policy.ESA and not retx and cfg.priority > slot.prio:
             verdict, victim_event = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
         else:
@@ -214,11 +242,13 @@ class SwitchModel:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & SlotState.DONE:
                 outputs = (Output(Out.PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
+                slot.gone = slot.owner
         if verdict is Verdict.PREEMPT:
             self._count(pkt.job, Event.PREEMPT_WON)
         self._count(pkt.job, Event.AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
-        slot.prio, slot.ts, slot.state = cfg.priority, now, ovf
+        slot.prio, slot.ts = cfg.priority, now
+        slot.state = SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
         slot.values = list(pkt.values)
         return Result(verdict, outputs)
 
@@ -231,7 +261,7 @@ class SwitchModel:
         idx = self.slot_index(pkt.job, pkt.seq, cfg)
         verdict = Verdict.PS_PASS
         if idx is not None and self.slots[idx].owner == owner_key(pkt.job, pkt.seq):
-            self.slots[idx] = Slot()
+            self.slots[idx].owner = 0
             self._count(pkt.job, Event.RELEASED_BY_PS)
             verdict = Verdict.PS_RELEASE
         return Result(verdict, (Output(Out.WORKERS, pkt),))

@@ -20,7 +20,15 @@ MAX_PRIORITY = 255
 """Priorities run 0..MAX_PRIORITY; a higher number is more urgent."""
 
 DEFAULT_STALE_US = 20_000
-"""A slot untouched this long (microseconds) may be reclaimed by any job."""
+"""A slot untouched this long (microseconds) may be reclaimed by any job,
+whatever it holds: the dead-worker and removed-job timeout."""
+
+DEFAULT_SQUAT_US = 5_000
+"""ESA's squat timeout (microseconds): a slot holding an *incomplete* partial
+untouched this long may be taken by any other chunk, its partial going to its
+PS as on a preemption.  A few round trips of a loaded software switch; 0 turns
+the rule off (the default of the ATP and STATIC policies, whose published
+designs have no such rule)."""
 
 
 class Policy(enum.IntEnum):
@@ -62,6 +70,12 @@ class Event(enum.IntEnum):
     """a PS-completed result passed through to the workers."""
     RELEASED_BY_PS = 12
     """a PS result released a slot that still held this chunk."""
+    IDLE_RECLAIMED = 13
+    """this job's incomplete partial sat untouched for the squat timeout and
+    was taken over; it went to the PS."""
+    FOLLOWED = 14
+    """a contribution of a chunk whose partial had already left the switch
+    unfinished went after it to the PS (also counted as FALLBACK)."""
 
 
 EVENTS_PER_JOB = 16
@@ -78,6 +92,10 @@ class Drop(enum.IntEnum):
     that did not come from the job's PS port."""
     NO_PS_ROUTE = 4
     """a packet bound for the PS of a job that has no PS route (removed)."""
+    MALFORMED = 5
+    """a frame too short for the headers it announces (the parser's error):
+    an ESA packet cut inside its header or values, a truncated IPv4 or UDP
+    header."""
 
 
 class Verdict(enum.IntEnum):
@@ -104,7 +122,8 @@ class Verdict(enum.IntEnum):
     PREEMPT = 7
     """ESA: took the slot of a lower-priority job; the evicted partial goes to that job's PS."""
     RECLAIM = 8
-    """took a stale slot; the stale partial goes to its job's PS."""
+    """took a stale slot, or an idle one holding an incomplete partial; that
+    partial goes to its job's PS."""
     PS_PASS = 9
     """a PS result or pull passed to the workers."""
     PS_RELEASE = 10
@@ -113,21 +132,77 @@ class Verdict(enum.IntEnum):
     """a FLOAT packet passed to the job's PS."""
 
 
+class Dest(enum.IntEnum):
+    """Where ingress sends an ESA packet (the P4 program's ``dest_t``)."""
+
+    DROP = 0
+    """nowhere."""
+    PS = 1
+    """unicast to the PS of the job in the header (after any rewrite)."""
+    ALL = 2
+    """multicast: the job's workers and its PS."""
+    WORKERS = 3
+    """multicast: the job's workers."""
+
+
 @dataclass(frozen=True)
-class Register:
+class P4Type:
+    """A ``typedef`` of the P4 program that is not a header field's."""
+
     name: str
     bits: int
     doc: str
 
 
+def header_type(field: str) -> P4Type:
+    """The ``typedef`` of an ESA header field (``wire.p4`` declares it)."""
+    f = next(f for f in wire.HEADER if f.name == field)
+    return P4Type(f"{f.name}_t", f.bits, f.doc)
+
+
+PRIO_T = P4Type("prio_t", 8, "job priority, 0..MAX_PRIORITY; higher is more urgent")
+SLOT_IDX_T = P4Type("slot_idx_t", 32, "index into the slot pool")
+CHUNK_KEY_T = P4Type("chunk_key_t", 48, "job (16 bits) ++ seq (32 bits); 0 = no chunk")
+USEC_T = P4Type("usec_t", 48, "switch time in microseconds")
+SLOT_STATE_T = P4Type("slot_state_t", 8, "SlotState bits")
+MCAST_GRP_T = P4Type("mcast_grp_t", 16, "multicast group id")
+P4_TYPES = (PRIO_T, SLOT_IDX_T, CHUNK_KEY_T, USEC_T, SLOT_STATE_T, MCAST_GRP_T)
+"""Declared in ``codes.p4``; the header fields' types and ``value_t`` are in ``wire.p4``."""
+VALUE_T = P4Type(wire.VALUE_TYPE, 32, "one int32 value lane, two's complement")
+
+JOB_TABLE_SIZE = wire.MAX_JOB_ID + 1
+"""Entries of the ``jobs`` and ``ps_route`` tables: one per job id."""
+L2_TABLE_SIZE = 1024
+"""Entries of the ``l2`` table: one per host MAC, plus broadcast."""
+REPLICAS_TABLE_SIZE = 4096
+"""Entries of the ``replicas`` table: one per job member (workers and PS)."""
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    type: P4Type
+    doc: str
+
+    @property
+    def bits(self) -> int:
+        return self.type.bits
+
+
 SLOT_REGISTERS: tuple[Register, ...] = (
-    Register("slot_owner", 48, "job (16 bits) and seq (32 bits) holding the slot; 0 = free"),
-    Register("slot_bitmap", 32, "workers summed so far"),
-    Register("slot_count", 8, "contributions summed so far"),
-    Register("slot_prio", 8, "priority of the owner when it claimed the slot"),
-    Register("slot_ts", 48, "last touch, switch microseconds"),
-    Register("slot_state", 8, "SlotState bits"),
-    *(Register(f"slot_v{i}", 32, f"value lane {i} (two's complement)") for i in range(wire.K)),
+    Register("slot_owner", CHUNK_KEY_T, "the chunk holding the slot; 0 = free"),
+    Register("slot_bitmap", header_type("bitmap"), "workers summed so far"),
+    Register("slot_count", header_type("count"), "contributions summed so far"),
+    Register("slot_prio", PRIO_T, "priority of the owner when it claimed the slot"),
+    Register("slot_ts", USEC_T, "last touch"),
+    Register("slot_state", SLOT_STATE_T, "SlotState bits"),
+    Register(
+        "slot_gone",
+        CHUNK_KEY_T,
+        "the last chunk whose partial left this slot unfinished; "
+        "its later contributions follow it to the PS",
+    ),
+    *(Register(f"slot_v{i}", VALUE_T, f"value lane {i}") for i in range(wire.K)),
 )
 """One register array per row, each ``pool size`` entries long."""
 
@@ -138,6 +213,36 @@ class SlotState(enum.IntFlag):
     switch copies it without a branch)."""
     DONE = 0x10
     """ATP: the sum completed and went to the PS; held until its result returns."""
+
+
+def default_squat_us(policy: Policy) -> int:
+    """The squat timeout the controller writes with ``policy`` unless told otherwise."""
+    return DEFAULT_SQUAT_US if policy is Policy.ESA else 0
+
+
+BCAST_MGID = 1
+"""Multicast group that floods L2 broadcast to every host port (rid 0)."""
+RID_STRIDE = 64
+"""Egress replication ids per job: one per worker, one for the PS."""
+PS_MEMBER = wire.MAX_WORKERS
+"""Member number of a job's PS in ``rid``."""
+
+
+def mgid_all(job: int) -> int:
+    """Multicast group of a job's workers and its PS (results completed in the switch)."""
+    return 2 * job
+
+
+def mgid_workers(job: int) -> int:
+    """Multicast group of a job's workers (PS results and pulls)."""
+    return 2 * job + 1
+
+
+def rid(job: int, member: int) -> int:
+    """Egress replication id of worker ``member`` (0..31) or of the PS
+    (``PS_MEMBER``) of ``job``; the ``replicas`` table rewrites each copy to
+    that host's addresses."""
+    return job * RID_STRIDE + 1 + member
 
 
 def owner_key(job: int, seq: int) -> int:

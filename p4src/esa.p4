@@ -25,15 +25,23 @@ control EsaIngress(inout headers_t hdr, inout metadata_t meta,
     Accounting() accounting;
 
     apply {
+        if (std.parser_error != error.NoError) {
+            // A0: a frame too short for the headers it announces.
+            meta.outcome.drop_reason = drop_t.MALFORMED;
+            mark_to_drop(std);
+            accounting.apply(hdr.esa, meta.job.id, meta.outcome);
+            return;
+        }
         if (hdr.esa.isValid()) {
-            admission.apply(hdr, meta, std);
-            if (meta.to_pool == 1) {
-                pool.apply(hdr, meta, std);
+            admission.apply(hdr.esa, std.ingress_port, meta.job, meta.slot, meta.outcome);
+            if (meta.slot.to_pool) {
+                pool.apply(hdr.esa, hdr.vals, meta.job, meta.slot, meta.outcome,
+                           std.ingress_global_timestamp);
             }
         }
-        forwarding.apply(hdr, meta, std);
+        forwarding.apply(hdr.ethernet, hdr.ipv4, hdr.udp, hdr.esa, meta.job, meta.outcome, std);
         if (hdr.esa.isValid()) {
-            accounting.apply(hdr, meta);
+            accounting.apply(hdr.esa, meta.job.id, meta.outcome);
         }
     }
 }
@@ -43,7 +51,7 @@ control EsaEgress(inout headers_t hdr, inout metadata_t meta,
     ReplicaRewrite() rewrite;
 
     apply {
-        rewrite.apply(hdr, meta, std);
+        rewrite.apply(hdr.ethernet, hdr.ipv4, hdr.udp, hdr.esa.isValid(), meta.outcome, std);
     }
 }
 

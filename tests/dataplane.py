@@ -2,13 +2,12 @@
 
 Six ports: job 1 (low priority) has workers on ports 1 and 2 and its PS on
 port 3; job 2 (high priority) has workers on 4 and 5 and its PS on 6.  The
-switch is configured through BMv2's Thrift CLI so that these tests depend on
-the P4 program alone, not on the controller.
+switch is programmed through the controller's switch API and entry plan
+(``controller.plan``), the very entries the controller writes.
 """
 
 from __future__ import annotations
 
-import re
 import struct
 import time
 from collections.abc import Iterable, Sequence
@@ -18,63 +17,51 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.entries import PolicyEntry, SwitchEntries
+from controller.plan import JobPlan, desired
+from controller.reconcile import reconcile
+from controller.switch import P4RuntimeSwitch
+from controller.topology import Host
 from esa import spec, wire
 from esa.model import JobConfig, Out, Packet, SwitchModel
+from esa.p4names import register
 from esa.spec import Policy
 from esa.toolchain import compile_p4
-from tests.bmv2 import ROOT, Bmv2Switch
+from testbed.bmv2_veth import Bmv2Switch
+from testbed.paths import ROOT
 
 POOL = 8
 HEADER = struct.Struct(wire.struct_format())
 VALUES = struct.Struct(f"!{wire.K}i")
 
 
-@dataclass(frozen=True)
-class Host:
-    port: int
-    mac: str
-    ip: str
-    udp_port: int
-    rid: int
-
-
 def host(port: int, udp_port: int = 0) -> Host:
     return Host(
-        port, f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}", udp_port or 40000 + port, port
+        f"h{port}", port, f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}", udp_port or 40000 + port
     )
 
 
-@dataclass(frozen=True)
-class Job:
-    job: int
-    prio: int
-    workers: tuple[Host, ...]
-    ps: Host
-    part_base: int
-    part_size: int
-
-    @property
-    def mgid_all(self) -> int:
-        return 2 * self.job - 1
-
-    @property
-    def mgid_workers(self) -> int:
-        return 2 * self.job
-
-    def config(self) -> JobConfig:
-        return JobConfig(
-            fan_in=len(self.workers),
-            worker_mask=(1 << len(self.workers)) - 1,
-            priority=self.prio,
-            ps_port=self.ps.port,
-            part_base=self.part_base,
-            part_size=self.part_size,
-        )
+def config(job: JobPlan) -> JobConfig:
+    """The model's row of ``job``, as the plan's ``set_job`` entry holds it."""
+    return JobConfig(
+        fan_in=len(job.workers),
+        worker_mask=(1 << len(job.workers)) - 1,
+        priority=job.prio,
+        ps_port=job.ps.port,
+        part_base=job.part_base,
+        part_size=job.part_size,
+    )
 
 
-LOW = Job(1, 1, (host(1), host(2)), host(3, wire.UDP_PORT), 0, 4)
-HIGH = Job(2, 5, (host(4), host(5)), host(6, wire.UDP_PORT), 4, 4)
+LOW = JobPlan(1, (host(1), host(2)), host(3, wire.UDP_PORT), 1, 0, 4)
+HIGH = JobPlan(2, (host(4), host(5)), host(6, wire.UDP_PORT), 5, 4, 4)
 JOBS = {j.job: j for j in (LOW, HIGH)}
+HOSTS = [h for j in JOBS.values() for h in (*j.workers, j.ps)]
+
+
+def entries(policy: PolicyEntry) -> SwitchEntries:
+    """What the controller's plan writes for the rig's two jobs."""
+    return desired(HOSTS, list(JOBS.values()), policy)
 
 
 def frame(pkt: Packet, src: Host, dst_ip: str) -> bytes:
@@ -123,57 +110,43 @@ def by_port(frames: list[Seen]) -> dict[int, list[Seen]]:
 
 
 class Rig:
-    """The switch and the model, configured alike."""
+    """The switch and the model, configured alike: the switch through the
+    controller's P4Runtime API (``controller.plan`` entries), registers alone
+    through BMv2's Thrift CLI, which BMv2 forces."""
 
-    def __init__(self, json_path: Path) -> None:
-        self.sw = Bmv2Switch(ports=6, json_path=json_path)
+    def __init__(self, program: tuple[Path, Path]) -> None:
+        self.sw = Bmv2Switch(ports=6)
         self.sw.start()
+        self.p4rt = P4RuntimeSwitch.connect(self.sw.grpc_addr)
+        self.p4rt.push_pipeline(*program)
         self.model = SwitchModel(pool_size=POOL)
-        self._configure()
-
-    def _configure(self) -> None:
-        cmds = []
-        handle = 0
+        self.base = self._read_counters()
         for job in JOBS.values():
-            c = job.config()
-            cmds.append(
-                f"table_add EsaIngress.admission.jobs EsaIngress.admission.set_job {job.job} => "
-                f"{c.fan_in} {c.worker_mask} {c.priority} {c.ps_port} {job.mgid_all} "
-                f"{job.mgid_workers} {c.part_base} {c.part_size}"
-            )
-            cmds.append(
-                f"table_add EsaIngress.forwarding.ps_route EsaIngress.forwarding.set_ps "
-                f"{job.job} => {job.ps.port} {job.ps.mac} {job.ps.ip}"
-            )
-            members = {job.mgid_all: (*job.workers, job.ps), job.mgid_workers: job.workers}
-            for mgid, hosts in members.items():
-                cmds.append(f"mc_mgrp_create {mgid}")
-                for h in hosts:
-                    cmds.append(f"mc_node_create {h.rid} {h.port}")
-                    cmds.append(f"mc_node_associate {mgid} {handle}")
-                    handle += 1
-            for h in (*job.workers, job.ps):
-                cmds.append(
-                    f"table_add EsaEgress.rewrite.replicas EsaEgress.rewrite.set_dst {h.rid} => "
-                    f"{h.mac} {h.ip} {h.udp_port}"
-                )
-            self.model.add_job(job.job, c)
-        self.sw.cli("\n".join(cmds))
+            self.model.add_job(job.job, config(job))
+        self.set_policy(Policy.ESA)
 
-    def set_policy(self, policy: Policy, stale_us: int = 10_000_000) -> None:
-        self.sw.cli(
-            "table_set_default EsaIngress.admission.policy EsaIngress.admission.set_policy "
-            f"{int(policy)} {stale_us}"
+    def set_policy(
+        self, policy: Policy, stale_us: int = 10_000_000, squat_us: int = 10_000_000
+    ) -> None:
+        """Timeouts default to 10 s, which no test outlasts: the switch's clock
+        and the model's are not the same, so a test that wants a slot to
+        age says so."""
+        reconcile(
+            self.p4rt,
+            entries(PolicyEntry(policy, stale_us, squat_us)),
+            self.p4rt.read_entries(),
         )
         self.model.policy = policy
         self.model.stale_us = stale_us
+        self.model.squat_us = squat_us
 
-    def reset(self, policy: Policy = Policy.ESA, stale_us: int = 10_000_000) -> None:
-        lines = [f"register_reset EsaIngress.pool.{r.name}" for r in spec.SLOT_REGISTERS]
-        lines += ["counter_reset EsaIngress.accounting.job_events"]
-        lines += ["counter_reset EsaIngress.accounting.drops"]
-        self.sw.cli("\n".join(lines))
-        self.set_policy(policy, stale_us)
+    def reset(
+        self, policy: Policy = Policy.ESA, stale_us: int = 10_000_000, squat_us: int = 10_000_000
+    ) -> None:
+        """Empty slots, counters from zero (the switch's are read relative to now)."""
+        self.sw.cli("\n".join(f"register_reset {register(r.name)}" for r in spec.SLOT_REGISTERS))
+        self.base = self._read_counters()
+        self.set_policy(policy, stale_us, squat_us)
         self.model.slots = SwitchModel(pool_size=POOL).slots
         self.model.job_events = [0] * spec.COUNTER_SIZE
         self.model.drops = [0] * (len(spec.Drop) + 1)
@@ -211,27 +184,31 @@ class Rig:
         assert self.counters() == (self.model.job_events, self.model.drops)
         return got
 
-    def counters(self) -> tuple[list[int], list[int]]:
-        lines = []
-        for job in (0, *JOBS):
-            for ev in range(spec.EVENTS_PER_JOB):
-                idx = spec.EVENTS_PER_JOB * job + ev
-                lines.append(f"counter_read EsaIngress.accounting.job_events {idx}")
-        lines += [
-            f"counter_read EsaIngress.accounting.drops {d}" for d in range(len(spec.Drop) + 1)
-        ]
-        out = self.sw.cli("\n".join(lines))
-        counts = [int(n) for n in re.findall(r"bytes, (\d+) packets\)", out)]
-        assert len(counts) == len(lines), out
-        n = spec.EVENTS_PER_JOB * (len(JOBS) + 1)
+    def _read_counters(self) -> tuple[list[int], list[int]]:
+        c = self.p4rt.read_counters()
         events = [0] * spec.COUNTER_SIZE
-        events[:n] = counts[:n]
-        return events, counts[n:]
+        for job, counts in c.events.items():
+            for ev, n in counts.items():
+                events[spec.counter_index(job, ev)] = n
+        drops = [0] * (len(spec.Drop) + 1)
+        for d, n in c.drops.items():
+            drops[d] = n
+        return events, drops
+
+    def counters(self) -> tuple[list[int], list[int]]:
+        """Job events and drops counted since the last ``reset``, indexed as
+        the model's ``job_events`` and ``drops``."""
+        now = self._read_counters()
+        return (
+            [a - b for a, b in zip(now[0], self.base[0], strict=True)],
+            [a - b for a, b in zip(now[1], self.base[1], strict=True)],
+        )
 
     def close(self) -> None:
+        self.p4rt.close()
         self.sw.close()
 
 
-def build_program(out_dir: Path) -> Path:
-    json_path, _ = compile_p4(ROOT / "p4src" / "esa.p4", out_dir, pool=POOL)
-    return json_path
+def build_program(out_dir: Path) -> tuple[Path, Path]:
+    """The program's BMv2 JSON and P4Info, compiled with the rig's pool size."""
+    return compile_p4(ROOT / "p4src" / "esa.p4", out_dir, pool=POOL)

@@ -11,11 +11,13 @@ import time
 
 import pytest
 
+from controller.plan import JobPlan
+from controller.topology import Host
 from esa import spec, wire
 from esa.model import INT32_MAX, Packet, slot_hash
 from esa.spec import Drop, Event, Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, POOL, Host, Job, Rig
+from tests.dataplane import HIGH, LOW, POOL, Rig
 
 pytestmark = pytest.mark.bmv2
 
@@ -24,7 +26,7 @@ def vals(x: int) -> tuple[int, ...]:
     return tuple(x * (i + 1) for i in range(wire.K))
 
 
-def contrib(job: Job, seq: int, w: int, x: int = 1, flags: int = 0) -> tuple[Packet, Host]:
+def contrib(job: JobPlan, seq: int, w: int, x: int = 1, flags: int = 0) -> tuple[Packet, Host]:
     pkt = Packet(PacketType.CONTRIB, job.job, seq, 1 << w, vals(x), flags=flags, count=1)
     return pkt, job.workers[w]
 
@@ -39,7 +41,7 @@ def colliding() -> tuple[int, int]:
     )
 
 
-def events(rig: Rig, job: Job) -> dict[Event, int]:
+def events(rig: Rig, job: JobPlan) -> dict[Event, int]:
     got, _ = rig.counters()
     return {e: got[spec.counter_index(job.job, e)] for e in Event}
 
@@ -149,6 +151,37 @@ def test_stale_slot_is_reclaimed(rig: Rig) -> None:
         (3, PacketType.PARTIAL, LOW.job, vals(9))
     ]
     assert events(rig, LOW)[Event.STALE_RECLAIMED] == 1
+
+
+def test_idle_partial_is_taken_and_its_chunk_follows(rig: Rig) -> None:
+    rig.reset(Policy.ESA, squat_us=100_000)
+    s, t = colliding()
+    rig.run([contrib(HIGH, t, 0, 9)])
+    time.sleep(0.25)
+    got = rig.run([contrib(LOW, s, 0, 4), contrib(HIGH, t, 1, 2)])
+    assert [(g.port, g.packet.ptype, g.packet.job, g.packet.values) for g in got] == [
+        (6, PacketType.PARTIAL, HIGH.job, vals(9)),
+        (6, PacketType.FALLBACK, HIGH.job, vals(2)),
+    ]
+    high = events(rig, HIGH)
+    assert (high[Event.IDLE_RECLAIMED], high[Event.FOLLOWED], high[Event.PREEMPT_WON]) == (1, 1, 0)
+    assert rig.model.slots[slot_hash(LOW.job, s, POOL)].owner >> 32 == LOW.job
+
+
+def test_preempted_chunk_goes_whole_to_its_ps_without_a_timer(rig: Rig) -> None:
+    """The evicted partial and the chunk's later contribution both reach the
+    PS at once, so the PS completes the chunk without waiting for a
+    retransmission, although the slot is free again when that contribution
+    arrives."""
+    rig.reset(Policy.ESA)
+    s, t = colliding()
+    got = rig.run([contrib(LOW, s, 0, 5), contrib(HIGH, t, 0, 1), contrib(HIGH, t, 1, 2)])
+    got += rig.run([contrib(LOW, s, 1, 6)])
+    to_low_ps = [(g.packet.ptype, g.packet.bitmap, g.packet.values) for g in got if g.port == 3]
+    assert to_low_ps == [(PacketType.PARTIAL, 0b01, vals(5)), (PacketType.FALLBACK, 0b10, vals(6))]
+    assert rig.model.slots[slot_hash(LOW.job, s, POOL)].owner == 0
+    low = events(rig, LOW)
+    assert (low[Event.PREEMPT_SUFFERED], low[Event.FOLLOWED], low[Event.FLUSHED]) == (1, 1, 0)
 
 
 def test_overflow_saturates_and_is_flagged(rig: Rig) -> None:

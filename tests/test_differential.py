@@ -7,11 +7,12 @@ import random
 
 import pytest
 
+from controller.topology import Host
 from esa import wire
 from esa.model import Packet
 from esa.spec import Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, Host, Rig
+from tests.dataplane import HIGH, LOW, Rig
 
 pytestmark = pytest.mark.bmv2
 

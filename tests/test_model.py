@@ -16,7 +16,7 @@ from esa.model import (
     SwitchModel,
     slot_hash,
 )
-from esa.spec import Drop, Event, Policy, Verdict
+from esa.spec import DEFAULT_SQUAT_US, Drop, Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
 POOL = 8
@@ -205,3 +205,74 @@ def test_every_sum_is_exact_and_no_contribution_is_lost(seed: int, policy: Polic
             covered[key] = covered.get(key, 0) | s.bitmap
     for key, workers in sent.items():
         assert covered.get(key, 0) == sum(1 << w for w in workers), key
+
+
+def test_idle_incomplete_partial_is_taken_and_its_chunk_follows() -> None:
+    sw = switch()
+    sw.squat_us, sw.stale_us = 200, 10**6
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(HIGH, high_seq, 0, 4), 0)
+    assert sw.process(contrib(LOW, low_seq, 0), 200).verdict is Verdict.FALLBACK
+    res = sw.process(contrib(LOW, low_seq, 0, 7), 201)
+    assert res.verdict is Verdict.RECLAIM
+    (out,) = res.outputs
+    assert (out.to, out.packet.ptype, out.packet.job, out.packet.seq) == (
+        Out.PS,
+        PacketType.PARTIAL,
+        HIGH,
+        high_seq,
+    )
+    assert (out.packet.bitmap, out.packet.count, out.packet.values) == (0b01, 1, vals(4))
+    assert sw.events(HIGH)[Event.IDLE_RECLAIMED] == 1
+    assert sw.events(HIGH)[Event.STALE_RECLAIMED] == 0
+    # HIGH's second worker finds its chunk gone: it follows the partial to the PS,
+    # even though HIGH outranks the slot's new holder.
+    res = sw.process(contrib(HIGH, high_seq, 1, 9), 300)
+    assert res.verdict is Verdict.FALLBACK
+    assert res.outputs[0].packet.values == vals(9)
+    ev = sw.events(HIGH)
+    assert (ev[Event.FOLLOWED], ev[Event.FALLBACK], ev[Event.PREEMPT_WON]) == (1, 1, 0)
+
+
+def test_idle_rule_spares_a_complete_held_slot() -> None:
+    sw = switch(Policy.ATP)
+    sw.squat_us, sw.stale_us = 200, 10**6
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(HIGH, high_seq, 0), 0)
+    sw.process(contrib(HIGH, high_seq, 1), 1)
+    assert sw.process(contrib(LOW, low_seq, 0), 5000).verdict is Verdict.FALLBACK
+
+
+def test_squat_timeout_defaults_per_policy() -> None:
+    assert SwitchModel(policy=Policy.ESA).squat_us == DEFAULT_SQUAT_US > 0
+    assert SwitchModel(policy=Policy.ATP).squat_us == 0
+    assert SwitchModel(policy=Policy.STATIC).squat_us == 0
+    assert SwitchModel(policy=Policy.ATP, squat_us=300).squat_us == 300
+
+
+def test_preempted_chunk_never_starts_a_slot_again() -> None:
+    sw = switch()
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(LOW, low_seq, 0, 5), 0)
+    assert sw.process(contrib(HIGH, high_seq, 0), 1).verdict is Verdict.PREEMPT
+    assert sw.process(contrib(HIGH, high_seq, 1), 2).verdict is Verdict.COMPLETE
+    # the slot is free now, but LOW's chunk already left it: no fresh sum
+    # that could never reach the fan-in
+    res = sw.process(contrib(LOW, low_seq, 1, 6), 3)
+    assert res.verdict is Verdict.FALLBACK
+    assert sw.slots[slot_hash(LOW, low_seq, POOL)].owner == 0
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
+    # any other chunk still claims the slot as usual
+    idx = slot_hash(LOW, low_seq, POOL)
+    other = next(t for t in range(high_seq + 1, 10**6) if slot_hash(HIGH, t, POOL) == idx)
+    assert sw.process(contrib(HIGH, other, 0), 4).verdict is Verdict.CLAIM
+
+
+def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
+    sw = switch(fan_in=3)
+    sw.process(contrib(LOW, 7, 0, 1), 0)
+    assert sw.process(contrib(LOW, 7, 1, 1, flags=Flag.RETX), 1).verdict is Verdict.FLUSH
+    res = sw.process(contrib(LOW, 7, 2, 1), 2)
+    assert res.verdict is Verdict.FALLBACK
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
+    assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0

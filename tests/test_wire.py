@@ -11,15 +11,18 @@ import pytest
 
 from esa import codegen, spec, wire
 from esa.toolchain import compile_p4
-from tests.bmv2 import ROOT
+from testbed.paths import ROOT
 
 WIRE_P4 = ROOT / "p4src" / "include" / "wire.p4"
 
 
 def p4_header_fields(text: str, name: str) -> list[tuple[str, int]]:
+    """Field names and widths of header ``name``, through the file's typedefs."""
+    widths = {t: int(w) for w, t in re.findall(r"typedef bit<(\d+)>\s+(\w+);", text)}
     body = re.search(rf"header {name} \{{(.*?)\}}", text, re.S)
     assert body, f"header {name} not found"
-    return [(f, int(w)) for w, f in re.findall(r"(?:bit|int)<(\d+)>\s+(\w+);", body.group(1))]
+    fields = re.findall(r"^\s*(bit<\d+>|\w+)\s+(\w+);", body.group(1), re.M)
+    return [(f, int(t[4:-1]) if t.startswith("bit<") else widths[t]) for t, f in fields]
 
 
 def test_generated_p4_is_current() -> None:
@@ -34,7 +37,7 @@ def test_p4_header_matches_wire_definition() -> None:
 
 
 def test_changed_width_in_p4_alone_is_caught(tmp_path: Path) -> None:
-    edited = WIRE_P4.read_text().replace("bit<32> seq;", "bit<24> seq;")
+    edited = WIRE_P4.read_text().replace("typedef bit<32> seq_t;", "typedef bit<24> seq_t;")
     assert edited != WIRE_P4.read_text()
     fields = p4_header_fields(edited, "esa_h")
     assert fields != [(f.name, f.bits) for f in wire.HEADER]
@@ -70,3 +73,10 @@ def test_compiled_program_matches_definitions(tmp_path: Path) -> None:
     assert registers == {r.name: (r.bits, 8) for r in spec.SLOT_REGISTERS}
     counters = {c["name"].rsplit(".", 1)[-1]: c["size"] for c in program["counter_arrays"]}
     assert counters == {"job_events": spec.COUNTER_SIZE, "drops": len(spec.Drop) + 1}
+
+
+@pytest.mark.p4c
+@pytest.mark.parametrize("name", ["bare_sum", "l2_fwd"])
+def test_benchmark_programs_compile_against_the_shared_includes(name: str, tmp_path: Path) -> None:
+    json_path, _ = compile_p4(ROOT / "p4src" / "bench" / f"{name}.p4", tmp_path)
+    assert json.loads(json_path.read_text())["pipelines"]

@@ -9,17 +9,25 @@
 #include "../include/parser.p4"
 #include "../include/lanes.p4"
 
-control SumIngress(inout headers_t hdr, inout metadata_t meta,
-                   inout standard_metadata_t std) {
+// The lane macros name the slot as `slot` and the values as `vals`, as in
+// SlotPool.
+control Lanes(in esa_values_h vals, in slot_meta_t slot) {
     ESA_LANE_REGISTERS
 
-    action lanes_add() { bit<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
+    action lanes_add() { value_t t; ESA_FOR_EACH_LANE(LANE_ADD) }
+
+    apply { lanes_add(); }
+}
+
+control SumIngress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t std) {
+    Lanes() lanes;
 
     apply {
         if (hdr.vals.isValid()) {
-            hash(meta.idx, HashAlgorithm.crc32, 32w0, { hdr.esa.job, hdr.esa.seq },
+            hash(meta.slot.idx, HashAlgorithm.crc32, (slot_idx_t)0, { hdr.esa.job, hdr.esa.seq },
                  (bit<32>)POOL_SIZE);
-            lanes_add();
+            lanes.apply(hdr.vals, meta.slot);
         }
         if (hdr.esa.bitmap == 1) {
             mark_to_drop(std);

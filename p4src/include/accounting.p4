@@ -3,26 +3,26 @@
 #ifndef ESA_ACCOUNTING_P4
 #define ESA_ACCOUNTING_P4
 
-control Accounting(in headers_t hdr, in metadata_t meta) {
+control Accounting(in esa_h esa, in job_t job, in outcome_t outcome) {
     counter(COUNTER_SIZE, CounterType.packets) job_events;
     counter(DROP_REASONS, CounterType.packets) drops;
 
     apply {
-        bit<32> base = (bit<32>)meta.job * EVENTS_PER_JOB;
-        if (meta.ev1 != EV_NONE) {
-            job_events.count(base + meta.ev1);
+        bit<32> base = (bit<32>)job * EVENTS_PER_JOB;
+        if (outcome.ev1 != event_t.NONE) {
+            job_events.count(base + (bit<32>)outcome.ev1);
         }
-        if (meta.ev2 != EV_NONE) {
-            job_events.count(base + meta.ev2);
+        if (outcome.ev2 != event_t.NONE) {
+            job_events.count(base + (bit<32>)outcome.ev2);
         }
-        if (meta.victim_ev != EV_NONE) {
-            job_events.count((bit<32>)meta.victim_job * EVENTS_PER_JOB + meta.victim_ev);
+        if (outcome.victim_ev != event_t.NONE) {
+            job_events.count((bit<32>)outcome.victim_job * EVENTS_PER_JOB + (bit<32>)outcome.victim_ev);
         }
-        if (meta.sum_out == 1 && (hdr.esa.flags & FLAG_OVERFLOW) != 0) {
-            job_events.count((bit<32>)hdr.esa.job * EVENTS_PER_JOB + EV_OVERFLOW);
+        if (outcome.sum_out && (esa.flags & FLAG_OVERFLOW) != 0) {
+            job_events.count((bit<32>)esa.job * EVENTS_PER_JOB + (bit<32>)event_t.OVERFLOW);
         }
-        if (meta.drop_reason != DROP_NONE) {
-            drops.count(meta.drop_reason);
+        if (outcome.drop_reason != drop_t.NONE) {
+            drops.count((bit<32>)outcome.drop_reason);
         }
     }
 }

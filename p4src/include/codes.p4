@@ -9,89 +9,119 @@
 #define MAX_JOB_ID 255
 #define EVENTS_PER_JOB 16
 #define COUNTER_SIZE 4096
-#define DROP_REASONS 5
-const bit<48> DEFAULT_STALE_US = 20000;
-const bit<32> INT32_MAX_BITS = 0x7FFFFFFF;
-const bit<32> INT32_MIN_BITS = 0x80000000;
+#define DROP_REASONS 6
+#define JOB_TABLE_SIZE 256
+#define L2_TABLE_SIZE 1024
+#define REPLICAS_TABLE_SIZE 4096
 
-const bit<8> POLICY_ESA = 1;
-const bit<8> POLICY_ATP = 2;
-const bit<8> POLICY_STATIC = 3;
-const bit<8> VERDICT_DROP = 0;
-const bit<8> VERDICT_CLAIM = 1;
-const bit<8> VERDICT_ADD = 2;
-const bit<8> VERDICT_COMPLETE = 3;
-const bit<8> VERDICT_DUPLICATE = 4;
-const bit<8> VERDICT_FLUSH = 5;
-const bit<8> VERDICT_FALLBACK = 6;
-const bit<8> VERDICT_PREEMPT = 7;
-const bit<8> VERDICT_RECLAIM = 8;
-const bit<8> VERDICT_PS_PASS = 9;
-const bit<8> VERDICT_PS_RELEASE = 10;
-const bit<8> VERDICT_TO_PS = 11;
-const bit<32> EV_AGGREGATED = 1;
-const bit<32> EV_COMPLETED = 2;
-const bit<32> EV_FALLBACK = 3;
-const bit<32> EV_PREEMPT_WON = 4;
-const bit<32> EV_PREEMPT_SUFFERED = 5;
-const bit<32> EV_DUPLICATE = 6;
-const bit<32> EV_STALE_RECLAIMED = 7;
-const bit<32> EV_FLUSHED = 8;
-const bit<32> EV_SPOOFED = 9;
-const bit<32> EV_OVERFLOW = 10;
-const bit<32> EV_PS_RESULT = 11;
-const bit<32> EV_RELEASED_BY_PS = 12;
-const bit<32> EV_NONE = 0;
-const bit<32> DROP_UNKNOWN_JOB = 1;
-const bit<32> DROP_SPOOFED_WORKER = 2;
-const bit<32> DROP_BAD_TYPE = 3;
-const bit<32> DROP_NO_PS_ROUTE = 4;
-const bit<32> DROP_NONE = 0;
-const bit<8> STATE_OVERFLOW = 2;
-const bit<8> STATE_DONE = 16;
+typedef bit<8> prio_t;  // job priority, 0..MAX_PRIORITY; higher is more urgent
+typedef bit<32> slot_idx_t;  // index into the slot pool
+typedef bit<48> chunk_key_t;  // job (16 bits) ++ seq (32 bits); 0 = no chunk
+typedef bit<48> usec_t;  // switch time in microseconds
+typedef bit<8> slot_state_t;  // SlotState bits
+typedef bit<16> mcast_grp_t;  // multicast group id
+
+const usec_t DEFAULT_STALE_US = 20000;
+const usec_t DEFAULT_SQUAT_US = 5000;
+const value_t INT32_MAX_BITS = 0x7FFFFFFF;
+const value_t INT32_MIN_BITS = 0x80000000;
+const slot_state_t STATE_OVERFLOW = 2;
+const slot_state_t STATE_DONE = 16;
+
+enum bit<8> policy_t {
+    ESA = 1,
+    ATP = 2,
+    STATIC = 3
+}
+enum bit<8> verdict_t {
+    DROP = 0,
+    CLAIM = 1,
+    ADD = 2,
+    COMPLETE = 3,
+    DUPLICATE = 4,
+    FLUSH = 5,
+    FALLBACK = 6,
+    PREEMPT = 7,
+    RECLAIM = 8,
+    PS_PASS = 9,
+    PS_RELEASE = 10,
+    TO_PS = 11
+}
+enum bit<8> dest_t {
+    DROP = 0,
+    PS = 1,
+    ALL = 2,
+    WORKERS = 3
+}
+enum bit<32> event_t {
+    NONE = 0,
+    AGGREGATED = 1,
+    COMPLETED = 2,
+    FALLBACK = 3,
+    PREEMPT_WON = 4,
+    PREEMPT_SUFFERED = 5,
+    DUPLICATE = 6,
+    STALE_RECLAIMED = 7,
+    FLUSHED = 8,
+    SPOOFED = 9,
+    OVERFLOW = 10,
+    PS_RESULT = 11,
+    RELEASED_BY_PS = 12,
+    IDLE_RECLAIMED = 13,
+    FOLLOWED = 14
+}
+enum bit<32> drop_t {
+    NONE = 0,
+    UNKNOWN_JOB = 1,
+    SPOOFED_WORKER = 2,
+    BAD_TYPE = 3,
+    NO_PS_ROUTE = 4,
+    MALFORMED = 5
+}
 
 // The slot pool: one register array per field, POOL_SIZE entries each.
 #define ESA_SLOT_STATE_REGISTERS \
-    register<bit<48>>(POOL_SIZE) slot_owner; \
-    register<bit<32>>(POOL_SIZE) slot_bitmap; \
-    register<bit<8>>(POOL_SIZE) slot_count; \
-    register<bit<8>>(POOL_SIZE) slot_prio; \
-    register<bit<48>>(POOL_SIZE) slot_ts; \
-    register<bit<8>>(POOL_SIZE) slot_state; \
+    register<chunk_key_t>(POOL_SIZE) slot_owner; \
+    register<bitmap_t>(POOL_SIZE) slot_bitmap; \
+    register<count_t>(POOL_SIZE) slot_count; \
+    register<prio_t>(POOL_SIZE) slot_prio; \
+    register<usec_t>(POOL_SIZE) slot_ts; \
+    register<slot_state_t>(POOL_SIZE) slot_state; \
+    register<chunk_key_t>(POOL_SIZE) slot_gone; \
 
 #define ESA_LANE_REGISTERS \
-    register<bit<32>>(POOL_SIZE) slot_v0; \
-    register<bit<32>>(POOL_SIZE) slot_v1; \
-    register<bit<32>>(POOL_SIZE) slot_v2; \
-    register<bit<32>>(POOL_SIZE) slot_v3; \
-    register<bit<32>>(POOL_SIZE) slot_v4; \
-    register<bit<32>>(POOL_SIZE) slot_v5; \
-    register<bit<32>>(POOL_SIZE) slot_v6; \
-    register<bit<32>>(POOL_SIZE) slot_v7; \
-    register<bit<32>>(POOL_SIZE) slot_v8; \
-    register<bit<32>>(POOL_SIZE) slot_v9; \
-    register<bit<32>>(POOL_SIZE) slot_v10; \
-    register<bit<32>>(POOL_SIZE) slot_v11; \
-    register<bit<32>>(POOL_SIZE) slot_v12; \
-    register<bit<32>>(POOL_SIZE) slot_v13; \
-    register<bit<32>>(POOL_SIZE) slot_v14; \
-    register<bit<32>>(POOL_SIZE) slot_v15; \
-    register<bit<32>>(POOL_SIZE) slot_v16; \
-    register<bit<32>>(POOL_SIZE) slot_v17; \
-    register<bit<32>>(POOL_SIZE) slot_v18; \
-    register<bit<32>>(POOL_SIZE) slot_v19; \
-    register<bit<32>>(POOL_SIZE) slot_v20; \
-    register<bit<32>>(POOL_SIZE) slot_v21; \
-    register<bit<32>>(POOL_SIZE) slot_v22; \
-    register<bit<32>>(POOL_SIZE) slot_v23; \
-    register<bit<32>>(POOL_SIZE) slot_v24; \
-    register<bit<32>>(POOL_SIZE) slot_v25; \
-    register<bit<32>>(POOL_SIZE) slot_v26; \
-    register<bit<32>>(POOL_SIZE) slot_v27; \
-    register<bit<32>>(POOL_SIZE) slot_v28; \
-    register<bit<32>>(POOL_SIZE) slot_v29; \
-    register<bit<32>>(POOL_SIZE) slot_v30; \
-    register<bit<32>>(POOL_SIZE) slot_v31; \
+    register<value_t>(POOL_SIZE) slot_v0; \
+    register<value_t>(POOL_SIZE) slot_v1; \
+    register<value_t>(POOL_SIZE) slot_v2; \
+    register<value_t>(POOL_SIZE) slot_v3; \
+    register<value_t>(POOL_SIZE) slot_v4; \
+    register<value_t>(POOL_SIZE) slot_v5; \
+    register<value_t>(POOL_SIZE) slot_v6; \
+    register<value_t>(POOL_SIZE) slot_v7; \
+    register<value_t>(POOL_SIZE) slot_v8; \
+    register<value_t>(POOL_SIZE) slot_v9; \
+    register<value_t>(POOL_SIZE) slot_v10; \
+    register<value_t>(POOL_SIZE) slot_v11; \
+    register<value_t>(POOL_SIZE) slot_v12; \
+    register<value_t>(POOL_SIZE) slot_v13; \
+    register<value_t>(POOL_SIZE) slot_v14; \
+    register<value_t>(POOL_SIZE) slot_v15; \
+    register<value_t>(POOL_SIZE) slot_v16; \
+    register<value_t>(POOL_SIZE) slot_v17; \
+    register<value_t>(POOL_SIZE) slot_v18; \
+    register<value_t>(POOL_SIZE) slot_v19; \
+    register<value_t>(POOL_SIZE) slot_v20; \
+    register<value_t>(POOL_SIZE) slot_v21; \
+    register<value_t>(POOL_SIZE) slot_v22; \
+    register<value_t>(POOL_SIZE) slot_v23; \
+    register<value_t>(POOL_SIZE) slot_v24; \
+    register<value_t>(POOL_SIZE) slot_v25; \
+    register<value_t>(POOL_SIZE) slot_v26; \
+    register<value_t>(POOL_SIZE) slot_v27; \
+    register<value_t>(POOL_SIZE) slot_v28; \
+    register<value_t>(POOL_SIZE) slot_v29; \
+    register<value_t>(POOL_SIZE) slot_v30; \
+    register<value_t>(POOL_SIZE) slot_v31; \
 
 #define ESA_SLOT_REGISTERS ESA_SLOT_STATE_REGISTERS ESA_LANE_REGISTERS
 

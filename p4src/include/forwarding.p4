@@ -1,9 +1,10 @@
 // Forwarding: plain L2 for other traffic; for ESA packets, the PS route or
-// the job's multicast group chosen by the slot rules (meta.dest).
+// the job's multicast group chosen by the slot rules (outcome.dest).
 #ifndef ESA_FORWARDING_P4
 #define ESA_FORWARDING_P4
 
-control Forwarding(inout headers_t hdr, inout metadata_t meta,
+control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp,
+                   in esa_h esa, in job_meta_t job, inout outcome_t outcome,
                    inout standard_metadata_t std) {
     action to_port(port_t port) {
         std.egress_spec = port;
@@ -18,49 +19,49 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
     }
 
     table l2 {
-        key = { hdr.ethernet.dst: exact; }
+        key = { ethernet.dst: exact @name("dst"); }
         actions = { to_port; flood; @defaultonly l2_drop; }
         default_action = l2_drop();
-        size = 1024;
+        size = L2_TABLE_SIZE;
     }
 
     action set_ps(port_t port, mac_t mac, ip4_t ip) {
         std.egress_spec = port;
-        hdr.ethernet.dst = mac;
-        hdr.ipv4.dst = ip;
-        meta.ip_rewritten = 1;
+        ethernet.dst = mac;
+        ipv4.dst = ip;
+        outcome.ip_rewritten = true;
     }
 
     action no_ps_route() {
-        meta.dest = DEST_DROP;
-        meta.drop_reason = DROP_NO_PS_ROUTE;
+        outcome.dest = dest_t.DROP;
+        outcome.drop_reason = drop_t.NO_PS_ROUTE;
     }
 
     // Keyed by the job in the header: after a preemption that is the
     // evicted job, whose PS receives the partial.
     table ps_route {
-        key = { hdr.esa.job: exact; }
+        key = { esa.job: exact @name("job"); }
         actions = { set_ps; @defaultonly no_ps_route; }
         default_action = no_ps_route();
-        size = MAX_JOB_ID + 1;
+        size = JOB_TABLE_SIZE;
     }
 
     apply {
-        if (!hdr.esa.isValid()) {
+        if (!esa.isValid()) {
             l2.apply();
         } else {
-            hdr.udp.checksum = 0;
-            if (meta.dest == DEST_PS) {
+            udp.checksum = 0;
+            if (outcome.dest == dest_t.PS) {
                 ps_route.apply();
-            } else if (meta.dest == DEST_ALL) {
+            } else if (outcome.dest == dest_t.ALL) {
                 // Results come from the PS's address, as a PS result would.
-                hdr.ipv4.src = hdr.ipv4.dst;
-                meta.ip_rewritten = 1;
-                std.mcast_grp = meta.mgid_all;
-            } else if (meta.dest == DEST_WORKERS) {
-                std.mcast_grp = meta.mgid_workers;
+                ipv4.src = ipv4.dst;
+                outcome.ip_rewritten = true;
+                std.mcast_grp = job.mgid_all;
+            } else if (outcome.dest == dest_t.WORKERS) {
+                std.mcast_grp = job.mgid_workers;
             }
-            if (meta.dest == DEST_DROP) {
+            if (outcome.dest == dest_t.DROP) {
                 mark_to_drop(std);
             }
         }

@@ -48,44 +48,50 @@ struct headers_t {
     esa_values_h vals;
 }
 
-// Where a packet goes when ingress ends.
-const bit<2> DEST_DROP = 0;
-const bit<2> DEST_PS = 1;       // the PS of hdr.esa.job (after any rewrite)
-const bit<2> DEST_ALL = 2;      // multicast: the job's workers and its PS
-const bit<2> DEST_WORKERS = 3;  // multicast: the job's workers
+// The policy table and the job table's row for the arriving packet's job.
+struct job_meta_t {
+    job_t id;            // the arriving packet's job (the header may change)
+    policy_t policy;
+    usec_t stale_us;
+    usec_t squat_us;
+    count_t fan_in;
+    bitmap_t worker_mask;
+    prio_t prio;
+    port_t ps_port;
+    mcast_grp_t mgid_all;
+    mcast_grp_t mgid_workers;
+    slot_idx_t part_base;
+    slot_idx_t part_size;
+}
+
+// The chunk's slot and what was read from it.
+struct slot_meta_t {
+    bool to_pool;        // Admission passed the packet on to the slot pool
+    bool no_slot;        // STATIC policy, job without a partition
+    slot_idx_t idx;
+    chunk_key_t owner;
+    bitmap_t bitmap;
+    count_t count;
+    slot_state_t state;
+}
+
+// What happens to the packet, and what is counted.
+struct outcome_t {
+    verdict_t verdict;
+    dest_t dest;
+    drop_t drop_reason;
+    event_t ev1;          // events of the arriving packet's job
+    event_t ev2;
+    event_t victim_ev;    // event of victim_job
+    job_t victim_job;
+    bool sum_out;         // the packet now carries a sum out of a slot
+    bool ip_rewritten;    // an IPv4 address changed: recompute the checksum
+}
 
 struct metadata_t {
-    // policy table
-    bit<8> policy;
-    bit<48> stale_us;
-    // jobs table: the arriving packet's job
-    bit<16> job;
-    bit<8> fan_in;
-    bit<32> worker_mask;
-    bit<8> prio;
-    port_t ps_port;
-    bit<16> mgid_all;
-    bit<16> mgid_workers;
-    bit<32> part_base;
-    bit<32> part_size;
-    // the slot and what was read from it
-    bit<32> idx;
-    bit<48> owner;
-    bit<32> bitmap;
-    bit<8> count;
-    bit<8> state;
-    // outcome
-    bit<8> verdict;
-    bit<2> dest;
-    bit<32> drop_reason;
-    bit<32> ev1;        // events of meta.job (EV_NONE = none)
-    bit<32> ev2;
-    bit<32> victim_ev;  // event of meta.victim_job
-    bit<16> victim_job;
-    bit<1> to_pool;       // Admission passed it on to the slot pool
-    bit<1> no_slot;       // STATIC policy, job without a partition
-    bit<1> sum_out;       // the packet now carries a sum out of a slot
-    bit<1> ip_rewritten;  // an IPv4 address changed: recompute the checksum
+    job_meta_t job;
+    slot_meta_t slot;
+    outcome_t outcome;
 }
 
 #endif

@@ -49,7 +49,7 @@ control NoVerify(inout headers_t hdr, inout metadata_t meta) {
 // The switch rewrites IPv4 addresses only on packets it redirects.
 control Ipv4Checksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(meta.ip_rewritten == 1,
+        update_checksum(meta.outcome.ip_rewritten,
             { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp_ecn, hdr.ipv4.total_len,
               hdr.ipv4.id, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst },

@@ -3,25 +3,25 @@
 #ifndef ESA_REPLICAS_P4
 #define ESA_REPLICAS_P4
 
-control ReplicaRewrite(inout headers_t hdr, inout metadata_t meta,
-                       inout standard_metadata_t std) {
+control ReplicaRewrite(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp,
+                       in bool is_esa, inout outcome_t outcome, inout standard_metadata_t std) {
     action set_dst(mac_t mac, ip4_t ip, bit<16> udp_port) {
-        hdr.ethernet.dst = mac;
-        hdr.ipv4.dst = ip;
-        hdr.udp.dport = udp_port;
-        meta.ip_rewritten = 1;
+        ethernet.dst = mac;
+        ipv4.dst = ip;
+        udp.dport = udp_port;
+        outcome.ip_rewritten = true;
     }
 
     // Replication id -> one host's addresses (installed per job member).
     table replicas {
-        key = { std.egress_rid: exact; }
+        key = { std.egress_rid: exact @name("rid"); }
         actions = { set_dst; NoAction; }
         default_action = NoAction();
-        size = 4096;
+        size = REPLICAS_TABLE_SIZE;
     }
 
     apply {
-        if (hdr.esa.isValid()) {
+        if (is_esa) {
             if (std.egress_rid != 0) {
                 replicas.apply();
             }

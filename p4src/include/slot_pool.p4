@@ -1,200 +1,270 @@
-// The slot pool: registers, and rules S1-S12 of docs/dataplane.md for
-// contributions and PS results.  Each rule ends in one verdict, the events it
-// counts and where the packet goes.
+// The slot pool: its registers, and rules S1-S13 of docs/dataplane.md for
+// contributions and PS results.  A contribution goes through three steps:
+// read what the rules need of its slot, decide the rule (OwnChunkRules,
+// OtherChunkRules: no register access), then carry the rule out as one
+// SlotOp of register and header actions.
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
-control SlotPool(inout headers_t hdr, inout metadata_t meta,
-                 in standard_metadata_t std) {
+// What a rule does to the slot and the packet.
+enum SlotOp {
+    NONE,              // nothing (S4, S13 and S8 set their outcome directly)
+    FALLBACK,          // the contribution goes to its PS unchanged (S2, S8)
+    CLAIM,             // S9: the contribution starts the slot
+    ADD,               // S7: add into the slot, keep waiting
+    COMPLETE_RELEASE,  // S5 (ESA, STATIC): the sum goes out, the slot is free
+    COMPLETE_HOLD,     // S5 (ATP): the sum goes to the PS, the slot is held
+    FLUSH_HELD,        // S3: the slot's partial (without the packet) to the PS
+    FLUSH_WITH,        // S6: the slot's partial plus the packet to the PS
+    TAKE               // S10, S11: the packet takes the slot; the holder's partial leaves
+}
+
+// S2-S7: the slot holds the contribution's own chunk; `slot` holds its
+// bitmap, count and state as read.
+control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
+                      inout outcome_t outcome, out SlotOp op) {
+    apply {
+        bool retx = (esa.flags & FLAG_RETX) != 0;
+        op = SlotOp.NONE;
+        if ((slot.state & STATE_DONE) != 0) {
+            op = SlotOp.FALLBACK;  // S2: ATP holds the complete sum; the PS answers.
+        } else if ((slot.bitmap & esa.bitmap) != 0) {
+            outcome.ev1 = event_t.DUPLICATE;
+            if (retx) {
+                // S3: retransmitted duplicate: flush the partial to the PS.
+                op = SlotOp.FLUSH_HELD;
+                outcome.verdict = verdict_t.FLUSH;
+                outcome.ev2 = event_t.FLUSHED;
+                outcome.dest = dest_t.PS;
+            } else {
+                outcome.verdict = verdict_t.DUPLICATE;  // S4
+            }
+        } else {
+            slot.bitmap = slot.bitmap | esa.bitmap;
+            slot.count = slot.count + 1;
+            slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
+            if (slot.count == job.fan_in) {
+                // S5: the sum is complete.  ATP holds the slot until the PS's
+                // result returns; ESA and STATIC free it now, result to all.
+                outcome.verdict = verdict_t.COMPLETE;
+                outcome.ev1 = event_t.AGGREGATED;
+                outcome.ev2 = event_t.COMPLETED;
+                if (job.policy == policy_t.ATP) {
+                    op = SlotOp.COMPLETE_HOLD;
+                    outcome.dest = dest_t.PS;
+                } else {
+                    op = SlotOp.COMPLETE_RELEASE;
+                    outcome.dest = dest_t.ALL;
+                }
+            } else if (retx) {
+                // S6: a retransmission flushes the partial (with it) to the PS.
+                op = SlotOp.FLUSH_WITH;
+                outcome.verdict = verdict_t.FLUSH;
+                outcome.ev1 = event_t.FLUSHED;
+                outcome.dest = dest_t.PS;
+            } else {
+                op = SlotOp.ADD;  // S7: add and wait for the rest.
+                outcome.verdict = verdict_t.ADD;
+                outcome.ev1 = event_t.AGGREGATED;
+            }
+        }
+    }
+}
+
+// S8-S11: the slot is free or held by another chunk; when held, `slot.state`,
+// the holder's priority and the slot's age were read.
+control OtherChunkRules(in esa_h esa, in job_meta_t job, in slot_meta_t slot, in usec_t age,
+                        in prio_t holder_prio, inout outcome_t outcome, out SlotOp op) {
+    apply {
+        bool retx = (esa.flags & FLAG_RETX) != 0;
+        bool held = slot.owner != 0;
+        bool stale = held && age > job.stale_us;
+        // An incomplete partial untouched for the squat timeout.
+        bool idle = held && job.squat_us != 0 && (slot.state & STATE_DONE) == 0 &&
+                    age > job.squat_us;
+        op = SlotOp.FALLBACK;  // S8: a retransmission never starts a slot, and
+                               // a holder of equal or higher priority stays.
+        if (!held && !retx) {
+            op = SlotOp.CLAIM;  // S9: claim a free slot.
+            outcome.verdict = verdict_t.CLAIM;
+            outcome.ev1 = event_t.AGGREGATED;
+        } else if ((stale || idle) && !retx) {
+            op = SlotOp.TAKE;  // S10: reclaim a stale or idle slot.
+            outcome.verdict = verdict_t.RECLAIM;
+            outcome.victim_ev = stale ? event_t.STALE_RECLAIMED : event_t.IDLE_RECLAIMED;
+        } else if (held && !stale && !idle && !retx && job.policy == policy_t.ESA &&
+                   job.prio > holder_prio) {
+            op = SlotOp.TAKE;  // S11: preempt a lower-priority holder.
+            outcome.verdict = verdict_t.PREEMPT;
+            outcome.ev2 = event_t.PREEMPT_WON;
+            outcome.victim_ev = event_t.PREEMPT_SUFFERED;
+        }
+        if (op == SlotOp.TAKE) {
+            outcome.victim_job = slot.owner[47:32];
+            outcome.ev1 = event_t.AGGREGATED;
+        }
+    }
+}
+
+control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
+                 inout slot_meta_t slot, inout outcome_t outcome, in usec_t now) {
     ESA_SLOT_REGISTERS
+    OwnChunkRules() own_chunk;
+    OtherChunkRules() other_chunk;
 
     action lanes_claim() { ESA_FOR_EACH_LANE(LANE_CLAIM) }
-    action lanes_add() { bit<32> t; ESA_FOR_EACH_LANE(LANE_ADD) }
-    action lanes_sum_out() { bit<32> t; ESA_FOR_EACH_LANE(LANE_SUM_OUT) }
-    action lanes_swap() { bit<32> t; ESA_FOR_EACH_LANE(LANE_SWAP) }
+    action lanes_add() { value_t t; ESA_FOR_EACH_LANE(LANE_ADD) }
+    action lanes_sum_out() { value_t t; ESA_FOR_EACH_LANE(LANE_SUM_OUT) }
+    action lanes_swap() { value_t t; ESA_FOR_EACH_LANE(LANE_SWAP) }
     action lanes_load() { ESA_FOR_EACH_LANE(LANE_LOAD) }
 
     // The arriving contribution becomes the slot's owner.
     action take_slot() {
-        slot_owner.write(meta.idx, hdr.esa.job ++ hdr.esa.seq);
-        slot_bitmap.write(meta.idx, hdr.esa.bitmap);
-        slot_count.write(meta.idx, 1);
-        slot_prio.write(meta.idx, meta.prio);
-        slot_ts.write(meta.idx, std.ingress_global_timestamp);
-        slot_state.write(meta.idx, hdr.esa.flags & FLAG_OVERFLOW);
+        slot_owner.write(slot.idx, esa.job ++ esa.seq);
+        slot_bitmap.write(slot.idx, esa.bitmap);
+        slot_count.write(slot.idx, 1);
+        slot_prio.write(slot.idx, job.prio);
+        slot_ts.write(slot.idx, now);
+        slot_state.write(slot.idx, esa.flags & FLAG_OVERFLOW);
     }
 
     // The running sum stays in the slot.
     action keep_slot() {
-        slot_bitmap.write(meta.idx, meta.bitmap);
-        slot_count.write(meta.idx, meta.count);
-        slot_ts.write(meta.idx, std.ingress_global_timestamp);
-        slot_state.write(meta.idx, meta.state);
+        slot_bitmap.write(slot.idx, slot.bitmap);
+        slot_count.write(slot.idx, slot.count);
+        slot_ts.write(slot.idx, now);
+        slot_state.write(slot.idx, slot.state);
     }
 
     action release() {
-        slot_owner.write(meta.idx, 0);
+        slot_owner.write(slot.idx, 0);
     }
 
-    // The packet's header becomes that of the sum that leaves the slot
-    // (owner, bitmap, count and state as read into meta).
-    action sum_header(bit<8> ptype) {
-        hdr.esa.ptype = ptype;
-        hdr.esa.job = meta.owner[47:32];
-        hdr.esa.seq = meta.owner[31:0];
-        hdr.esa.bitmap = meta.bitmap;
-        hdr.esa.count = meta.count;
-        hdr.esa.flags = meta.state & FLAG_OVERFLOW;
-        meta.sum_out = 1;
-    }
-
-    action fallback() {
-        hdr.esa.ptype = PTYPE_FALLBACK;
-        meta.verdict = VERDICT_FALLBACK;
-        meta.ev1 = EV_FALLBACK;
-        meta.dest = DEST_PS;
+    // The chunk `gone` left this slot unfinished: its later contributions
+    // follow its partial to the PS (S13) instead of starting a sum that can
+    // not reach the fan-in.
+    action mark_gone(chunk_key_t gone) {
+        slot_gone.write(slot.idx, gone);
     }
 
     action read_sum_state() {
-        slot_bitmap.read(meta.bitmap, meta.idx);
-        slot_count.read(meta.count, meta.idx);
-        slot_state.read(meta.state, meta.idx);
+        slot_bitmap.read(slot.bitmap, slot.idx);
+        slot_count.read(slot.count, slot.idx);
+        slot_state.read(slot.state, slot.idx);
+    }
+
+    // The packet's header becomes that of the sum that leaves the slot
+    // (owner, bitmap, count and state as read into `slot`).
+    action sum_header(ptype_t ptype) {
+        esa.ptype = ptype;
+        esa.job = slot.owner[47:32];
+        esa.seq = slot.owner[31:0];
+        esa.bitmap = slot.bitmap;
+        esa.count = slot.count;
+        esa.flags = slot.state & FLAG_OVERFLOW;
+        outcome.sum_out = true;
+    }
+
+    action fallback() {
+        esa.ptype = PTYPE_FALLBACK;
+        outcome.verdict = verdict_t.FALLBACK;
+        outcome.ev1 = event_t.FALLBACK;
+        outcome.dest = dest_t.PS;
     }
 
     apply {
-        bool retx = (hdr.esa.flags & FLAG_RETX) != 0;
-        bit<48> key = hdr.esa.job ++ hdr.esa.seq;
-        if (meta.no_slot == 1) {
-            if (hdr.esa.ptype == PTYPE_CONTRIB) {
-                fallback();  // S1: STATIC job without a partition.
+        chunk_key_t key = esa.job ++ esa.seq;
+        SlotOp op = SlotOp.NONE;
+        if (slot.no_slot) {
+            if (esa.ptype == PTYPE_CONTRIB) {
+                op = SlotOp.FALLBACK;  // S1: STATIC job without a partition.
             } else {
-                meta.verdict = VERDICT_PS_PASS;  // S12 without a slot to release.
-                meta.ev1 = EV_PS_RESULT;
-                meta.dest = DEST_WORKERS;
+                outcome.verdict = verdict_t.PS_PASS;  // S12 without a slot to release.
+                outcome.ev1 = event_t.PS_RESULT;
+                outcome.dest = dest_t.WORKERS;
             }
-        } else if (hdr.esa.ptype == PTYPE_PS_RESULT) {
+        } else if (esa.ptype == PTYPE_PS_RESULT) {
             // S12: a PS result goes to the workers; it releases the chunk's slot.
-            slot_owner.read(meta.owner, meta.idx);
-            meta.ev1 = EV_PS_RESULT;
-            meta.dest = DEST_WORKERS;
-            meta.verdict = VERDICT_PS_PASS;
-            if (meta.owner == key) {
+            slot_owner.read(slot.owner, slot.idx);
+            outcome.ev1 = event_t.PS_RESULT;
+            outcome.dest = dest_t.WORKERS;
+            outcome.verdict = verdict_t.PS_PASS;
+            if (slot.owner == key) {
                 release();
-                meta.verdict = VERDICT_PS_RELEASE;
-                meta.ev2 = EV_RELEASED_BY_PS;
+                outcome.verdict = verdict_t.PS_RELEASE;
+                outcome.ev2 = event_t.RELEASED_BY_PS;
             }
         } else {
-            slot_owner.read(meta.owner, meta.idx);
-            if (meta.owner == key) {
+            slot_owner.read(slot.owner, slot.idx);
+            if (slot.owner == key) {
                 read_sum_state();
-                if ((meta.state & STATE_DONE) != 0) {
-                    fallback();  // S2: ATP holds the complete sum; the PS answers.
-                } else if ((meta.bitmap & hdr.esa.bitmap) != 0) {
-                    meta.ev1 = EV_DUPLICATE;
-                    if (retx) {
-                        // S3: retransmitted duplicate: flush the partial to the PS.
-                        lanes_load();
-                        release();
-                        sum_header(PTYPE_PARTIAL);
-                        meta.verdict = VERDICT_FLUSH;
-                        meta.ev2 = EV_FLUSHED;
-                        meta.dest = DEST_PS;
-                    } else {
-                        meta.verdict = VERDICT_DUPLICATE;  // S4
-                    }
-                } else {
-                    meta.bitmap = meta.bitmap | hdr.esa.bitmap;
-                    meta.count = meta.count + 1;
-                    meta.state = meta.state | (hdr.esa.flags & FLAG_OVERFLOW);
-                    if (meta.count == meta.fan_in) {
-                        // S5: the sum is complete.
-                        lanes_sum_out();
-                        sum_header(PTYPE_RESULT);
-                        meta.verdict = VERDICT_COMPLETE;
-                        meta.ev1 = EV_AGGREGATED;
-                        meta.ev2 = EV_COMPLETED;
-                        if (meta.policy == POLICY_ATP) {
-                            // ATP: hold the slot until the PS's result returns.
-                            meta.state = meta.state | STATE_DONE;
-                            keep_slot();
-                            hdr.esa.flags = hdr.esa.flags | FLAG_HOLD;
-                            meta.dest = DEST_PS;
-                        } else {
-                            // ESA, STATIC: free the slot now; result to all.
-                            release();
-                            meta.dest = DEST_ALL;
-                        }
-                    } else if (retx) {
-                        // S6: a retransmission flushes the partial (with it) to the PS.
-                        lanes_sum_out();
-                        release();
-                        sum_header(PTYPE_PARTIAL);
-                        meta.verdict = VERDICT_FLUSH;
-                        meta.ev1 = EV_FLUSHED;
-                        meta.dest = DEST_PS;
-                    } else {
-                        // S7: add and wait for the rest.
-                        lanes_add();
-                        keep_slot();
-                        meta.verdict = VERDICT_ADD;
-                        meta.ev1 = EV_AGGREGATED;
-                    }
-                }
+                own_chunk.apply(esa, job, slot, outcome, op);
             } else {
-                bit<48> ts;
-                bit<8> prio;
-                slot_ts.read(ts, meta.idx);
-                bool stale = meta.owner != 0 &&
-                             std.ingress_global_timestamp - ts > meta.stale_us;
-                bool take = false;
-                if (meta.owner == 0 || stale) {
-                    if (retx) {
-                        fallback();  // S8: a retransmission never starts a slot.
-                    } else if (meta.owner == 0) {
-                        // S9: claim a free slot.
-                        lanes_claim();
-                        take_slot();
-                        meta.verdict = VERDICT_CLAIM;
-                        meta.ev1 = EV_AGGREGATED;
-                    } else {
-                        // S10: reclaim a stale slot.
-                        take = true;
-                        meta.verdict = VERDICT_RECLAIM;
-                        meta.victim_ev = EV_STALE_RECLAIMED;
-                    }
+                chunk_key_t gone;
+                slot_gone.read(gone, slot.idx);
+                if (gone == key) {
+                    op = SlotOp.FALLBACK;  // S13: follow the chunk's partial to the PS.
+                    outcome.ev2 = event_t.FOLLOWED;
                 } else {
-                    slot_prio.read(prio, meta.idx);
-                    if (meta.policy == POLICY_ESA && !retx && meta.prio > prio) {
-                        // S11: preempt a lower-priority holder.
-                        take = true;
-                        meta.verdict = VERDICT_PREEMPT;
-                        meta.ev2 = EV_PREEMPT_WON;
-                        meta.victim_ev = EV_PREEMPT_SUFFERED;
-                    } else {
-                        fallback();  // S8: held by an equal or higher priority.
+                    usec_t ts = 0;
+                    prio_t holder_prio = 0;
+                    if (slot.owner != 0) {
+                        slot_ts.read(ts, slot.idx);
+                        slot_state.read(slot.state, slot.idx);
+                        slot_prio.read(holder_prio, slot.idx);
                     }
-                }
-                if (take) {
-                    // S10, S11: the holder's partial leaves in this packet,
-                    // unless its sum was already complete (ATP hold).
-                    meta.victim_job = meta.owner[47:32];
-                    meta.ev1 = EV_AGGREGATED;
-                    read_sum_state();
-                    if ((meta.state & STATE_DONE) != 0) {
-                        lanes_claim();
-                        take_slot();
-                    } else {
-                        lanes_swap();
-                        take_slot();
-                        sum_header(PTYPE_PARTIAL);
-                        meta.dest = DEST_PS;
-                    }
+                    other_chunk.apply(esa, job, slot, now - ts, holder_prio, outcome, op);
                 }
             }
         }
-        if (meta.sum_out == 1 && ESA_ANY_SATURATED(hdr.vals)) {
+
+        if (op == SlotOp.FALLBACK) {
+            fallback();
+        } else if (op == SlotOp.CLAIM) {
+            lanes_claim();
+            take_slot();
+        } else if (op == SlotOp.ADD) {
+            lanes_add();
+            keep_slot();
+        } else if (op == SlotOp.COMPLETE_RELEASE) {
+            lanes_sum_out();
+            release();
+            sum_header(PTYPE_RESULT);
+        } else if (op == SlotOp.COMPLETE_HOLD) {
+            lanes_sum_out();
+            sum_header(PTYPE_RESULT);
+            slot.state = slot.state | STATE_DONE;
+            keep_slot();
+            esa.flags = esa.flags | FLAG_HOLD;
+        } else if (op == SlotOp.FLUSH_HELD) {
+            lanes_load();
+            release();
+            mark_gone(key);
+            sum_header(PTYPE_PARTIAL);
+        } else if (op == SlotOp.FLUSH_WITH) {
+            lanes_sum_out();
+            release();
+            mark_gone(key);
+            sum_header(PTYPE_PARTIAL);
+        } else if (op == SlotOp.TAKE) {
+            // The holder's partial leaves in this packet, unless its sum was
+            // already complete (ATP hold).
+            slot_bitmap.read(slot.bitmap, slot.idx);
+            slot_count.read(slot.count, slot.idx);
+            if ((slot.state & STATE_DONE) != 0) {
+                lanes_claim();
+                take_slot();
+            } else {
+                lanes_swap();
+                mark_gone(slot.owner);
+                take_slot();
+                sum_header(PTYPE_PARTIAL);
+                outcome.dest = dest_t.PS;
+            }
+        }
+        if (outcome.sum_out && ESA_ANY_SATURATED(vals)) {
             // A lane at an int32 limit may have saturated: flag the sum.
-            hdr.esa.flags = hdr.esa.flags | FLAG_OVERFLOW;
+            esa.flags = esa.flags | FLAG_OVERFLOW;
         }
     }
 }

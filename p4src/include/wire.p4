@@ -6,62 +6,70 @@
 const bit<16> ESA_UDP_PORT = 0xE5A0;
 #define ESA_K 32
 
-const bit<8> PTYPE_CONTRIB = 1;
-const bit<8> PTYPE_RESULT = 2;
-const bit<8> PTYPE_FALLBACK = 3;
-const bit<8> PTYPE_PARTIAL = 4;
-const bit<8> PTYPE_PS_RESULT = 5;
-const bit<8> PTYPE_FLOAT = 6;
-const bit<8> PTYPE_PULL = 7;
-const bit<8> FLAG_RETX = 1;
-const bit<8> FLAG_OVERFLOW = 2;
-const bit<8> FLAG_FLOAT = 4;
-const bit<8> FLAG_HOLD = 8;
-
-header esa_h {
-    bit<8> ptype;  // packet type (PacketType)
-    bit<8> flags;  // bit set of Flag
-    bit<16> job;  // job id, 1..MAX_JOB_ID; priority is never read from the packet
-    bit<32> seq;  // chunk sequence number, increasing across iterations
-    bit<32> bitmap;  // workers whose values are summed in this packet (one bit per worker)
-    bit<8> count;  // number of contributions summed in this packet
-}
-
+typedef bit<8> ptype_t;  // packet type (PacketType)
+typedef bit<8> flags_t;  // bit set of Flag
+typedef bit<16> job_t;  // job id, 1..MAX_JOB_ID; priority is never read from the packet
+typedef bit<32> seq_t;  // chunk sequence number, increasing across iterations
+typedef bit<32> bitmap_t;  // workers whose values are summed in this packet (one bit per worker)
+typedef bit<8> count_t;  // number of contributions summed in this packet
 // Values are int32 in two's complement; they are held as bit<32> and
 // read as int<32> only for arithmetic (BMv2 reads registers unsigned).
+typedef bit<32> value_t;  // one int32 value lane, two's complement
+
+const ptype_t PTYPE_CONTRIB = 1;
+const ptype_t PTYPE_RESULT = 2;
+const ptype_t PTYPE_FALLBACK = 3;
+const ptype_t PTYPE_PARTIAL = 4;
+const ptype_t PTYPE_PS_RESULT = 5;
+const ptype_t PTYPE_FLOAT = 6;
+const ptype_t PTYPE_PULL = 7;
+const flags_t FLAG_RETX = 1;
+const flags_t FLAG_OVERFLOW = 2;
+const flags_t FLAG_FLOAT = 4;
+const flags_t FLAG_HOLD = 8;
+
+header esa_h {
+    ptype_t ptype;
+    flags_t flags;
+    job_t job;
+    seq_t seq;
+    bitmap_t bitmap;
+    count_t count;
+}
+
 header esa_values_h {
-    bit<32> v0;
-    bit<32> v1;
-    bit<32> v2;
-    bit<32> v3;
-    bit<32> v4;
-    bit<32> v5;
-    bit<32> v6;
-    bit<32> v7;
-    bit<32> v8;
-    bit<32> v9;
-    bit<32> v10;
-    bit<32> v11;
-    bit<32> v12;
-    bit<32> v13;
-    bit<32> v14;
-    bit<32> v15;
-    bit<32> v16;
-    bit<32> v17;
-    bit<32> v18;
-    bit<32> v19;
-    bit<32> v20;
-    bit<32> v21;
-    bit<32> v22;
-    bit<32> v23;
-    bit<32> v24;
-    bit<32> v25;
-    bit<32> v26;
-    bit<32> v27;
-    bit<32> v28;
-    bit<32> v29;
-    bit<32> v30;
-    bit<32> v31;
+    value_t v0;
+    value_t v1;
+    value_t v2;
+    value_t v3;
+    value_t v4;
+    value_t v5;
+    value_t v6;
+    value_t v7;
+    value_t v8;
+    value_t v9;
+    value_t v10;
+    value_t v11;
+    value_t v12;
+    value_t v13;
+    value_t v14;
+    value_t v15;
+    value_t v16;
+    value_t v17;
+    value_t v18;
+    value_t v19;
+    value_t v20;
+    value_t v21;
+    value_t v22;
+    value_t v23;
+    value_t v24;
+    value_t v25;
+    value_t v26;
+    value_t v27;
+    value_t v28;
+    value_t v29;
+    value_t v30;
+    value_t v31;
 }
 
 // X(i) once for every value lane.
