@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from esa.spec import DEFAULT_STALE_US, Policy
+from esa.spec import DEFAULT_STALE_US, Policy, default_squat_us
 
 
 @dataclass(frozen=True)
 class PolicyEntry:
+    """Action data of ``set_policy``: the policy and its two timeouts (microseconds)."""
+
     policy: Policy = Policy.ESA
     stale_us: int = DEFAULT_STALE_US
+    squat_us: int = default_squat_us(Policy.ESA)
 
 
 @dataclass(frozen=True)

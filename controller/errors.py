@@ -41,3 +41,15 @@ class SwitchError(ControllerError):
     """The switch answered a request with an error."""
 
     code = grpc.StatusCode.INTERNAL
+
+
+class InUse(ControllerError):
+    """Another controller holds the state file or serves the admin address."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class StateError(ControllerError):
+    """The state file cannot be opened, read or written."""
+
+    code = grpc.StatusCode.INTERNAL

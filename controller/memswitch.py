@@ -13,7 +13,7 @@ from typing import Any
 from controller.entries import PolicyEntry, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
 from controller.switch import Change, Counters, Op, Switch, counters_from_indices
-from esa.spec import EVENTS_PER_JOB, Drop, Policy
+from esa.spec import EVENTS_PER_JOB, Drop
 
 
 class MemorySwitch(Switch):
@@ -54,10 +54,10 @@ class MemorySwitch(Switch):
         if errors:
             raise SwitchError("switch refused the request: " + "; ".join(errors))
 
-    def set_policy(self, policy: Policy, stale_us: int) -> None:
+    def set_policy(self, entry: PolicyEntry) -> None:
         self._check()
         self.policy_writes += 1
-        self.entries.policy = PolicyEntry(policy, stale_us)
+        self.entries.policy = entry
 
     def read_entries(self) -> SwitchEntries:
         self._check()

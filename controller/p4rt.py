@@ -25,6 +25,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from p4runtime_sh.context import Context, P4Type
 
 from controller.errors import SwitchError, SwitchUnavailable
+from controller.requestlog import RequestLog
 
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 10.0
@@ -54,7 +55,8 @@ def _write_error(e: grpc.RpcError) -> str:
 
 class Session:
     """P4Runtime session with ``device_id`` at ``grpc_addr``: primary, or
-    refused; a backup (read-only) session only with ``require_primary=False``."""
+    refused; a backup (read-only) session only with ``require_primary=False``.
+    ``request_log``: a file every request is appended to (``RequestLog``)."""
 
     def __init__(
         self,
@@ -62,6 +64,7 @@ class Session:
         device_id: int,
         election_id: tuple[int, int],
         require_primary: bool = True,
+        request_log: Path | None = None,
     ) -> None:
         self.grpc_addr = grpc_addr
         self.require_primary = require_primary
@@ -79,7 +82,10 @@ class Session:
             raise SwitchUnavailable(
                 f"switch unreachable: no P4Runtime server at {grpc_addr}"
             ) from None
-        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        calls = self.channel
+        if request_log is not None:
+            calls = grpc.intercept_channel(self.channel, RequestLog(request_log))
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(calls)
         self._stream = self.stub.StreamChannel(self._requests())
         self._reader = threading.Thread(target=self._read_stream, daemon=True)
         self._reader.start()

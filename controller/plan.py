@@ -1,29 +1,31 @@
-"""The entries the switch must hold for a set of jobs: a pure function.
+"""The entries the switch must hold for a set of jobs: pure functions.
+
+``entries_for`` turns the controller's state into one ``JobPlan`` per job,
+its priority from ``controller.priority`` and its partition from
+``controller.partition``; ``desired`` turns the plans into entries.
 
 Identifiers are derived from the job id, never allocated, so a restarted
 controller computes the same groups and rids as the one before it and
-reconciliation finds nothing to change:
-
-* multicast group ``2*job`` ("all": workers and PS) and ``2*job + 1``
-  ("workers"); group ``BCAST_MGID`` (1) floods L2 broadcast to every host
-  port with rid 0, which the egress leaves unrewritten;
-* egress rid ``job*RID_STRIDE + 1 + i`` for worker ``i`` (bit ``i`` of the
-  worker mask) and ``job*RID_STRIDE + 1 + MAX_WORKERS`` for the PS; a worker
-  has one rid in both of its job's groups.
+reconciliation finds nothing to change: multicast groups and egress
+replication ids are ``esa.spec.mgid_all``, ``mgid_workers`` and ``rid``; a
+worker has one rid in both of its job's groups, and group ``BCAST_MGID``
+floods L2 broadcast to every host port with rid 0, which the egress leaves
+unrewritten.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.entries import JobEntry, L2Entry, PolicyEntry, PsRoute, Replica, SwitchEntries
+from controller.partition import partition
+from controller.priority import Admission, priorities
+from controller.state import State
 from controller.topology import Host, ip_to_int, mac_to_int
-from esa import wire
+from esa.spec import BCAST_MGID, PS_MEMBER, mgid_all, mgid_workers, rid
 
-BCAST_MGID = 1
 BROADCAST_MAC = 0xFFFFFFFFFFFF
-RID_STRIDE = 64
-PS_MEMBER = wire.MAX_WORKERS
 
 
 @dataclass(frozen=True)
@@ -36,19 +38,6 @@ class JobPlan:
     prio: int
     part_base: int
     part_size: int
-
-
-def mgid_all(job: int) -> int:
-    return 2 * job
-
-
-def mgid_workers(job: int) -> int:
-    return 2 * job + 1
-
-
-def rid(job: int, member: int) -> int:
-    """Egress rid of worker ``member`` (0..31) or of the PS (``PS_MEMBER``)."""
-    return job * RID_STRIDE + 1 + member
 
 
 def _replica(h: Host) -> Replica:
@@ -83,3 +72,33 @@ def desired(hosts: list[Host], jobs: list[JobPlan], policy: PolicyEntry) -> Swit
             out.replicas[rid(j.job, i)] = _replica(w)
         out.replicas[ps_rid] = _replica(j.ps)
     return out
+
+
+def entries_for(
+    state: State,
+    hosts: Mapping[str, Host],
+    pool_size: int,
+    aging_period_s: float,
+    held: SwitchEntries,
+) -> SwitchEntries:
+    """The complete entry set for ``state``; ``held`` is what the switch holds
+    now, whose fixed partitions stay where they are.  Auto priorities are
+    ranks among all auto jobs, so a change of one job can move others: the
+    reconciliation rewrites every job entry whose priority changed."""
+    jobs = state.jobs.values()
+    order = [r.job for r in sorted(jobs, key=lambda r: (r.admitted_at, r.job))]
+    kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
+    parts = partition(pool_size, order, state.part_size, kept)
+    prios = priorities((Admission(r.job, r.spec, r.admitted_at) for r in jobs), aging_period_s)
+    plans = [
+        JobPlan(
+            job=rec.job,
+            workers=tuple(hosts[w] for w in rec.workers),
+            ps=hosts[rec.ps],
+            prio=prios[rec.job],
+            part_base=parts[rec.job][0],
+            part_size=parts[rec.job][1],
+        )
+        for rec in jobs
+    ]
+    return desired(list(hosts.values()), plans, state.policy)

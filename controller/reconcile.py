@@ -47,7 +47,7 @@ def reconcile(switch: Switch, want: SwitchEntries, have: SwitchEntries) -> int:
     """Apply the difference; returns the number of changes written."""
     n = 0
     if want.policy != have.policy:
-        switch.set_policy(want.policy.policy, want.policy.stale_us)
+        switch.set_policy(want.policy)
         n += 1
     for batch in plan_changes(want, have):
         switch.apply(batch)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections import Counter
 
 from controller.errors import SwitchError
-from controller.switch import SLOT_OWNER
+from esa.p4names import SLOT_OWNER
 
 _ARRAY = re.compile(re.escape(SLOT_OWNER) + r"=\s*([0-9,\s]*)")
 CLI_TIMEOUT_S = 30.0
@@ -42,13 +41,3 @@ def read_owners(cli: list[str]) -> list[int]:
     if res.returncode != 0:
         raise SwitchError(f"{' '.join(cli)} failed: {res.stderr.strip()[:200]}")
     return parse_owners(res.stdout)
-
-
-def summarise(owners: list[int]) -> dict[str, object]:
-    """Pool size, slots in use, and slots held per job (``owner >> 32``)."""
-    held = Counter(o >> 32 for o in owners if o)
-    return {
-        "pool_size": len(owners),
-        "used": sum(held.values()),
-        "by_job": {str(job): n for job, n in sorted(held.items())},
-    }

@@ -4,19 +4,28 @@ The switch holds nothing the controller cannot rebuild from this file: after
 a restart of either, the controller plans the entries from it and
 reconciles.  Each change is one transaction, written only after the switch
 accepted it, so the file never holds a job the switch refused.
+
+Opening a file checks that it is one: a file that is not sqlite, a database
+with tables of another program, or one sqlite finds damaged is refused
+without being written to.  Every sqlite error and every row that does not
+decode becomes a ``StateError`` naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from controller.entries import PolicyEntry
-from controller.priority import Mode, PrioritySpec
-from controller.topology import Host
-from esa.spec import Policy
+from controller.errors import ControllerError, StateError
+from controller.topology import Host, parse_host
+from esa.job import Mode, PrioritySpec
+from esa.spec import Policy, default_squat_us
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -53,31 +62,94 @@ class JobRecord:
     """wall-clock seconds (``time.time()``), the origin of aging."""
 
 
+@dataclass(frozen=True)
+class State:
+    """What the switch must reflect: the jobs, the policy and the static
+    partition size (``controller.partition``; 0: an equal split)."""
+
+    jobs: Mapping[int, JobRecord]
+    policy: PolicyEntry
+    part_size: int
+
+
 class Store:
     """One sqlite3 file; callers serialise access (the controller's lock)."""
 
     def __init__(self, path: Path | str) -> None:
-        self.db = sqlite3.connect(str(path), check_same_thread=False)
-        self.db.executescript(SCHEMA)
-        self.db.commit()
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(str(path), check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StateError(f"cannot open the state file {path}: {e}") from None
+        try:
+            self._check()
+            with self._io():
+                self.db.executescript(SCHEMA)
+                self.db.commit()
+        except StateError:
+            self.db.close()
+            raise
+
+    def _check(self) -> None:
+        """Refuse a file that is not an (empty or) esa-ctl state file."""
+        try:
+            have = _columns(self.db)
+        except sqlite3.OperationalError as e:
+            raise StateError(f"state file {self.path}: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise StateError(f"state file {self.path} is damaged or not sqlite: {e}") from None
+        with closing(sqlite3.connect(":memory:")) as fresh:
+            fresh.executescript(SCHEMA)
+            want = _columns(fresh)
+        foreign = sorted(set(have) - set(want))
+        if foreign:
+            raise StateError(
+                f"{self.path} is not an esa-ctl state file: it has table(s) {', '.join(foreign)}"
+            )
+        for table, cols in have.items():
+            if cols != want[table]:
+                raise StateError(
+                    f"{self.path} is not an esa-ctl state file: table {table} has columns "
+                    + ", ".join(cols)
+                )
+        with self._io():
+            verdict = [row[0] for row in self.db.execute("PRAGMA quick_check")]
+        if verdict != ["ok"]:
+            raise StateError(f"state file {self.path} is corrupt: {'; '.join(verdict[:3])}")
+
+    @contextmanager
+    def _io(self) -> Iterator[None]:
+        """sqlite errors, and rows that do not decode, as ``StateError``."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise StateError(f"state file {self.path}: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, ControllerError) as e:
+            raise StateError(f"state file {self.path} is corrupt: {e}") from None
 
     def close(self) -> None:
         self.db.close()
 
+    def load(self) -> State:
+        return State(self.jobs(), self.policy(), self.part_size())
+
     # -- jobs --
 
     def jobs(self) -> dict[int, JobRecord]:
-        rows = self.db.execute(
-            "SELECT job, workers, ps, mode, priority, remaining, admitted_at FROM jobs ORDER BY job"
-        )
         out = {}
-        for job, workers, ps, mode, priority, remaining, admitted_at in rows:
-            spec = PrioritySpec(Mode(mode), priority=priority, remaining=remaining)
-            out[job] = JobRecord(job, tuple(json.loads(workers)), ps, spec, admitted_at)
+        with self._io():
+            rows = self.db.execute(
+                "SELECT job, workers, ps, mode, priority, remaining, admitted_at "
+                "FROM jobs ORDER BY job"
+            )
+            for job, workers, ps, mode, priority, remaining, admitted_at in rows:
+                spec = PrioritySpec(Mode(mode), priority=priority, remaining=remaining)
+                names = _names(workers, job)
+                out[job] = JobRecord(job, names, ps, spec, admitted_at)
         return out
 
     def put_job(self, rec: JobRecord) -> None:
-        with self.db:
+        with self._io(), self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -92,17 +164,21 @@ class Store:
             )
 
     def delete_job(self, job: int) -> None:
-        with self.db:
+        with self._io(), self.db:
             self.db.execute("DELETE FROM jobs WHERE job = ?", (job,))
 
     # -- hosts --
 
     def hosts(self) -> dict[str, Host]:
-        rows = self.db.execute("SELECT name, port, mac, ip, udp_port FROM hosts ORDER BY name")
-        return {r[0]: Host(*r) for r in rows}
+        with self._io():
+            rows = self.db.execute("SELECT name, port, mac, ip, udp_port FROM hosts ORDER BY name")
+            return {
+                name: parse_host(name, {"port": port, "mac": mac, "ip": ip, "udp_port": udp})
+                for name, port, mac, ip, udp in rows
+            }
 
     def set_hosts(self, hosts: dict[str, Host]) -> None:
-        with self.db:
+        with self._io(), self.db:
             self.db.execute("DELETE FROM hosts")
             self.db.executemany(
                 "INSERT INTO hosts VALUES (?, ?, ?, ?, ?)",
@@ -112,26 +188,64 @@ class Store:
     # -- settings --
 
     def _get(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        with self._io():
+            row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def _set(self, key: str, value: str) -> None:
-        with self.db:
+        with self._io(), self.db:
             self.db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
 
     def policy(self) -> PolicyEntry:
         raw = self._get("policy")
         if raw is None:
             return PolicyEntry()
-        data = json.loads(raw)
-        return PolicyEntry(Policy(data["policy"]), int(data["stale_us"]))
+        with self._io():
+            data = json.loads(raw)
+            policy = Policy(data["policy"])
+            squat = data.get("squat_us", default_squat_us(policy))
+            return PolicyEntry(policy, int(data["stale_us"]), int(squat))
 
     def set_policy(self, entry: PolicyEntry) -> None:
-        self._set("policy", json.dumps({"policy": int(entry.policy), "stale_us": entry.stale_us}))
+        data = {"policy": int(entry.policy), "stale_us": entry.stale_us, "squat_us": entry.squat_us}
+        self._set("policy", json.dumps(data))
+
+    def part_size(self) -> int:
+        """Static partition size (``controller.partition``); 0: equal split."""
+        raw = self._get("part_size")
+        if raw is None:
+            return 0
+        with self._io():
+            return int(raw)
+
+    def set_part_size(self, size: int) -> None:
+        self._set("part_size", str(size))
 
     def pool_size(self) -> int | None:
         raw = self._get("pool_size")
-        return None if raw is None else int(raw)
+        if raw is None:
+            return None
+        with self._io():
+            return int(raw)
 
     def set_pool_size(self, size: int) -> None:
         self._set("pool_size", str(size))
+
+
+def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """Table name -> its column names."""
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {
+        t: [c[0] for c in db.execute("SELECT name FROM pragma_table_info(?)", (t,))] for t in tables
+    }
+
+
+def _names(raw: Any, job: int) -> tuple[str, ...]:
+    """A job row's workers: a JSON list of host names."""
+    try:
+        names = json.loads(raw)
+    except (TypeError, ValueError):
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"job {job}: workers {raw!r} are not a JSON list of host names")
+    return tuple(names)

@@ -29,22 +29,22 @@ from controller.entries import (
 )
 from controller.errors import SwitchError
 from controller.p4rt import Session, pipeline_cookie
+from esa.p4names import (
+    DROPS,
+    FLOOD,
+    JOB_EVENTS,
+    JOBS_TABLE,
+    L2_TABLE,
+    POLICY_TABLE,
+    PS_TABLE,
+    REPLICAS_TABLE,
+    SET_DST,
+    SET_JOB,
+    SET_POLICY,
+    SET_PS,
+    TO_PORT,
+)
 from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy
-
-POLICY_TABLE = "EsaIngress.admission.policy"
-SET_POLICY = "EsaIngress.admission.set_policy"
-JOBS_TABLE = "EsaIngress.admission.jobs"
-SET_JOB = "EsaIngress.admission.set_job"
-L2_TABLE = "EsaIngress.forwarding.l2"
-TO_PORT = "EsaIngress.forwarding.to_port"
-FLOOD = "EsaIngress.forwarding.flood"
-PS_TABLE = "EsaIngress.forwarding.ps_route"
-SET_PS = "EsaIngress.forwarding.set_ps"
-REPLICAS_TABLE = "EsaEgress.rewrite.replicas"
-SET_DST = "EsaEgress.rewrite.set_dst"
-JOB_EVENTS = "EsaIngress.accounting.job_events"
-DROPS = "EsaIngress.accounting.drops"
-SLOT_OWNER = "EsaIngress.pool.slot_owner"
 
 
 class Kind(enum.Enum):
@@ -99,7 +99,7 @@ class Switch(abc.ABC):
         """Write the changes as one batch (their order is not guaranteed)."""
 
     @abc.abstractmethod
-    def set_policy(self, policy: Policy, stale_us: int) -> None: ...
+    def set_policy(self, entry: PolicyEntry) -> None: ...
 
     @abc.abstractmethod
     def read_entries(self) -> SwitchEntries: ...
@@ -205,6 +205,14 @@ class P4RuntimeSwitch(Switch):
         return True
 
     def push_pipeline(self, json_path: Path, p4info_path: Path) -> None:
+        """Install the pipeline.  Multicast groups of a pipeline already there
+        are deleted first: simple_switch_grpc forgets them on a push but keeps
+        their nodes, so a group re-created after the push would send every
+        copy twice."""
+        if self.session.cookie is not None:
+            groups = self.read_groups()
+            if groups:
+                self.apply([Change(Kind.GROUPS, Op.DELETE, mgid) for mgid in groups])
         self.session.push_pipeline(json_path, p4info_path)
 
     # -- encoding --
@@ -260,14 +268,14 @@ class P4RuntimeSwitch(Switch):
             updates.append(update)
         self.session.write(updates)
 
-    def set_policy(self, policy: Policy, stale_us: int) -> None:
-        entry = p4runtime_pb2.TableEntry(
+    def set_policy(self, entry: PolicyEntry) -> None:
+        te = p4runtime_pb2.TableEntry(
             table_id=self.session.id_of(P4Type.table, POLICY_TABLE), is_default_action=True
         )
-        args = {"policy": int(policy), "stale_us": stale_us}
-        entry.action.action.CopyFrom(self._action(SET_POLICY, args))
+        args = {"policy": int(entry.policy), "stale_us": entry.stale_us, "squat_us": entry.squat_us}
+        te.action.action.CopyFrom(self._action(SET_POLICY, args))
         update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
-        update.entity.table_entry.CopyFrom(entry)
+        update.entity.table_entry.CopyFrom(te)
         self.session.write([update])
 
     # -- reading --
@@ -294,7 +302,7 @@ class P4RuntimeSwitch(Switch):
         entity.table_entry.is_default_action = True
         for e in self.session.read(entity):
             _, args = self._params(e.table_entry.action.action)
-            return PolicyEntry(Policy(args["policy"]), args["stale_us"])
+            return PolicyEntry(Policy(args["policy"]), args["stale_us"], args["squat_us"])
         raise SwitchError("the switch returned no default action for the policy table")
 
     def read_groups(self) -> dict[int, Members]:

@@ -109,10 +109,10 @@ class Topology:
     @classmethod
     def load(cls, path: Path) -> Topology:
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_bytes())
         except OSError as e:
             raise InvalidRequest(f"topology: cannot read {path}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
+        except ValueError as e:
             raise InvalidRequest(f"topology: {path} is not valid JSON: {e}") from None
         return cls.from_json(data)
 

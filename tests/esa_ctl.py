@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.bmv2 import ROOT
+from testbed.paths import ROOT
 
 
 def esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:

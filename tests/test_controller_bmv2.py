@@ -1,4 +1,4 @@
-"""The controller against a real BMv2 (tests/bmv2.py): entries, data-plane
+"""The controller against a real BMv2 (testbed/bmv2_veth.py): entries, data-plane
 behaviour under the controller's priorities and policies, and restarts."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.entries import SwitchEntries
+from controller.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, Slots
 from controller.service import Controller
 from controller.state import Store
 from controller.switch import P4RuntimeSwitch, Switch
@@ -26,7 +27,8 @@ from esa.model import slot_hash
 from esa.spec import Policy
 from esa.toolchain import compile_p4
 from esa.wire import Flag, PacketType
-from tests.bmv2 import THRIFT_PORT, Bmv2Switch
+from testbed.bmv2 import THRIFT_PORT
+from testbed.bmv2_veth import Bmv2Switch
 from tests.esa_ctl import esa_ctl
 
 pytestmark = pytest.mark.bmv2
@@ -146,18 +148,17 @@ def ctl(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp_path: Path) -> Iterato
     c = Controller(Store(tmp_path / "state.db"), TOPO, POOL, connector(bmv2, program), 0.0)
     c.sync()
     yield c
-    if c.switch is not None:
-        c.switch.close()
+    c.session.drop()
 
 
 def events(c: Controller, job: int) -> dict[str, int]:
-    counts = c.stats()["jobs"][str(job)]
+    counts = c.stats().jobs[job]
     return {k: v for k, v in counts.items() if v}
 
 
 def read_back(c: Controller) -> SwitchEntries:
-    assert c.switch is not None
-    return c.switch.read_entries()
+    assert c.session.switch is not None
+    return c.session.switch.read_entries()
 
 
 def colliding_seq(job: int, seq: int, other: int) -> int:
@@ -167,9 +168,9 @@ def colliding_seq(job: int, seq: int, other: int) -> int:
 
 
 def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
-    assert read_back(ctl) == ctl.applied
-    assert [j["job"] for j in ctl.list_jobs()] == [1]
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    assert read_back(ctl) == ctl.session.applied
+    assert [j.job for j in ctl.jobs().jobs] == [1]
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
     bmv2.send(2, frame("h2", "h3", 1, 0, 0b10, [2] * wire.K))
     for port in (1, 2, 3):
@@ -188,10 +189,12 @@ def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch
 
 
 def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.set_policy("esa", stale_us=LONG_US)
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
-    ctl.admit(2, ["h4", "h5"], "h6", priority=5)
+    ctl.policy(PolicyRequest(policy="esa", stale_us=LONG_US, squat_us=LONG_US))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps="h6", priority=5))
     seq2 = colliding_seq(1, 0, 2)
+    # job 1's next chunk in the same slot (chunk 0, once evicted, follows it to the PS)
+    seq1 = next(s for s in range(1, 100_000) if slot_hash(1, s, POOL) == slot_hash(1, 0, POOL))
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [7] * wire.K))
     time.sleep(0.3)
     bmv2.send(4, frame("h4", "h6", 2, seq2, 0b01, [9] * wire.K))
@@ -205,9 +208,9 @@ def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) ->
     assert events(ctl, 1) == {"aggregated": 1, "preempt_suffered": 1}
     assert events(ctl, 2) == {"aggregated": 1, "preempt_won": 1}
 
-    ctl.set_priority(1, priority=9)
+    ctl.prio(PrioRequest(job=1, priority=9))
     assert read_back(ctl).jobs[1].prio == 9
-    bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [7] * wire.K))
+    bmv2.send(1, frame("h1", "h3", 1, seq1, 0b01, [7] * wire.K))
     (evicted,) = [parse(f) for f in bmv2.recv(6, timeout=2.0, want=1)]
     assert (evicted.ptype, evicted.job, evicted.seq, evicted.values) == (
         PacketType.PARTIAL,
@@ -221,14 +224,14 @@ def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) ->
 
 def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> None:
     empty = read_back(ctl)
-    ctl.set_policy("esa", stale_us=1000)
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.policy(PolicyRequest(policy="esa", stale_us=1000))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [5] * wire.K))
     time.sleep(0.3)
     ctl.thrift_cli = ["ip", "netns", "exec", bmv2.ns.name, "simple_switch_CLI", "--thrift-port",
                       str(THRIFT_PORT)]  # fmt: skip
-    assert ctl.slots() == {"pool_size": POOL, "used": 1, "by_job": {"1": 1}}
-    ctl.remove(1)
+    assert ctl.slots() == Slots(pool_size=POOL, used=1, by_job={1: 1})
+    ctl.remove(JobRef(job=1))
     after = read_back(ctl)
     assert (after.jobs, after.ps_routes, after.replicas, after.groups) == (
         empty.jobs,
@@ -236,7 +239,7 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
         empty.replicas,
         empty.groups,
     )
-    ctl.admit(3, ["h4", "h5"], "h6", priority=0)
+    ctl.admit(AdmitRequest(job=3, workers=("h4", "h5"), ps="h6", priority=0))
     seq3 = colliding_seq(1, 0, 3)
     time.sleep(0.1)
     bmv2.send(4, frame("h4", "h6", 3, seq3, 0b01, [1] * wire.K))
@@ -249,21 +252,21 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
         (3,) * wire.K,
     )
     assert events(ctl, 3) == {"aggregated": 2, "completed": 1}
-    assert ctl.stats()["drops"]["no_ps_route"] == 1  # job 1's stale partial had no PS left
+    assert ctl.stats().drops["no_ps_route"] == 1  # job 1's stale partial had no PS left
     idx = slot_hash(3, seq3, POOL)
     assert f"[{idx}]= 0\n" in bmv2.cli(f"register_read EsaIngress.pool.slot_owner {idx}")
-    assert ctl.slots() == {"pool_size": POOL, "used": 0, "by_job": {}}
+    assert ctl.slots() == Slots(pool_size=POOL, used=0, by_job={})
 
 
 def test_policy_switch_without_recompiling(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
-    ctl.set_policy("atp", stale_us=LONG_US)
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.policy(PolicyRequest(policy="atp", stale_us=LONG_US))
     bmv2.send(1, frame("h1", "h3", 1, 4, 0b01, [1] * wire.K))
     bmv2.send(2, frame("h2", "h3", 1, 4, 0b10, [1] * wire.K))
     (held,) = [parse(f) for f in bmv2.recv(3, timeout=2.0, want=1)]
     assert (held.ptype, held.flags & Flag.HOLD) == (PacketType.RESULT, Flag.HOLD)
     assert bmv2.recv(1, timeout=0.3) == []
-    ctl.set_policy("static")
+    ctl.policy(PolicyRequest(policy="static"))
     assert read_back(ctl).policy.policy is Policy.STATIC
     seq = next(s for s in range(POOL, 2 * POOL) if s % POOL != slot_hash(1, 4, POOL))
     bmv2.send(1, frame("h1", "h3", 1, seq, 0b01, [1] * wire.K))
@@ -274,22 +277,22 @@ def test_policy_switch_without_recompiling(ctl: Controller, bmv2: Bmv2Switch) ->
 
 
 def test_counters_of_a_reused_job_id_start_at_zero(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
     time.sleep(0.3)
     assert events(ctl, 1) == {"aggregated": 1}
-    ctl.remove(1)
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
+    ctl.remove(JobRef(job=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
     assert events(ctl, 1) == {}
     bmv2.send(1, frame("h5", "h3", 9, 0, 0b01, [1] * wire.K))
     time.sleep(0.3)
-    assert ctl.stats()["drops"]["unknown_job"] == 1
+    assert ctl.stats().drops["unknown_job"] == 1
 
 
 def test_bmv2_restart_resyncs(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(1, ["h1", "h2"], "h3", priority=1)
-    ctl.admit(2, ["h4", "h5"], "h6", size=1 << 20)
-    ctl.set_policy("atp", stale_us=777)
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps="h6", size=1 << 20))
+    ctl.policy(PolicyRequest(policy="atp", stale_us=777))
     before = read_back(ctl)
     bmv2.restart()
     deadline = time.monotonic() + 10
@@ -298,7 +301,7 @@ def test_bmv2_restart_resyncs(ctl: Controller, bmv2: Bmv2Switch) -> None:
     assert not ctl.connected
     assert ctl.sync() == before.count() + 1
     assert read_back(ctl) == before
-    ctl.set_policy("esa")
+    ctl.policy(PolicyRequest(policy="esa"))
     bmv2.send(4, frame("h4", "h6", 2, 1, 0b01, [1] * wire.K))
     bmv2.send(5, frame("h5", "h6", 2, 1, 0b10, [1] * wire.K))
     assert parse(bmv2.recv(6, timeout=2.0, want=1)[0]).ptype is PacketType.RESULT
@@ -396,3 +399,26 @@ def test_controller_restart_recovers(
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_a_new_pipeline_leaves_no_duplicate_multicast_copies(
+    ctl: Controller, bmv2: Bmv2Switch, tmp_path: Path
+) -> None:
+    """A controller that pushes a new program to a running switch (here: the
+    same program with a different pool size) rebuilds the job's groups; each
+    worker gets exactly one copy of a result."""
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    other = compile_p4(ROOT / "p4src" / "esa.p4", tmp_path / "p4", pool=POOL // 2)
+    assert ctl.session.switch is not None
+    ctl.session.switch.close()
+    p4 = P4RuntimeSwitch.connect(bmv2.grpc_addr, bmv2.device_id, (0, 1))
+    assert p4.ensure_pipeline(*other) is True
+    p4.close()
+    ctl.session.drop()
+    ctl.sync()
+    bmv2.flush()
+    bmv2.send(1, frame("h1", "h3", 1, 5, 0b01, [2] * wire.K))
+    bmv2.send(2, frame("h2", "h3", 1, 5, 0b10, [3] * wire.K))
+    for port in (1, 2, 3):
+        got = [parse(f) for f in bmv2.recv(port, timeout=1.0)]
+        assert [(s.ptype, s.values) for s in got] == [(PacketType.RESULT, (5,) * wire.K)]

@@ -29,8 +29,10 @@ from controller.entries import PolicyEntry, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
 from controller.plan import JobPlan, desired
 from controller.reconcile import reconcile
-from controller.switch import SLOT_OWNER, P4RuntimeSwitch
+from controller.switch import P4RuntimeSwitch
 from controller.topology import Host
+from esa import p4names as n
+from esa.p4names import SLOT_OWNER
 from esa.spec import Drop, Event, Policy, counter_index
 from esa.toolchain import compile_p4
 from tests.esa_ctl import esa_ctl
@@ -38,32 +40,23 @@ from tests.esa_ctl import esa_ctl
 ROOT = Path(__file__).resolve().parent.parent
 
 TABLES: dict[str, tuple[str | None, int, list[str]]] = {
-    "EsaIngress.admission.policy": (None, 0, ["EsaIngress.admission.set_policy"]),
-    "EsaIngress.admission.jobs": ("hdr.esa.job", 16, ["EsaIngress.admission.set_job"]),
-    "EsaIngress.forwarding.l2": (
-        "hdr.ethernet.dst",
-        48,
-        ["EsaIngress.forwarding.to_port", "EsaIngress.forwarding.flood"],
-    ),
-    "EsaIngress.forwarding.ps_route": ("hdr.esa.job", 16, ["EsaIngress.forwarding.set_ps"]),
-    "EsaEgress.rewrite.replicas": (
-        "standard_metadata.egress_rid",
-        16,
-        ["EsaEgress.rewrite.set_dst"],
-    ),
+    n.POLICY_TABLE: (None, 0, [n.SET_POLICY]),
+    n.JOBS_TABLE: ("job", 16, [n.SET_JOB]),
+    n.L2_TABLE: ("dst", 48, [n.TO_PORT, n.FLOOD]),
+    n.PS_TABLE: ("job", 16, [n.SET_PS]),
+    n.REPLICAS_TABLE: ("rid", 16, [n.SET_DST]),
 }
 ACTIONS: dict[str, list[tuple[str, int]]] = {
-    "EsaIngress.admission.set_policy": [("policy", 8), ("stale_us", 48)],
-    "EsaIngress.admission.set_job": [
+    n.SET_POLICY: [("policy", 8), ("stale_us", 48), ("squat_us", 48)],
+    n.SET_JOB: [
         ("fan_in", 8), ("worker_mask", 32), ("prio", 8), ("ps_port", 9),
         ("mgid_all", 16), ("mgid_workers", 16), ("part_base", 32), ("part_size", 32),
     ],
-    "EsaIngress.forwarding.to_port": [("port", 9)],
-    "EsaIngress.forwarding.flood": [("mgid", 16)],
-    "EsaIngress.forwarding.set_ps": [("port", 9), ("mac", 48), ("ip", 32)],
-    "EsaEgress.rewrite.set_dst": [("mac", 48), ("ip", 32), ("udp_port", 16)],
+    n.TO_PORT: [("port", 9)],
+    n.FLOOD: [("mgid", 16)],
+    n.SET_PS: [("port", 9), ("mac", 48), ("ip", 32)],
+    n.SET_DST: [("mac", 48), ("ip", 32), ("udp_port", 16)],
 }  # fmt: skip
-COUNTERS = {"EsaIngress.accounting.job_events": 4096, "EsaIngress.accounting.drops": 5}
 
 
 def make_p4info() -> Any:
@@ -84,7 +77,7 @@ def make_p4info() -> Any:
             )
         for a in actions:
             t.action_refs.add(id=ids[a])
-    for i, (name, size) in enumerate(COUNTERS.items()):
+    for i, (name, size) in enumerate(n.COUNTERS.items()):
         c = info.counters.add()
         c.preamble.id, c.preamble.name, c.size = 0x12000001 + i, name, size
     return info
@@ -119,17 +112,18 @@ class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         self.config = req.config
         self.entries.clear()
         self.pushes += 1
-        # the P4 program's default: set_policy(POLICY_ESA, DEFAULT_STALE_US)
+        # the P4 program's default: set_policy(POLICY_ESA, DEFAULT_STALE_US, DEFAULT_SQUAT_US)
         ids = {
             o.preamble.name: o.preamble.id
             for o in (*req.config.p4info.tables, *req.config.p4info.actions)
         }
         e = p4runtime_pb2.Entity()
-        e.table_entry.table_id = ids["EsaIngress.admission.policy"]
+        e.table_entry.table_id = ids[n.POLICY_TABLE]
         e.table_entry.is_default_action = True
-        e.table_entry.action.action.action_id = ids["EsaIngress.admission.set_policy"]
+        e.table_entry.action.action.action_id = ids[n.SET_POLICY]
         e.table_entry.action.action.params.add(param_id=1, value=b"\x01")
         e.table_entry.action.action.params.add(param_id=2, value=(20000).to_bytes(6, "big"))
+        e.table_entry.action.action.params.add(param_id=3, value=(5000).to_bytes(6, "big"))
         self.entries[self._key(e)] = e
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
@@ -238,7 +232,7 @@ def round_trip(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]) ->
     want = desired(
         h,
         [JobPlan(1, (h[0], h[1]), h[2], 7, 0, 32), JobPlan(200, tuple(h[3:5]), h[5], 255, 32, 32)],
-        PolicyEntry(Policy.STATIC, 2**40),
+        PolicyEntry(Policy.STATIC, 2**40, 2**47 + 3),
     )
     assert reconcile(sw, want, sw.read_entries()) == want.count() + 1
     assert sw.read_entries() == want
@@ -317,7 +311,7 @@ def test_session_notices_the_switch_going_away(tmp_path: Path, program: tuple[Pa
     assert sw.alive
     srv.stop(None)
     with pytest.raises(SwitchUnavailable, match=f"^switch unreachable at {addr}$"):
-        sw.set_policy(Policy.ATP, 10)
+        sw.set_policy(PolicyEntry(Policy.ATP, 10, 0))
     assert not sw.alive
     sw.close()
 
@@ -384,7 +378,7 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
     drift = P4RuntimeSwitch.connect(addr, election_id=(0, 1))
     drift.delete_job(2)
     drift.write_job(9, before.jobs[1])
-    drift.set_policy(Policy.ATP, 5)
+    drift.set_policy(PolicyEntry(Policy.ATP, 5, 0))
     drift.close()
     proc = serve()
     try:

@@ -10,14 +10,14 @@ import pytest
 from controller.entries import JobEntry, L2Entry, PolicyEntry, PsRoute, Replica, SwitchEntries
 from controller.errors import InvalidRequest, NotFound
 from controller.memswitch import MemorySwitch
-from controller.plan import BCAST_MGID, BROADCAST_MAC, JobPlan, desired, rid
-from controller.priority import PrioritySpec
+from controller.plan import BROADCAST_MAC, JobPlan, desired
 from controller.reconcile import plan_changes, reconcile
 from controller.state import JobRecord, Store
 from controller.switch import Kind, Op
 from controller.topology import Host, Topology
 from esa import wire
-from esa.spec import Policy
+from esa.job import PrioritySpec
+from esa.spec import BCAST_MGID, Policy, rid
 
 
 def hosts(n: int = 4) -> list[Host]:

@@ -16,15 +16,25 @@ import grpc
 import pytest
 
 from controller.admin import AdminClient, AdminError, serve
-from controller.entries import SwitchEntries
-from controller.errors import SwitchUnavailable
+from controller.entries import PolicyEntry, SwitchEntries
+from controller.errors import InvalidRequest, SwitchUnavailable
 from controller.memswitch import MemorySwitch
-from controller.plan import mgid_all, rid
+from controller.messages import PolicyRequest
+from controller.priority import AUTO_TOP
 from controller.service import Controller
 from controller.state import Store
 from controller.switch import Switch
 from controller.topology import Host, Topology
-from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy, counter_index
+from esa.spec import (
+    DEFAULT_SQUAT_US,
+    EVENTS_PER_JOB,
+    Drop,
+    Event,
+    Policy,
+    counter_index,
+    mgid_all,
+    rid,
+)
 
 POOL = 64
 
@@ -56,7 +66,8 @@ class Rig:
     clock: Clock
 
     def call(self, method: str, **req: Any) -> Any:
-        return self.client.call(method, req)
+        """One RPC with a JSON request; its JSON reply."""
+        return self.client._call(method, req)
 
     def snapshot(self) -> tuple[SwitchEntries, dict[int, Any], int]:
         return self.sw.read_entries(), Store(self.db).jobs(), len(self.sw.batches)
@@ -280,20 +291,46 @@ def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
     assert [[(c.kind.value, c.op.value, c.key) for c in b] for b in rig.sw.batches[n:]] == [
         [("jobs", "modify", 1)]
     ]
-    assert rig.call("Prio", job=1, size=0)["priority"] == 255
+    assert rig.call("Prio", job=1, size=0)["priority"] == AUTO_TOP
     assert Store(rig.db).jobs()[1].spec.remaining == 0
 
 
-def test_auto_priority_progress_and_aging(rig: Rig) -> None:
+def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
+    """Auto jobs never share a level; admitting, removing, re-prioritising or a
+    progress report of one job rewrites every other job whose rank moved."""
+
+    def prios() -> dict[int, int]:
+        return {j: e.prio for j, e in rig.sw.entries.jobs.items()}
+
+    def rewritten(since: int) -> set[int]:
+        return {
+            c.key
+            for b in rig.sw.batches[since:]
+            for c in b
+            if (c.kind.value, c.op.value) == ("jobs", "modify")
+        }
+
     rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", size=2**30)
-    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 31
-    rig.call("Progress", job=1, remaining=2**20)
-    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 21
-    rig.clock.now += 25.0
-    assert rig.ctl.tick() == 1
-    assert rig.sw.entries.jobs[1].prio == 255 - 3 * 21 + 2
-    assert rig.ctl.tick() == 0
     rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", priority=3)
+    assert prios() == {1: AUTO_TOP, 2: 3}
+    rig.clock.now += 1.0  # 1 s < 10 s * log2(2**30 / 2**20): the smaller newcomer overtakes
+    rig.call("Admit", job=3, workers=["h7", "h8"], ps="h9", size=2**20)
+    assert prios() == {1: AUTO_TOP - 1, 2: 3, 3: AUTO_TOP}
+    n = len(rig.sw.batches)
+    assert rig.call("Progress", job=1, remaining=2**10)["priority"] == AUTO_TOP
+    assert prios() == {1: AUTO_TOP, 2: 3, 3: AUTO_TOP - 1}
+    assert rewritten(n) == {1, 3}
+    assert {j["job"]: j["priority"] for j in rig.call("Jobs")["jobs"]} == prios()
+    rig.call("Remove", job=1)
+    assert prios() == {2: 3, 3: AUTO_TOP}
+    rig.call("Admit", job=4, workers=["h10", "h11"], ps="h12", size=0)
+    assert prios() == {2: 3, 3: AUTO_TOP - 1, 4: AUTO_TOP}
+    n = len(rig.sw.batches)
+    rig.call("Prio", job=4, priority=250)
+    assert prios() == {2: 3, 3: AUTO_TOP, 4: 250}
+    assert rewritten(n) == {3, 4}
+    rig.clock.now += 1e6
+    assert rig.ctl.sync() == 0, "ranks do not move with the clock alone"
     refused(
         rig,
         grpc.StatusCode.FAILED_PRECONDITION,
@@ -308,10 +345,51 @@ def test_policy_switch(rig: Rig) -> None:
     assert rig.call("Policy", policy="static", stale_us=5000) == {
         "policy": "static",
         "stale_us": 5000,
+        "squat_us": 0,
+        "part_size": 0,
     }
-    assert (rig.sw.entries.policy.policy, rig.sw.entries.policy.stale_us) == (Policy.STATIC, 5000)
-    assert rig.call("Policy", policy="atp")["stale_us"] == 5000
-    assert Store(rig.db).policy().policy is Policy.ATP
+    assert rig.sw.entries.policy == PolicyEntry(Policy.STATIC, 5000, 0)
+    assert rig.call("Policy", policy="esa") == {
+        "policy": "esa",
+        "stale_us": 5000,
+        "squat_us": DEFAULT_SQUAT_US,
+        "part_size": 0,
+    }
+    assert rig.call("Policy", policy="atp", squat_us=700)["squat_us"] == 700
+    assert Store(rig.db).policy() == PolicyEntry(Policy.ATP, 5000, 700)
+    assert rig.sw.entries.policy == PolicyEntry(Policy.ATP, 5000, 700)
+
+
+def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Rig) -> None:
+    def parts() -> dict[int, tuple[int, int]]:
+        return {j: (e.part_base, e.part_size) for j, e in rig.sw.entries.jobs.items()}
+
+    for job, hosts in ((5, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (9, ("h7", "h8", "h9"))):
+        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=hosts[2], priority=1)
+        rig.clock.now += 1
+    assert parts() == {2: (0, 22), 5: (22, 21), 9: (43, 21)}  # equal split, by job id
+    big = rig.ctl.pool_size // 2
+    assert rig.call("Policy", policy="static", part_size=big)["part_size"] == big
+    assert parts() == {5: (0, big), 2: (big, big), 9: (0, 0)}
+    rig.call("Remove", job=5)
+    assert parts() == {2: (big, big), 9: (0, big)}
+    assert Store(rig.db).part_size() == big
+    assert rig.call("Policy", policy="esa")["part_size"] == big, "kept unless given"
+
+
+def test_bad_squat_timeout_refused(rig: Rig) -> None:
+    """Called directly, the controller refuses what the API's decoding would."""
+    squats: tuple[Any, ...] = (-1, 2**48, True, "5")
+    for bad in squats:
+        with pytest.raises(InvalidRequest, match=r"^squat timeout .* is out of range"):
+            rig.ctl.policy(PolicyRequest(policy="esa", squat_us=bad))
+    for size in (-1, 65, True):
+        with pytest.raises(
+            InvalidRequest, match=r"^partition size .* is out of range \(0\.\.64\)$"
+        ):
+            rig.ctl.policy(PolicyRequest(policy="static", part_size=size))
+    assert Store(rig.db).policy() == PolicyEntry()
+    assert Store(rig.db).part_size() == 0
 
 
 def test_stats_exact_counters(rig: Rig) -> None:
@@ -329,6 +407,7 @@ def test_stats_exact_counters(rig: Rig) -> None:
         "spoofed_worker": 0,
         "bad_type": 0,
         "no_ps_route": 0,
+        "malformed": 0,
     }
 
 
@@ -353,7 +432,7 @@ def test_controller_restart_reconciles(rig: Rig) -> None:
     ctl = make_controller(rig.db, rig.sw, rig.clock)
     assert ctl.sync() == 3
     assert rig.sw.read_entries() == want
-    assert ctl.list_jobs() == rig.ctl.list_jobs()
+    assert ctl.jobs() == rig.ctl.jobs()
     assert make_controller(rig.db, rig.sw, rig.clock).sync() == 0
 
 
@@ -374,3 +453,19 @@ def test_slots_view(rig: Rig) -> None:
         "unexpected simple_switch_CLI output: 'Error: no such register'",
         "Slots",
     )
+
+
+def test_a_restarted_controller_keeps_the_fixed_partitions_the_switch_holds(
+    rig: Rig, tmp_path: Path
+) -> None:
+    rig.call("Policy", policy="static", part_size=16)
+    for job, hosts in ((1, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (3, ("h7", "h8", "h9"))):
+        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=hosts[2], priority=1)
+        rig.clock.now += 1
+    rig.call("Remove", job=1)
+    rig.call("Admit", job=4, workers=["h1", "h2"], ps="h3", priority=1)
+    before = rig.sw.entries.jobs
+    assert {j: e.part_base for j, e in before.items()} == {2: 16, 3: 32, 4: 0}
+    again = make_controller(rig.db, rig.sw, rig.clock)
+    assert again.sync() == 0
+    assert rig.sw.entries.jobs == before

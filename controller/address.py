@@ -1,0 +1,86 @@
+"""The admin API's address: ``unix:PATH`` or ``127.0.0.1:PORT``, nothing else.
+
+The API has no authentication, so it is served only where local users reach
+it.  Before ``serve`` binds, ``in_use`` tells whether something already
+answers there: gRPC alone would not, since on a unix socket it removes the
+existing file and binds anew, and on TCP it sets ``SO_REUSEPORT`` unless told
+not to (the server passes ``grpc.so_reuseport=0``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from pathlib import Path
+
+from controller.errors import InvalidRequest
+
+UNIX_PATH_MAX = 107
+"""bytes of a unix socket path (``sun_path`` less its terminating NUL)."""
+
+_FORMS = "use unix:PATH or 127.0.0.1:PORT"
+
+
+def unix_path(addr: str) -> Path | None:
+    """The socket path of a ``unix:PATH`` (or ``unix:///PATH``) address."""
+    if not addr.startswith("unix:"):
+        return None
+    rest = addr[len("unix:") :]
+    return Path(rest[2:] if rest.startswith("///") else rest)
+
+
+def check_admin_addr(addr: str) -> str:
+    """``addr`` if it is a local address the API may use, else ``InvalidRequest``."""
+    path = unix_path(addr)
+    if path is not None:
+        rest = addr[len("unix:") :]
+        if not rest or (rest.startswith("//") and not rest.startswith("///")):
+            raise InvalidRequest(f"admin address {addr!r}: {_FORMS}")
+        if len(os.fsencode(path)) > UNIX_PATH_MAX:
+            raise InvalidRequest(
+                f"admin address {addr!r}: a socket path has at most {UNIX_PATH_MAX} bytes"
+            )
+        return addr
+    host, _, port = addr.rpartition(":")
+    if host == "127.0.0.1" and port.isascii() and port.isdigit() and 0 < int(port) < 65536:
+        return addr
+    raise InvalidRequest(f"admin address {addr!r}: {_FORMS}")
+
+
+def check_socket_path(addr: str) -> None:
+    """A unix address's directory exists and its path is free or a socket."""
+    path = unix_path(addr)
+    if path is None:
+        return
+    if not path.parent.is_dir():
+        raise InvalidRequest(f"admin address {addr}: no directory {path.parent}")
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise InvalidRequest(f"admin address {addr}: {path} exists and is not a socket")
+
+
+def in_use(addr: str) -> bool:
+    """Something accepts connections on ``addr`` (unix) or holds its port (TCP)."""
+    path = unix_path(addr)
+    if path is not None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(str(path))
+            except OSError:
+                return False
+            return True
+    port = int(addr.rpartition(":")[2])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return True
+            raise InvalidRequest(f"admin address {addr}: cannot listen: {e.strerror}") from None
+    return False

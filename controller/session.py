@@ -1,0 +1,88 @@
+"""The controller's session with its switch: connect, sync, commit, drop.
+
+The session remembers the entries it last wrote (``applied``).  A change is
+written as the difference between ``applied`` and the new plan, and
+``applied`` moves only once the switch took it.  A broken connection is
+dropped; the next ``sync`` reconnects, reads what the switch holds and
+reconciles it with the plan, which after a switch restart writes everything
+and after a controller restart only the drift.  Callers serialise access
+(the controller's lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from controller.entries import SwitchEntries
+from controller.errors import SwitchUnavailable
+from controller.reconcile import reconcile
+from controller.switch import Counters, Switch
+
+Connector = Callable[[], Switch]
+"""Opens a session with the switch, pipeline in place; raises SwitchUnavailable."""
+
+Planner = Callable[[SwitchEntries], SwitchEntries]
+"""The entries the switch should hold, given those it holds (fixed static
+partitions stay where the switch has them)."""
+
+
+class SwitchSession:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self.switch: Switch | None = None
+        self.applied = SwitchEntries()
+
+    @property
+    def connected(self) -> bool:
+        return self.switch is not None and self.switch.alive
+
+    def sync(self, plan: Planner) -> int:
+        """(Re)connect if needed and make the switch hold the plan; changes written."""
+        if self.switch is not None and not self.switch.alive:
+            self.drop()
+        if self.switch is None:
+            self.switch = self.connector()
+        try:
+            self.applied = self.switch.read_entries()
+            want = plan(self.applied)
+            n = reconcile(self.switch, want, self.applied)
+        except SwitchUnavailable:
+            self.drop()
+            raise
+        self.applied = want
+        return n
+
+    def commit(self, plan: Planner, new_job: int | None = None) -> None:
+        """Write the plan over what was last applied.  A ``new_job``'s counters
+        are zeroed first, so a reused id starts at 0.  Raises
+        ``SwitchUnavailable`` (the connection is dropped) or ``SwitchError``
+        (the switch is left half-written: the caller syncs it back)."""
+        switch = self._live()
+        want = plan(self.applied)
+        try:
+            if new_job is not None:
+                switch.reset_job_counters(new_job)
+            reconcile(switch, want, self.applied)
+        except SwitchUnavailable:
+            self.drop()
+            raise
+        self.applied = want
+
+    def read_counters(self) -> Counters:
+        switch = self._live()
+        try:
+            return switch.read_counters()
+        except SwitchUnavailable:
+            self.drop()
+            raise
+
+    def drop(self) -> None:
+        """Close the connection; the next ``sync`` opens a new one."""
+        if self.switch is not None:
+            self.switch.close()
+        self.switch = None
+
+    def _live(self) -> Switch:
+        if self.switch is None or not self.switch.alive:
+            raise SwitchUnavailable("switch not connected")
+        return self.switch

@@ -1,0 +1,134 @@
+"""The controller's checks of a request against the world it acts on.
+
+``controller.codec`` has already checked each field's kind; what is left
+needs the numbers' meaning or the controller's state: ranges, job ids
+admitted or not, hosts of the topology, worker counts.  Each check raises
+the ``ControllerError`` the admin API answers with and changes nothing, so
+a refused request leaves the switch and the state file as they were.  The
+checks repeat the kind checks where a value can still be of the wrong kind
+(a ``bool`` is an ``int``; the controller is also called directly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controller.entries import PolicyEntry
+from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
+from controller.messages import AdmitRequest, PolicyRequest
+from controller.state import JobRecord
+from controller.topology import Host, Topology
+from esa import wire
+from esa.job import Mode, PrioritySpec
+from esa.spec import MAX_PRIORITY, Policy, default_squat_us
+
+MIN_WORKERS = 2
+MAX_STALE_US = 2**48 - 1
+MAX_PART_SIZE = 2**32 - 1
+"""a slot index is 32 bits wide; the pool size bounds it further."""
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def job_id(job: object) -> int:
+    if isinstance(job, int) and not isinstance(job, bool) and 1 <= job <= wire.MAX_JOB_ID:
+        return job
+    raise InvalidRequest(f"job id {job!r} is out of range (1..{wire.MAX_JOB_ID})")
+
+
+def known_job(job: object, jobs: Mapping[int, JobRecord]) -> JobRecord:
+    """The record of an admitted job (``NotFound`` otherwise)."""
+    job = job_id(job)
+    if job not in jobs:
+        raise NotFound(f"unknown job {job}")
+    return jobs[job]
+
+
+def priority_spec(priority: int | None, size: int | None) -> PrioritySpec:
+    """A static priority or an SRPT size hint: exactly one of them."""
+    if (priority is None) == (size is None):
+        raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
+    if priority is not None:
+        if not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+            raise InvalidRequest(f"priority {priority!r} is out of range (0..{MAX_PRIORITY})")
+        return PrioritySpec.static(priority)
+    if not isinstance(size, int) or size < 0:
+        raise InvalidRequest(f"size hint {size!r} must be a number of bytes >= 0")
+    return PrioritySpec.auto(size)
+
+
+def auto_job(rec: JobRecord) -> JobRecord:
+    """``rec`` if its priority is automatic: progress applies to those only."""
+    if rec.spec.mode is not Mode.AUTO:
+        raise FailedPrecondition(
+            f"job {rec.job} has a static priority; progress applies to auto jobs"
+        )
+    return rec
+
+
+def admission(
+    req: AdmitRequest, topology: Topology, jobs: Mapping[int, JobRecord], now: float
+) -> JobRecord:
+    """The record of a job to admit at ``now``: a new id, 2..32 distinct
+    workers and a PS, all hosts of the topology, and one priority mode."""
+    job = job_id(req.job)
+    if job in jobs:
+        raise AlreadyExists(f"job {job} already exists: remove it first")
+    if len(req.workers) > wire.MAX_WORKERS:
+        raise InvalidRequest(
+            f"job {job} has {len(req.workers)} workers; at most {wire.MAX_WORKERS} "
+            "(one bit each in the worker bitmap)"
+        )
+    if len(req.workers) < MIN_WORKERS:
+        raise InvalidRequest(
+            f"job {job} has {len(req.workers)} worker(s); at least {MIN_WORKERS} are needed: "
+            "a one-worker job has nothing to aggregate, run it without the switch"
+        )
+    spec = priority_spec(req.priority, req.size)
+    names = [topology.resolve(w).name for w in req.workers]
+    ps = topology.resolve(req.ps).name
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InvalidRequest(f"job {job}: worker(s) listed twice: {', '.join(dup)}")
+    if ps in names:
+        raise InvalidRequest(f"job {job}: {ps} cannot be both worker and PS")
+    return JobRecord(job, tuple(names), ps, spec, now)
+
+
+def policy_name(name: object) -> Policy:
+    try:
+        return Policy[str(name).upper()]
+    except KeyError:
+        names = "|".join(p.name.lower() for p in Policy)
+        raise InvalidRequest(f"unknown policy {name!r} (expected {names})") from None
+
+
+def policy_change(
+    req: PolicyRequest, current: PolicyEntry, part_size: int, pool_size: int
+) -> tuple[PolicyEntry, int]:
+    """The policy entry and static partition size a request asks for: the
+    stale timeout and the partition size stay as they were unless given, the
+    squat timeout is the policy's default unless given (0 turns it off)."""
+    policy = policy_name(req.policy)
+    stale_us = current.stale_us if req.stale_us is None else req.stale_us
+    if not _is_int(stale_us) or not 0 < stale_us <= MAX_STALE_US:
+        raise InvalidRequest(f"stale timeout {stale_us!r} us is out of range (1..2^48-1)")
+    squat_us = default_squat_us(policy) if req.squat_us is None else req.squat_us
+    if not _is_int(squat_us) or not 0 <= squat_us <= MAX_STALE_US:
+        raise InvalidRequest(f"squat timeout {squat_us!r} us is out of range (0..2^48-1)")
+    size = part_size if req.part_size is None else req.part_size
+    if not _is_int(size) or not 0 <= size <= pool_size:
+        raise InvalidRequest(f"partition size {size!r} is out of range (0..{pool_size})")
+    return PolicyEntry(policy, stale_us, squat_us), size
+
+
+def hosts_known(jobs: Mapping[int, JobRecord], hosts: Mapping[str, Host]) -> None:
+    """Every host the persisted jobs use is still in the topology."""
+    for rec in jobs.values():
+        for name in (*rec.workers, rec.ps):
+            if name not in hosts:
+                raise InvalidRequest(
+                    f"job {rec.job} uses host {name!r}, which the topology no longer has"
+                )
