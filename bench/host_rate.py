@@ -15,29 +15,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from esa import wire  # noqa: E402
-from esa.wire import PacketType  # noqa: E402
-from hosts import quant  # noqa: E402
-from hosts.transport import UdpTransport  # noqa: E402
-from hosts.worker import Worker  # noqa: E402
+from esa import wire
+from esa.wire import PacketType
+from hosts import quant
+from hosts.transport import UdpTransport
+from hosts.worker import Worker
+from testbed.netns import Namespace, missing_root, run
+from testbed.paths import ROOT
 
 HOST_IP, NS_IP = "10.213.77.1", "10.213.77.2"
-
-
-def sh(*args: str) -> str:
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def reflect(bind_ip: str, seconds: float) -> None:
@@ -120,26 +113,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reflect:
         reflect(args.reflect, args.seconds)
         return 0
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        print("host_rate: needs root and iproute2 (it creates a netns and a veth pair)")
+    why = missing_root()
+    if why is not None:
+        print(f"host_rate: {why} (it creates a netns and a veth pair)")
         return 2
     tag = str(os.getpid())
-    ns, veth_host, veth_ns = f"esahr{tag}", f"ehr{tag}h", f"ehr{tag}n"
+    veth_host, veth_ns = f"ehr{tag}h", f"ehr{tag}n"
+    ns = Namespace("hr")
     reflector: subprocess.Popen[bytes] | None = None
     try:
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
-        sh("ip", "link", "set", veth_ns, "netns", ns)
-        sh("ip", "addr", "add", f"{HOST_IP}/30", "dev", veth_host)
-        sh("ip", "link", "set", veth_host, "up")
-        sh("ip", "-n", ns, "addr", "add", f"{NS_IP}/30", "dev", veth_ns)
-        sh("ip", "-n", ns, "link", "set", veth_ns, "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        ns_mac = sh("ip", "netns", "exec", ns, "cat", f"/sys/class/net/{veth_ns}/address")
+        ns.add_uplink(veth_host, veth_ns)
+        run("ip", "addr", "add", f"{HOST_IP}/30", "dev", veth_host)
+        run("ip", "link", "set", veth_host, "up")
+        ns.exec("ip", "addr", "add", f"{NS_IP}/30", "dev", veth_ns)
+        ns.exec("ip", "link", "set", veth_ns, "up")
+        ns_mac = ns.exec("cat", f"/sys/class/net/{veth_ns}/address").strip()
         run_for = args.seconds + 10
         reflector = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, __file__, "--reflect", NS_IP,
-             "--seconds", str(run_for)],
+            ["ip", "netns", "exec", ns.name, sys.executable, "-m", "bench.host_rate",
+             "--reflect", NS_IP, "--seconds", str(run_for)],
+            cwd=ROOT,
         )  # fmt: skip
         time.sleep(1.0)
         both, sent = fast_path(args.seconds)
@@ -148,8 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reflector is not None:
             reflector.terminate()
             reflector.wait()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["ip", "link", "del", veth_host], capture_output=True)
+        ns.delete()
     print(f"fast path: {both:,.0f} pkt/s (send+receive; {sent:,.0f} sent/s)")
     print(f"scapy sendp: {scapy:,.0f} pkt/s (one reused L2 socket: {scapy_reused:,.0f} pkt/s)")
     print(f"ratio: {both / scapy:.1f} (send only: {sent / scapy:.1f}; ", end="")

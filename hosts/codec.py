@@ -103,3 +103,53 @@ def to_model(data: bytes | bytearray | memoryview) -> model.Packet:
 
 def from_model(p: model.Packet) -> bytes:
     return encode(Header(p.ptype, p.flags, p.job, p.seq, p.bitmap, p.count), p.values)
+
+
+CONTROL_STRUCT = struct.Struct(wire.control_struct_format())
+CONTROL_TYPES = frozenset(int(t) for t in wire.ControlType)
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """A control message; ``magic`` is added and checked by the codec."""
+
+    ctype: int
+    code: int = 0
+    job: int = 0
+    worker: int = 0
+    peer: int = 0
+    nonce: int = 0
+    call: int = 0
+    base: int = 0
+    chunks: int = 0
+    length: int = 0
+    fan_in: int = 0
+    mask: int = 0
+    missing: int = 0
+    partials: int = 0
+    digest: int = 0
+
+
+if tuple(f.name for f in fields(Control)) != tuple(f.name for f in wire.CONTROL[1:]):
+    raise ImportError("hosts.codec.Control does not match esa.wire.CONTROL")
+if CONTROL_STRUCT.size != wire.CONTROL_BYTES:
+    raise ImportError("esa.wire.control_struct_format() does not match CONTROL_BYTES")
+
+_control_tuple = attrgetter(*(f.name for f in fields(Control)))
+
+
+def encode_control(msg: Control) -> bytes:
+    return CONTROL_STRUCT.pack(wire.CONTROL_MAGIC, *_control_tuple(msg))
+
+
+def decode_control(buf: bytes | bytearray | memoryview, n: int) -> Control:
+    """The control message of a datagram of ``n`` bytes in ``buf``; raises ``Malformed``."""
+    if n != wire.CONTROL_BYTES:
+        raise Malformed(f"control length {n}, expected {wire.CONTROL_BYTES}")
+    magic, *rest = CONTROL_STRUCT.unpack_from(buf, 0)
+    if magic != wire.CONTROL_MAGIC:
+        raise Malformed(f"control magic {magic:#06x}")
+    msg = Control(*rest)
+    if msg.ctype not in CONTROL_TYPES:
+        raise Malformed(f"unknown control type {msg.ctype}")
+    return msg

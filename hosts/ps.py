@@ -6,6 +6,14 @@ workers, and sends the sum as PS_RESULT to the switch, which multicasts it
 to the workers.  It also acknowledges held results (ATP), answers
 retransmissions from a bounded cache of recent results, pulls missing
 contributions of stalled chunks, and sums FLOAT resends of overflowed chunks.
+
+Every datagram is checked field by field against its job (``hosts.drops``
+lists what is dropped and why), and a job's junk can cost only bounded
+work: at most ``max_open`` chunks open at once and at most ``budget``
+pulls and answers from the cache per worker per ``stall`` (a held result
+is acknowledged regardless: ATP needs one answer per chunk).  With a
+control transport the PS also agrees each call with the job's workers
+(``hosts.agreement``) and drops data outside the agreed calls.
 """
 
 from __future__ import annotations
@@ -19,22 +27,30 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import wire
-from esa.wire import Flag, PacketType
+from esa.job import Workers, popcount
+from esa.wire import ControlType, Flag, PacketType
 from hosts import codec, quant
-from hosts.transport import Addr, Transport
+from hosts.agreement import CallBook
+from hosts.budget import Budget
+from hosts.drops import Drop, new_drops
+from hosts.transport import Addr, Transport, wait_any
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 Key = tuple[int, int]
 
+SENDER_FLAGS = {
+    PacketType.RESULT: int(Flag.OVERFLOW | Flag.HOLD),
+    PacketType.FALLBACK: int(Flag.RETX | Flag.OVERFLOW),
+    PacketType.PARTIAL: int(Flag.OVERFLOW),
+    PacketType.FLOAT: int(Flag.RETX),
+}
+"""The packet types a PS is sent and the flags their senders may set (plain
+ints: the complement of an IntFlag keeps only the defined flags)."""
 
-@dataclass(frozen=True)
-class JobSpec:
-    fan_in: int
-    mask: int
 
-    @classmethod
-    def of(cls, fan_in: int, mask: int | None = None) -> JobSpec:
-        return cls(fan_in, (1 << fan_in) - 1 if mask is None else mask)
+JobSpec = Workers
+"""the PS's job table row under its former name, which ``hosts.loopjob`` and
+``sim.validate`` still import (they are being edited elsewhere)."""
 
 
 @dataclass
@@ -46,20 +62,22 @@ class PSCounters:
     partials: int = 0
     floats: int = 0
     merged: int = 0
-    rejected_overlap: int = 0
     completed: int = 0
     overflowed: int = 0
     float_completed: int = 0
-    float_duplicates: int = 0
     answered_from_cache: int = 0
-    late: int = 0
     pulls_sent: int = 0
     abandoned: int = 0
     evicted: int = 0
-    malformed: int = 0
-    foreign: int = 0
+    suppressed: int = 0
+    """replies not sent because the job's budget was spent."""
+    control_received: int = 0
+    calls_agreed: int = 0
+    rejects_sent: int = 0
+    reports_sent: int = 0
+    dropped: dict[str, int] = field(default_factory=new_drops)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -70,12 +88,14 @@ class Partial:
     count: int = 0
     overflow: bool = False
     pulls: int = 0
+    pulled: float = float("-inf")
     values: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(wire.K, np.int64))
 
 
 @dataclass
 class FloatSum:
     touched: float
+    pulls: int = 0
     parts: dict[int, npt.NDArray[np.float32]] = field(default_factory=dict)
 
 
@@ -87,8 +107,8 @@ class Answer:
     payload: bytes
 
 
-def _one_bit(b: int, mask: int) -> bool:
-    return b != 0 and b & (b - 1) == 0 and b & ~mask == 0
+def _one_bit(b: int) -> bool:
+    return b != 0 and b & (b - 1) == 0
 
 
 class ParameterServer:
@@ -96,15 +116,24 @@ class ParameterServer:
         self,
         transport: Transport,
         switch_addr: Addr,
-        jobs: dict[int, JobSpec] | None = None,
+        jobs: dict[int, Workers] | None = None,
         stall: float = 0.2,
-        max_pulls: int = 50,
+        max_pulls: int = 10,
         cache_size: int = 1 << 16,
         clock: Callable[[], float] = time.monotonic,
+        control: Transport | None = None,
+        budget: int = 512,
+        max_open: int = 4096,
     ) -> None:
         self.transport, self.switch_addr, self.clock = transport, switch_addr, clock
-        self.jobs: dict[int, JobSpec] = dict(jobs or {})
+        self.control = control
         self.stall, self.max_pulls, self.cache_size = stall, max_pulls, cache_size
+        self.budget, self.max_open = budget, max_open
+        self.jobs: dict[int, Workers] = {}
+        self.books: dict[int, CallBook] = {}
+        self.budgets: dict[int, Budget] = {}
+        self.open: dict[int, int] = {}
+        """job -> chunks with a partial or float sum in progress."""
         self.partials: dict[Key, Partial] = {}
         self.float_sums: dict[Key, FloatSum] = {}
         self.done: OrderedDict[Key, Answer] = OrderedDict()
@@ -112,21 +141,36 @@ class ParameterServer:
         self.counters = PSCounters()
         self.frame = codec.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
+        self.cbuf = bytearray(wire.CONTROL_BYTES + 1)
         self.next_scan = 0.0
+        for job, spec in (jobs or {}).items():
+            self.add_job(job, spec)
 
-    def add_job(self, job: int, spec: JobSpec) -> None:
+    def add_job(self, job: int, spec: Workers) -> None:
+        if not 1 <= job <= wire.MAX_JOB_ID:
+            raise ValueError(f"job must be 1..{wire.MAX_JOB_ID}, got {job}")
         self.jobs[job] = spec
+        self.budgets[job] = Budget(
+            self.budget * spec.fan_in / self.stall, self.budget * spec.fan_in
+        )
+        self.open.setdefault(job, 0)
+        if self.control is not None:
+            self.books[job] = CallBook(job, spec.fan_in, spec.mask)
 
     def serve(self, stop: Callable[[], bool]) -> None:
         """Run until ``stop()`` is true (checked at least every ``stall / 4``)."""
+        transports = [self.transport] if self.control is None else [self.transport, self.control]
         while not stop():
             self.poll(self.clock())
-            self.transport.wait(self.stall / 4)
+            wait_any(transports, self.stall / 4)
 
     def poll(self, now: float) -> float:
         """Handle waiting datagrams and pull stalled chunks; returns the next scan time."""
         while (got := self.transport.recv_into(self.rbuf)) is not None:
             self.handle(self.rbuf, got[0], now)
+        if self.control is not None:
+            while (cgot := self.control.recv_into(self.cbuf)) is not None:
+                self.handle_control(self.cbuf, cgot[0], cgot[1], now)
         if now >= self.next_scan:
             self._scan(now)
             self.next_scan = now + self.stall / 4
@@ -134,51 +178,86 @@ class ParameterServer:
 
     # -- receive ----------------------------------------------------------
 
+    def _drop(self, reason: Drop) -> None:
+        self.counters.dropped[reason] += 1
+
+    def _check(self, h: codec.Header, spec: Workers) -> Drop | None:
+        """Why a datagram of a known job is not what its sender would send."""
+        allowed = SENDER_FLAGS.get(PacketType(h.ptype))
+        if allowed is None:
+            return Drop.PTYPE
+        if h.flags & ~allowed:
+            return Drop.FLAGS
+        if h.bitmap == 0 or h.bitmap & ~spec.mask:
+            return Drop.BITMAP
+        if h.ptype == PacketType.RESULT and h.bitmap != spec.mask:
+            return Drop.BITMAP
+        if h.ptype in (PacketType.FALLBACK, PacketType.FLOAT) and not _one_bit(h.bitmap):
+            return Drop.BITMAP
+        if h.count != popcount(h.bitmap):
+            return Drop.COUNT
+        book = self.books.get(h.job)
+        if book is not None and not book.covers(h.seq):
+            return Drop.SEQ
+        return None
+
     def handle(self, buf: bytearray, n: int, now: float) -> None:
         self.counters.received += 1
         try:
             h = codec.decode_header(buf, n)
         except codec.Malformed:
-            self.counters.malformed += 1
+            self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
             return
         spec = self.jobs.get(h.job)
         if spec is None:
-            self.counters.foreign += 1
+            self._drop(Drop.JOB)
             return
+        reason = self._check(h, spec)
+        if reason is not None:
+            self._drop(reason)
+            return
+        book = self.books.get(h.job)
+        if book is not None:
+            book.touch(now)
         values = codec.values_view(buf)
         key = (h.job, h.seq)
-        if h.ptype == PacketType.RESULT and h.bitmap == spec.mask:
-            self._on_switch_result(key, h, values)
-        elif h.ptype == PacketType.FALLBACK and _one_bit(h.bitmap, spec.mask):
-            self.counters.fallbacks += 1
-            self._on_contribution(key, spec, h, values, now, answer=True)
-        elif h.ptype == PacketType.PARTIAL and h.bitmap and h.bitmap & ~spec.mask == 0:
-            self.counters.partials += 1
-            self._on_contribution(key, spec, h, values, now, answer=False)
-        elif h.ptype == PacketType.FLOAT and _one_bit(h.bitmap, spec.mask):
+        if h.ptype == PacketType.RESULT:
+            self._on_switch_result(key, h, values, now)
+        elif h.ptype == PacketType.FLOAT:
             self.counters.floats += 1
             self._on_float(key, spec, h, values, now)
         else:
-            self.counters.malformed += 1
+            fallback = h.ptype == PacketType.FALLBACK
+            self.counters.fallbacks += fallback
+            self.counters.partials += not fallback
+            self._on_contribution(key, spec, h, values, now, answer=fallback)
 
-    def _on_switch_result(self, key: Key, h: codec.Header, values: npt.NDArray[np.int32]) -> None:
+    def _on_switch_result(
+        self, key: Key, h: codec.Header, values: npt.NDArray[np.int32], now: float
+    ) -> None:
         """A sum completed in the switch: done here too; a held one (ATP) is
         acknowledged with a PS_RESULT that carries it on to the workers."""
         self.counters.switch_results += 1
-        self.partials.pop(key, None)
-        flags = h.flags & ~Flag.HOLD
+        self._close_partial(key)
+        flags = h.flags & ~int(Flag.HOLD)
         payload = self._encode(PacketType.PS_RESULT, flags, key, h.bitmap, h.count, values)
         if h.flags & Flag.HOLD:
             self.counters.held_answered += 1
             self._send(payload)
         known = self.done.get(key)
-        if known is None or not known.flags & Flag.FLOAT:
+        if known is None:
+            if not flags & Flag.OVERFLOW:
+                self._close_float(key)
             self._finish(key, Answer(flags, payload))
+        elif known.payload != payload and not known.flags & Flag.FLOAT:
+            self._drop(Drop.CONFLICT)
+        else:
+            self._drop(Drop.LATE)
 
     def _on_contribution(
         self,
         key: Key,
-        spec: JobSpec,
+        spec: Workers,
         h: codec.Header,
         values: npt.NDArray[np.int32],
         now: float,
@@ -191,22 +270,20 @@ class ParameterServer:
             self.done.move_to_end(key)
             if answer:
                 self.counters.answered_from_cache += 1
-                self._send(known.payload)
+                self._reply(key[0], known.payload, now)
             else:
-                self.counters.late += 1
-            return
-        if key in self.float_sums:
-            if answer:
-                self.counters.answered_from_cache += 1
-                self._send(self._overflow_notice(key, spec))
-            else:
-                self.counters.late += 1
+                self._drop(Drop.LATE)
             return
         p = self.partials.get(key)
         if p is None:
+            if not self._may_open(key):
+                return
             p = self.partials[key] = Partial(touched=now)
+        retx = bool(h.flags & Flag.RETX)
         if p.bitmap & h.bitmap:
-            self.counters.rejected_overlap += 1
+            self._drop(Drop.OVERLAP)
+            if retx:
+                self._pull_soon(key, p, now)
             return
         self.counters.merged += 1
         p.values += values
@@ -215,39 +292,50 @@ class ParameterServer:
         p.overflow |= bool(h.flags & Flag.OVERFLOW)
         p.touched, p.pulls = now, 0
         if p.bitmap == spec.mask:
-            del self.partials[key]
+            self._close_partial(key)
             self._complete(key, p)
+        elif retx:
+            self._pull_soon(key, p, now)
 
     def _complete(self, key: Key, p: Partial) -> None:
         overflow = p.overflow or bool((p.values > INT32_MAX).any() or (p.values < INT32_MIN).any())
         flags = Flag.OVERFLOW if overflow else 0
         self.counters.completed += 1
         self.counters.overflowed += overflow
+        if not overflow:
+            self._close_float(key)
         vals = np.clip(p.values, INT32_MIN, INT32_MAX)
         payload = self._encode(PacketType.PS_RESULT, flags, key, p.bitmap, p.count, vals)
         self._send(payload)
         self._finish(key, Answer(flags, payload))
 
     def _on_float(
-        self, key: Key, spec: JobSpec, h: codec.Header, values: npt.NDArray[np.int32], now: float
+        self, key: Key, spec: Workers, h: codec.Header, values: npt.NDArray[np.int32], now: float
     ) -> None:
+        """A worker's float32 resend after an overflowed result.  If the PS
+        knows an exact or float sum of the chunk it answers with that (the
+        worker may have been sent a forged overflow); otherwise it collects
+        the workers' floats and, should the others stay silent, pulls their
+        int contributions, which settle whether the chunk really overflowed."""
         known = self.done.get(key)
-        if known is not None and known.flags & Flag.FLOAT:
+        if known is not None and not known.flags & Flag.OVERFLOW:
             self.counters.answered_from_cache += 1
-            self._send(known.payload)
+            self._reply(key[0], known.payload, now)
             return
-        self.partials.pop(key, None)
         acc = self.float_sums.get(key)
         if acc is None:
+            if not self._may_open(key):
+                return
             acc = self.float_sums[key] = FloatSum(touched=now)
         if h.bitmap in acc.parts:
-            self.counters.float_duplicates += 1
+            self._drop(Drop.DUPLICATE)
             return
         acc.parts[h.bitmap] = quant.from_bits(values.astype(np.int32))
-        acc.touched = now
+        acc.touched, acc.pulls = now, 0
         if sum(acc.parts) != spec.mask:
             return
-        del self.float_sums[key]
+        self._close_float(key)
+        self._close_partial(key)
         total = np.zeros(wire.K, np.float32)
         for bit in sorted(acc.parts):
             total += acc.parts[bit]
@@ -259,31 +347,134 @@ class ParameterServer:
         self._send(payload)
         self._finish(key, Answer(flags, payload))
 
-    def _overflow_notice(self, key: Key, spec: JobSpec) -> bytes:
-        """Tells a worker still on the int path that the chunk is in float recovery."""
-        zeros = np.zeros(wire.K, np.int32)
-        return self._encode(PacketType.PS_RESULT, Flag.OVERFLOW, key, spec.mask, spec.fan_in, zeros)
+    # -- control ------------------------------------------------------------
+
+    def handle_control(self, buf: bytearray, n: int, addr: Addr, now: float) -> None:
+        self.counters.control_received += 1
+        try:
+            msg = codec.decode_control(buf, n)
+        except codec.Malformed:
+            self._drop(Drop.CONTROL)
+            return
+        if msg.ctype == ControlType.CALL:
+            self._on_call(msg, addr, now)
+        elif msg.ctype == ControlType.STATUS:
+            self._on_status(msg, addr)
+        else:
+            self._drop(Drop.CONTROL)
+
+    def _on_call(self, msg: codec.Control, addr: Addr, now: float) -> None:
+        if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
+            self._drop(Drop.CONTROL)
+            return
+        book = self.books.get(msg.job)
+        if book is None:
+            reply = codec.Control(
+                ControlType.REJECT, wire.RejectReason.UNKNOWN_JOB, msg.job, msg.worker,
+                wire.NO_PEER, msg.nonce,
+            )  # fmt: skip
+            self._control_send(reply, addr)
+            return
+        out = book.on_call(msg, addr, now)
+        if out.stale:
+            self._drop(Drop.STALE)
+        if out.new_epoch:
+            self._forget(msg.job)
+        self.counters.calls_agreed += out.agreed
+        for reply, to in out.replies:
+            self._control_send(reply, to)
+
+    def _on_status(self, msg: codec.Control, addr: Addr) -> None:
+        """Which workers' contributions to call ``msg.call`` are missing."""
+        book = self.books.get(msg.job)
+        if book is None or not book.knows(msg.worker, msg.nonce):
+            self._drop(Drop.STRANGER)
+            return
+        ag = book.agreement(msg.call)
+        held = [] if ag is None else [
+            p.bitmap for (job, seq), p in self.partials.items() if job == msg.job and ag.covers(seq)
+        ]  # fmt: skip
+        self.counters.reports_sent += 1
+        self._control_send(book.report(msg, held), addr)
+
+    def _control_send(self, msg: codec.Control, addr: Addr) -> None:
+        assert self.control is not None
+        self.counters.rejects_sent += msg.ctype == ControlType.REJECT
+        self.control.send(codec.encode_control(msg), addr)
+
+    def _forget(self, job: int) -> None:
+        """A job starts anew: its old chunks' sums and partials mean nothing now."""
+        for key in [k for k in self.done if k[0] == job]:
+            del self.done[key]
+        for key in [k for k in self.partials if k[0] == job]:
+            self._close_partial(key)
+        for key in [k for k in self.float_sums if k[0] == job]:
+            self._close_float(key)
+
+    # -- open chunks --------------------------------------------------------
+
+    def _may_open(self, key: Key) -> bool:
+        if self.open[key[0]] >= self.max_open:
+            self._drop(Drop.BUDGET)
+            return False
+        self.open[key[0]] += 1
+        return True
+
+    def _close_partial(self, key: Key) -> None:
+        if self.partials.pop(key, None) is not None:
+            self.open[key[0]] -= 1
+
+    def _close_float(self, key: Key) -> None:
+        if self.float_sums.pop(key, None) is not None:
+            self.open[key[0]] -= 1
 
     # -- timers -------------------------------------------------------------
 
+    def _pull_soon(self, key: Key, p: Partial, now: float) -> None:
+        """A worker retransmitted into an incomplete chunk: it is still
+        waiting, so pull the others now rather than after ``stall`` (those
+        that have the sum will not send again by themselves)."""
+        if now - p.pulled >= self.stall / 4:
+            self._pull(key, p, now)
+
+    def _pull(self, key: Key, p: Partial, now: float) -> None:
+        """Pull the workers missing from ``p``; a pull over budget is not
+        counted, and the next scan tries again."""
+        if self._send_pull(key, p.bitmap, p.count, now):
+            p.pulls += 1
+            p.touched = p.pulled = now
+
+    def _send_pull(self, key: Key, bitmap: int, count: int, now: float) -> bool:
+        zeros = np.zeros(wire.K, np.int32)
+        sent = self._reply(key[0], self._encode(PacketType.PULL, 0, key, bitmap, count, zeros), now)
+        self.counters.pulls_sent += sent
+        return sent
+
     def _scan(self, now: float) -> None:
+        """Pull partials untouched for ``stall``; pull the int contributions of
+        float sums of chunks the PS has no sum of (see ``_on_float``); drop
+        either after ``max_pulls`` stalls without progress."""
         for key, p in list(self.partials.items()):
             if now - p.touched < self.stall:
                 continue
             if p.pulls >= self.max_pulls:
                 self.counters.abandoned += 1
-                del self.partials[key]
+                self._close_partial(key)
                 continue
-            p.pulls += 1
-            p.touched = now
-            self.counters.pulls_sent += 1
-            zeros = np.zeros(wire.K, np.int32)
-            self._send(self._encode(PacketType.PULL, 0, key, p.bitmap, p.count, zeros))
-        give_up = self.stall * self.max_pulls
+            self._pull(key, p, now)
         for key, acc in list(self.float_sums.items()):
-            if now - acc.touched >= give_up:
+            if now - acc.touched < self.stall:
+                continue
+            if acc.pulls >= self.max_pulls:
                 self.counters.abandoned += 1
-                del self.float_sums[key]
+                self._close_float(key)
+                continue
+            acc.pulls += 1
+            acc.touched = now
+            if key not in self.done:
+                held = self.partials.get(key)
+                bitmap, count = (0, 0) if held is None else (held.bitmap, held.count)
+                self._send_pull(key, bitmap, count, now)
 
     # -- send -------------------------------------------------------------
 
@@ -299,6 +490,15 @@ class ParameterServer:
     ) -> bytes:
         header = codec.Header(ptype, flags, key[0], key[1], bitmap, count)
         return bytes(self.frame.pack(header, values))
+
+    def _reply(self, job: int, payload: bytes, now: float) -> bool:
+        """Send a pull or an answer from the cache (what one junk datagram
+        could make the PS send many of), within the job's budget."""
+        if not self.budgets[job].take(now):
+            self.counters.suppressed += 1
+            return False
+        self._send(payload)
+        return True
 
     def _send(self, payload: bytes) -> None:
         self.transport.send(payload, self.switch_addr)

@@ -1,6 +1,9 @@
 """Run the parameter server for one or more jobs until interrupted.
 
-python -m hosts.ps_cli --job 1:2 --job 2:4 --switch-addr 10.0.0.254
+    esa-ps --job 1:2 --job 2:4 --switch-addr 10.0.0.254
+
+It listens for ESA datagrams on ``--bind`` and for the workers' control
+messages (call agreement) on ``--control-bind``.
 """
 
 from __future__ import annotations
@@ -14,42 +17,72 @@ from collections.abc import Sequence
 from types import FrameType
 
 from esa import wire
-from hosts.ps import JobSpec, ParameterServer
-from hosts.transport import UdpTransport, parse_addr
+from esa.job import Workers
+from hosts import cli
+from hosts.ps import ParameterServer
+
+PROG = "esa-ps"
 
 
-def job_arg(text: str) -> tuple[int, JobSpec]:
+def job_arg(text: str) -> tuple[int, Workers]:
     """``JOB:FANIN`` or ``JOB:FANIN:MASK``."""
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise argparse.ArgumentTypeError(f"expected JOB:FANIN[:MASK], got {text!r}")
-    mask = int(parts[2], 0) if len(parts) == 3 else None
-    return int(parts[0]), JobSpec.of(int(parts[1]), mask)
+    job, fan_in = cli.JOB_ID(parts[0]), cli.FAN_IN(parts[1])
+    mask = cli.MASK(parts[2]) if len(parts) == 3 else None
+    try:
+        return job, Workers.of(fan_in, mask)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text}: {e}") from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="hosts.ps_cli", description=__doc__.splitlines()[0])
-    p.add_argument("--bind", default=f"0.0.0.0:{wire.UDP_PORT}", help="HOST[:PORT] to listen on")
-    p.add_argument("--job", type=job_arg, action="append", required=True, help="JOB:FANIN[:MASK]")
-    p.add_argument("--switch-addr", required=True, help="HOST[:PORT] PS results are sent to")
+    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument(
-        "--stall", type=float, default=0.2, help="seconds before a stalled chunk is pulled"
+        "--bind",
+        type=cli.address(wire.UDP_PORT),
+        default=("0.0.0.0", wire.UDP_PORT),
+        help=f"HOST[:PORT] to listen on (default 0.0.0.0:{wire.UDP_PORT})",
     )
-    p.add_argument("--cache", type=int, default=1 << 16, help="finished chunks kept for resends")
-    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument(
+        "--control-bind",
+        type=cli.address(wire.CONTROL_PORT),
+        help=f"HOST[:PORT] for control messages (default: the --bind host, {wire.CONTROL_PORT})",
+    )
+    p.add_argument("--job", type=job_arg, action="append", required=True, help="JOB:FANIN[:MASK]")
+    p.add_argument(
+        "--switch-addr",
+        type=cli.address(wire.UDP_PORT),
+        required=True,
+        help="HOST[:PORT] PS results are sent to",
+    )
+    p.add_argument(
+        "--stall", type=cli.POSITIVE, default=0.2, help="seconds before a stalled chunk is pulled"
+    )
+    p.add_argument(
+        "--cache", type=cli.COUNT, default=1 << 16, help="finished chunks kept for resends"
+    )
+    p.add_argument("--duration", type=cli.POSITIVE, help="stop after this many seconds")
     p.add_argument("--json", action="store_true", help="print counters as JSON on exit")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    ids = [job for job, _ in args.job]
+    if len(set(ids)) != len(ids):
+        p.error(f"argument --job: job {max(ids, key=ids.count)} given twice")
+    if args.control_bind is None:
+        args.control_bind = (args.bind[0], wire.CONTROL_PORT)
+    return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    transport = UdpTransport(parse_addr(args.bind, wire.UDP_PORT))
+def serve(args: argparse.Namespace) -> int:
+    transport, control = cli.bind_pair(args.bind, args.control_bind)
     ps = ParameterServer(
         transport,
-        parse_addr(args.switch_addr, wire.UDP_PORT),
+        args.switch_addr,
         dict(args.job),
         stall=args.stall,
         cache_size=args.cache,
+        control=control,
     )
     stopping = False
 
@@ -60,12 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     end = None if args.duration is None else time.monotonic() + args.duration
-    print(f"PS on {transport.addr}, jobs {sorted(ps.jobs)}", flush=True)
-    ps.serve(lambda: stopping or (end is not None and time.monotonic() >= end))
-    transport.close()
+    print(f"PS on {transport.addr}, control on {control.addr}, jobs {sorted(ps.jobs)}", flush=True)
+    try:
+        ps.serve(lambda: stopping or (end is not None and time.monotonic() >= end))
+    finally:
+        transport.close()
+        control.close()
     counters = ps.counters.as_dict()
     print(json.dumps({"ps": counters}) if args.json else counters, flush=True)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    return cli.run(PROG, lambda: serve(args))
 
 
 if __name__ == "__main__":

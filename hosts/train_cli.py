@@ -1,6 +1,6 @@
 """Train the example MLP as one data-parallel worker, gradients summed through the switch.
 
-    python -m hosts.train_cli --job 1 --index 0 --workers 2 --ps 10.0.0.3 --steps 150
+    esa-train --job 1 --index 0 --workers 2 --ps 10.0.0.3 --steps 150
 
 Every worker of the job runs this with its own ``--index``; each prints its
 test accuracy and the accuracy of the same training with a float all-reduce.
@@ -13,45 +13,70 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from esa import wire
-from hosts import training
-from hosts.transport import UdpTransport, parse_addr
-from hosts.worker import Worker
+from hosts import cli, training
+from hosts.worker import DEFAULT_TIMEOUT, Worker
+
+PROG = "esa-train"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="hosts.train_cli", description=__doc__.splitlines()[0])
-    p.add_argument("--job", type=int, required=True)
-    p.add_argument("--index", type=int, required=True, help="this worker's bit")
-    p.add_argument("--workers", type=int, required=True, help="workers of the job (fan-in)")
-    p.add_argument("--ps", required=True, help="PS address HOST[:PORT]")
-    p.add_argument("--bind", default=f"0.0.0.0:{wire.UDP_PORT}", help="HOST[:PORT] to listen on")
-    p.add_argument("--steps", type=int, default=150)
-    p.add_argument("--seed", type=int, default=0, help="data set seed (same on every worker)")
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--job", type=cli.JOB_ID, required=True)
+    p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
+    p.add_argument("--workers", type=cli.FAN_IN, required=True, help="workers of the job (fan-in)")
+    p.add_argument("--ps", type=cli.address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
+    p.add_argument("--control", type=cli.address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
+    p.add_argument(
+        "--bind",
+        type=cli.address(wire.UDP_PORT),
+        default=("0.0.0.0", wire.UDP_PORT),
+        help="HOST[:PORT] to listen on",
+    )
+    p.add_argument("--steps", type=cli.COUNT, default=150)
+    p.add_argument("--seed", type=cli.SEED, default=0, help="data set seed (same on every worker)")
+    p.add_argument(
+        "--timeout", type=cli.POSITIVE, default=DEFAULT_TIMEOUT, help="seconds per allreduce"
+    )
     args = p.parse_args(argv)
+    if args.index >= args.workers:
+        p.error(f"argument --index: {args.index} is not below --workers {args.workers}")
+    if args.control is None:
+        args.control = (args.ps[0], wire.CONTROL_PORT)
+    return args
+
+
+def train(args: argparse.Namespace) -> int:
     data = training.make_dataset(args.seed)
     x, y = data.shard(args.index, args.workers)
     trainer = training.Trainer(training.new_model(data), x, y, args.workers)
-    transport = UdpTransport(parse_addr(args.bind, wire.UDP_PORT))
-    worker = Worker(
-        args.job,
-        args.index,
-        args.workers,
-        parse_addr(args.ps, wire.UDP_PORT),
-        transport,
-        bound=training.GRAD_BOUND,
-    )
-    start = time.monotonic()
-    training.train_blocking(trainer, worker.allreduce, args.steps)
-    elapsed = time.monotonic() - start
-    worker.linger(1.0)
-    transport.close()
+    transport, control = cli.bind_pair(args.bind)
+    try:
+        worker = Worker(
+            args.job, args.index, args.workers, args.ps, transport, bound=training.GRAD_BOUND,
+            control=control, control_addr=args.control,
+        )  # fmt: skip
+        start = time.monotonic()
+        training.train_blocking(
+            trainer, partial(worker.allreduce, timeout=args.timeout), args.steps
+        )
+        elapsed = time.monotonic() - start
+        worker.linger(1.0)
+    finally:
+        transport.close()
+        control.close()
     acc = trainer.model.accuracy(data.x_test, data.y_test)
     ref = training.train_with_float_allreduce(data, args.workers, args.steps)
     print(json.dumps({"job": args.job, "worker": args.index, "accuracy": acc,
                       "float_accuracy": ref, "seconds": elapsed}))  # fmt: skip
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    return cli.run(PROG, lambda: train(args))
 
 
 if __name__ == "__main__":

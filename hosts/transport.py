@@ -9,10 +9,17 @@ from __future__ import annotations
 import errno
 import select
 import socket
+from collections.abc import Sequence
 from typing import Protocol
 
 Addr = tuple[str, int]
 Bytes = bytes | bytearray | memoryview
+
+SEND_ERRORS = frozenset(
+    (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EPERM, errno.ENOBUFS)
+)
+"""Errors a send may meet that lose one datagram, as loss would: counted in
+``send_errors``, never raised (a PS must not die answering a datagram)."""
 
 
 class Transport(Protocol):
@@ -32,9 +39,13 @@ class UdpTransport:
 
     def __init__(self, bind: Addr, rcvbuf: int = 4 << 20, sndbuf: int = 4 << 20) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-        self.sock.bind(bind)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+            self.sock.bind(bind)
+        except OSError:
+            self.sock.close()
+            raise
         self.sock.setblocking(False)
         self.send_errors = 0
 
@@ -51,7 +62,7 @@ class UdpTransport:
             except BlockingIOError:
                 select.select([], [self.sock], [], 0.01)
             except OSError as e:
-                if e.errno not in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
+                if e.errno not in SEND_ERRORS:
                     raise
                 break
         self.send_errors += 1
@@ -70,9 +81,27 @@ class UdpTransport:
         self.sock.close()
 
 
+def wait_any(transports: Sequence[Transport], timeout: float) -> None:
+    """Block until one of ``transports`` may hold a datagram or ``timeout`` passes.
+
+    Sockets are waited on together (a worker's data and control sockets);
+    other transports are given an equal share of ``timeout`` in turn.
+    """
+    socks = [t.sock for t in transports if isinstance(t, UdpTransport)]
+    if len(socks) == len(transports) > 1:
+        select.select(socks, [], [], max(0.0, timeout))
+        return
+    for t in transports:
+        t.wait(timeout / len(transports))
+
+
 def parse_addr(text: str, default_port: int) -> Addr:
-    """``HOST`` or ``HOST:PORT``."""
+    """``HOST`` or ``HOST:PORT``; raises ``ValueError`` on a bad port."""
     host, sep, port = text.rpartition(":")
     if not sep:
         return text, default_port
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"bad port {port!r} in {text!r}")
+    if not host:
+        raise ValueError(f"no host in {text!r}")
     return host, int(port)

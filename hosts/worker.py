@@ -3,37 +3,70 @@
 ``allreduce`` is the blocking call applications use; it is built on
 ``begin`` / ``poll`` / ``done`` / ``result`` so a simulator can drive many
 workers in one thread on a virtual clock (``hosts.simnet``).
+
+With a control transport each call is first agreed with the PS (CALL,
+then GO or REJECT; see ``hosts.agreement``): nothing is sent for a call its
+peers disagree on, and a call that does not finish in time ends in
+``AllreduceTimeout`` naming the workers the PS reports missing.
 """
 
 from __future__ import annotations
 
+import heapq
+import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from esa import wire
-from esa.wire import Flag, PacketType
+from esa.wire import ControlType, Flag, PacketType
 from hosts import codec, quant
-from hosts.transport import Addr, Transport
+from hosts.calls import (
+    ANNOUNCING,
+    DONE,
+    FAILED,
+    FLOATING,
+    PENDING,
+    SENT,
+    SEQ_MOD,
+    STREAMING,
+    Call,
+    bits,
+    rejected,
+    timed_out,
+)
+from hosts.drops import Drop, new_drops
+from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.transport import Addr, Transport, wait_any
 
-SEQ_MOD = 1 << 32
-MAX_RTO = 2.0
-"""Upper bound of the adaptive retransmission timeout, seconds."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MAX_RTO = 1.0
+"""Upper bound of the adaptive retransmission timeout, seconds (or the
+initial timeout, if that is larger)."""
+MAX_CALL_RTO = 1.0
+"""Upper bound of the interval between a CALL's resends, seconds."""
+DEFAULT_TIMEOUT = 60.0
+"""``allreduce``'s default timeout, seconds."""
+STATUS_TRIES, STATUS_WAIT = 3, 0.2
+"""STATUS requests after a timeout, and seconds to wait for each answer."""
 
 RETX, OVERFLOW, FLOAT = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT)
 """Plain ints: IntFlag operators cost a Python call per packet."""
 
-PENDING, SENT, FLOATING, DONE = range(4)
-"""Chunk states: not sent yet; contribution sent; FLOAT sent after an
-overflowed result; sum delivered."""
+RESULT_FLAGS = {
+    PacketType.RESULT: (0, OVERFLOW),
+    PacketType.PS_RESULT: (0, OVERFLOW, FLOAT),
+}
+"""Flag values a worker may be sent on each result type."""
 
 
 @dataclass
 class WorkerCounters:
+    received: int = 0
+    control_received: int = 0
     sent: int = 0
     retransmitted: int = 0
     float_sent: int = 0
@@ -43,35 +76,11 @@ class WorkerCounters:
     results_float: int = 0
     overflowed: int = 0
     delivered: int = 0
-    duplicates: int = 0
-    stale: int = 0
-    malformed: int = 0
-    foreign: int = 0
+    calls_sent: int = 0
+    dropped: dict[str, int] = field(default_factory=new_drops)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-class Call:
-    """One allreduce call: its chunks, their states and the sums so far."""
-
-    def __init__(self, base: int, tensor: npt.NDArray[np.float32], bound: float, scale: float):
-        q = quant.quantise(tensor, bound, scale)
-        self.base = base
-        self.size = int(np.asarray(tensor).size)
-        self.shape = np.asarray(tensor).shape
-        self.q = q.values
-        self.floats = q.floats
-        self.clipped = q.clipped
-        self.n = len(q.values)
-        self.state = [PENDING] * self.n
-        self.out = np.zeros((self.n, wire.K), dtype=np.float32)
-        self.next_send = 0
-        self.delivered = 0
-
-    def index(self, seq: int) -> int | None:
-        i = (seq - self.base) % SEQ_MOD
-        return i if i < self.n else None
 
 
 class Worker:
@@ -80,7 +89,9 @@ class Worker:
     ``ps_addr`` is where contributions go (the PS's IP and ``UDP_PORT``; the
     switch intercepts them).  Every worker of a job must pass tensors of the
     same sizes in the same order: sequence numbers are a per-job counter
-    (``base`` of a call = chunks of all earlier calls) and so agree.
+    (``base`` of a call = chunks of all earlier calls).  With ``control``
+    (a second transport) each call is agreed with the PS at ``control_addr``
+    (default: the PS's host, ``CONTROL_PORT``) before anything is sent.
     """
 
     def __init__(
@@ -95,65 +106,128 @@ class Worker:
         rto: float = 0.05,
         worker_mask: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        control: Transport | None = None,
+        control_addr: Addr | None = None,
     ) -> None:
         if not 1 <= job <= wire.MAX_JOB_ID:
-            raise ValueError(f"job must be 1..{wire.MAX_JOB_ID}")
+            raise ValueError(f"job must be 1..{wire.MAX_JOB_ID}, got {job}")
+        if not 1 <= fan_in <= wire.MAX_WORKERS:
+            raise ValueError(f"fan-in must be 1..{wire.MAX_WORKERS}, got {fan_in}")
         self.mask = worker_mask if worker_mask is not None else (1 << fan_in) - 1
-        if not self.mask >> index & 1:
+        if not 0 < self.mask < 1 << wire.MAX_WORKERS or len(bits(self.mask)) != fan_in:
+            raise ValueError(f"mask {self.mask:#x} does not hold {fan_in} workers")
+        if not 0 <= index < wire.MAX_WORKERS or not self.mask >> index & 1:
             raise ValueError(f"worker bit {index} is not in mask {self.mask:#x}")
-        self.job, self.bit, self.fan_in = job, 1 << index, fan_in
+        if not 0 < bound <= FLOAT32_MAX:
+            raise ValueError(f"bound must be a positive float32, got {bound}")
+        if window < 1 or not rto > 0:
+            raise ValueError(f"window must be >= 1 and rto > 0, got {window} and {rto}")
+        self.job, self.index, self.bit, self.fan_in = job, index, 1 << index, fan_in
         self.ps_addr, self.transport, self.clock = ps_addr, transport, clock
         self.bound, self.scale = bound, quant.job_scale(bound, fan_in)
         self.window = window
-        self.min_rto, self.rto = rto, rto
-        """``rto`` adapts to the measured time to a sum (RFC 6298 style, with
-        Karn's rule and doubling on timeout); it never drops below ``min_rto``."""
+        self.min_rto, self.rto, self.max_rto = rto, rto, max(rto, MAX_RTO)
+        """``rto`` follows the measured time to a sum (RFC 6298 style, with
+        Karn's rule); it never drops below ``min_rto``.  It doubles only
+        when, within one timeout, more than half a window of chunks timed
+        out and none gave a sample: the sums take longer than the timeout,
+        and Karn's rule alone would keep it too low for ever.  A loss does
+        not double it: random loss must not slow the rest of the window."""
         self.srtt: float | None = None
         self.rttvar = 0.0
+        self.sampled, self.expired, self.backoff_at = False, 0, 0.0
+        """Whether a sample arrived, and how many chunks timed out, in the
+        timeout period that ends at ``backoff_at``."""
         self.sent_at: dict[int, float] = {}
         """first send time of chunks of the current call not retransmitted yet."""
         self.counters = WorkerCounters()
+        self.calls = 0
         self.next_base = 0
         self.cur: Call | None = None
         self.prev: Call | None = None
-        self.inflight: OrderedDict[int, float] = OrderedDict()
-        """chunk of the current call -> retransmission deadline, earliest first (one RTO)."""
+        self.inflight: dict[int, float] = {}
+        """chunk of the current call -> its retransmission deadline."""
+        self.timers: list[tuple[float, int]] = []
+        """heap of (deadline, chunk); entries no longer in ``inflight`` are skipped."""
         self.frame = codec.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
+        self.control = control
+        self.control_addr = control_addr or (ps_addr[0], wire.CONTROL_PORT)
+        self.nonce = secrets.randbits(32)
+        """tells this process's control messages from another's with the same index."""
+        self.cbuf = bytearray(wire.CONTROL_BYTES + 1)
+        self.call_rto = rto
+        self.call_deadline = 0.0
+        self.failure: CallRejected | None = None
+        self.report: codec.Control | None = None
 
     # -- the blocking API -------------------------------------------------
 
-    def allreduce(self, tensor: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """The sum of ``tensor`` over the job's workers (float32, same shape)."""
+    def allreduce(
+        self, tensor: npt.NDArray[np.float32], timeout: float = DEFAULT_TIMEOUT
+    ) -> npt.NDArray[np.float32]:
+        """The sum of ``tensor`` over the job's workers (float32, same shape).
+
+        Raises ``CallRejected`` when the PS refuses the call and
+        ``AllreduceTimeout`` when no complete sum arrives within ``timeout``
+        seconds; after either the worker is out of step with its job.
+        """
         self.begin(tensor)
+        end = self.clock() + timeout
         while not self.done:
-            deadline = self.poll(self.clock())
-            wait = self.rto if deadline is None else deadline - self.clock()
+            now = self.clock()
+            if now >= end:
+                raise self._timed_out(timeout)
+            deadline = self.poll(now)
             if not self.done:
-                self.transport.wait(wait)
+                wake = now + self.rto if deadline is None else deadline
+                self.wait(min(wake, end) - self.clock())
         return self.result()
 
-    def linger(self, seconds: float) -> None:
-        """Keep answering PULLs for the last call (before a worker exits)."""
-        end = self.clock() + seconds
-        while (now := self.clock()) < end:
+    def linger(self, seconds: float, limit: float = DEFAULT_TIMEOUT) -> None:
+        """Keep answering PULLs for the last call (before a worker exits):
+        for ``seconds`` after the last PULL that asked for something, at most
+        ``limit`` seconds in all.  A peer that lost sums the PS must pull from
+        this worker can still finish after this worker is done."""
+        start = self.clock()
+        end, answered = start + seconds, self.counters.pulls_answered
+        while (now := self.clock()) < min(end, start + limit):
             self.poll(now)
-            self.transport.wait(end - now)
+            if self.counters.pulls_answered != answered:
+                end, answered = now + seconds, self.counters.pulls_answered
+            self.wait(min(end, start + limit) - now)
+
+    def wait(self, timeout: float) -> None:
+        """Block until a datagram may be waiting on either socket, or ``timeout``."""
+        wait_any(
+            [self.transport] if self.control is None else [self.transport, self.control], timeout
+        )
 
     # -- the steppable API ------------------------------------------------
 
     def begin(self, tensor: npt.NDArray[np.float32]) -> None:
-        if self.cur is not None and not self.done:
+        if self.cur is not None and self.cur.phase != FAILED and not self.done:
             raise RuntimeError("allreduce already in progress")
-        call = Call(self.next_base, tensor, self.bound, self.scale)
+        call = Call(self.calls, self.next_base, tensor, self.bound, self.scale)
+        if call.size == 0:
+            raise ValueError("allreduce of an empty tensor")
+        self.calls += 1
         self.next_base = (self.next_base + call.n) % SEQ_MOD
         self.prev, self.cur = self.cur, call
         self.inflight.clear()
+        self.timers.clear()
         self.sent_at.clear()
+        if self.control is not None:
+            call.phase = ANNOUNCING
+            call.digest = wire.config_digest(
+                self.fan_in, self.mask, self.bound, call.size, "float32"
+            )
+            self.call_rto, self.call_deadline = self.rto, 0.0
 
     @property
     def done(self) -> bool:
-        return self.cur is None or self.cur.delivered == self.cur.n
+        c = self.cur
+        return c is None or (c.phase == STREAMING and c.delivered == c.n)
 
     def result(self) -> npt.NDArray[np.float32]:
         if self.cur is None or not self.done:
@@ -162,53 +236,97 @@ class Worker:
         return c.out.ravel()[: c.size].reshape(c.shape).copy()
 
     def poll(self, now: float) -> float | None:
-        """Handle waiting datagrams, send what the window allows, retransmit
-        what timed out; returns the next retransmission deadline."""
+        """Handle waiting datagrams, announce or send what the window allows,
+        retransmit what timed out; returns when to poll again at the latest.
+        Raises ``CallRejected`` once when the PS rejected the current call."""
         while (got := self.transport.recv_into(self.rbuf)) is not None:
             self.handle(self.rbuf, got[0], now)
+        if self.control is not None:
+            while (cgot := self.control.recv_into(self.cbuf)) is not None:
+                self.handle_control(self.cbuf, cgot[0], now)
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
         c = self.cur
-        if c is None:
+        if c is None or c.phase == FAILED:
             return None
+        if c.phase == ANNOUNCING:
+            if now >= self.call_deadline:
+                self._announce(c, ControlType.CALL)
+                self.call_deadline = now + self.call_rto
+                self.call_rto = min(2 * self.call_rto, MAX_CALL_RTO)
+            return self.call_deadline
         while len(self.inflight) < self.window and c.next_send < c.n:
             i = c.next_send
             c.next_send += 1
             if c.state[i] == PENDING:
                 self._send_contrib(c, i, 0, now)
-        backed_off = False
-        while self.inflight:
-            i, deadline = next(iter(self.inflight.items()))
-            if deadline > now:
-                break
+        while self.timers and self.timers[0][0] <= now:
+            deadline, i = heapq.heappop(self.timers)
+            if self.inflight.get(i) != deadline:
+                continue
             self.counters.retransmitted += 1
             self.sent_at.pop(i, None)
-            if not backed_off:
-                self.rto, backed_off = min(2 * self.rto, MAX_RTO), True
+            self.expired += 1
+            if now >= self.backoff_at:
+                if not self.sampled and 2 * self.expired > self.window:
+                    self.rto = min(2 * self.rto, self.max_rto)
+                self.sampled, self.expired, self.backoff_at = False, 0, now + self.rto
             if c.state[i] == FLOATING:
                 self._send_float(c, i, RETX, now)
             else:
                 self._send_contrib(c, i, RETX, now)
-        return next(iter(self.inflight.values()), None)
+        while self.timers and self.inflight.get(self.timers[0][1]) != self.timers[0][0]:
+            heapq.heappop(self.timers)
+        return self.timers[0][0] if self.timers else None
 
     # -- receive ----------------------------------------------------------
 
+    def _check(self, h: codec.Header) -> Drop | None:
+        """Why a datagram of this job is not what a switch or PS would send."""
+        if h.ptype == PacketType.PULL:
+            if h.flags:
+                return Drop.FLAGS
+            if h.bitmap & ~self.mask or h.bitmap == self.mask:
+                return Drop.BITMAP
+            return Drop.COUNT if h.count != bin(h.bitmap).count("1") else None
+        allowed = RESULT_FLAGS.get(PacketType(h.ptype))
+        if allowed is None:
+            return Drop.PTYPE
+        if h.flags not in allowed:
+            return Drop.FLAGS
+        if h.bitmap != self.mask:
+            return Drop.BITMAP
+        return Drop.COUNT if h.count != self.fan_in else None
+
     def handle(self, buf: bytearray, n: int, now: float) -> None:
+        self.counters.received += 1
         try:
             h = codec.decode_header(buf, n)
         except codec.Malformed:
-            self.counters.malformed += 1
+            self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
             return
         if h.job != self.job:
-            self.counters.foreign += 1
+            self._drop(Drop.JOB)
             return
-        if h.ptype == PacketType.PULL:
-            self._on_pull(h, now)
-        elif h.ptype in (PacketType.RESULT, PacketType.PS_RESULT):
-            if h.bitmap != self.mask:
-                self.counters.malformed += 1
-                return
-            self._on_result(h, codec.values_view(buf), now)
+        reason = self._check(h)
+        if reason is not None:
+            self._drop(reason)
+            return
+        found = self._find(h.seq)
+        if found is None:
+            self._drop(Drop.STALE)
+            return
+        c, i = found
+        if c.phase != STREAMING:
+            self._drop(Drop.EARLY if c.phase == ANNOUNCING else Drop.STALE)
+        elif h.ptype == PacketType.PULL:
+            self._on_pull(h, c, i, now)
         else:
-            self.counters.malformed += 1
+            self._on_result(h, c, i, codec.values_view(buf), now)
+
+    def _drop(self, reason: Drop) -> None:
+        self.counters.dropped[reason] += 1
 
     def _find(self, seq: int) -> tuple[Call, int] | None:
         for c in (self.cur, self.prev):
@@ -216,32 +334,27 @@ class Worker:
                 return c, i
         return None
 
-    def _on_result(self, h: codec.Header, values: npt.NDArray[np.int32], now: float) -> None:
-        found = self._find(h.seq)
-        if found is None:
-            self.counters.stale += 1
-            return
-        c, i = found
+    def _on_result(
+        self, h: codec.Header, c: Call, i: int, values: npt.NDArray[np.int32], now: float
+    ) -> None:
+        """Deliver a chunk's sum.  An OVERFLOW-flagged sum is not exact: the
+        worker resends its chunk as FLOAT, but still accepts an exact (plain)
+        or float sum should one come, so a forged overflow can delay a chunk
+        but neither wedge it nor make its sum differ from the peers'."""
         if c.state[i] == DONE:
-            self.counters.duplicates += 1
+            self._drop(Drop.DUPLICATE)
             return
         if h.flags & FLOAT:
-            if c.state[i] != FLOATING:
-                self.counters.malformed += 1
-                return
             c.out[i] = quant.from_bits(values.astype(np.int32))
             self.counters.results_float += 1
         elif h.flags & OVERFLOW:
             if c.state[i] == FLOATING:
-                self.counters.duplicates += 1
+                self._drop(Drop.DUPLICATE)
             else:
                 self.counters.overflowed += 1
                 self._send_float(c, i, 0, now)
             return
         else:
-            if c.state[i] == FLOATING:
-                self.counters.malformed += 1
-                return
             c.out[i] = quant.dequantise(values, self.scale)
         if h.ptype == PacketType.RESULT:
             self.counters.results_switch += 1
@@ -257,27 +370,98 @@ class Worker:
                 self._sample(now - sent)
 
     def _sample(self, rtt: float) -> None:
-        """Fold one time-to-sum sample into the retransmission timeout."""
+        """Fold one time-to-sum sample into the retransmission timeout.
+
+        A chunk sent once can still wait for a peer's retransmission, so
+        under loss some samples measure a peer's timeout rather than the
+        network; RFC 6298 would then feed the timeout back into itself
+        (each such sample raises ``rttvar`` and so the next timeout).  A
+        sample counts at most twice the smoothed time: a real slowdown
+        still raises ``srtt`` within a few samples, a lost peer packet no
+        longer drags the timeout to its cap.
+        """
+        if self.srtt is not None:
+            rtt = min(rtt, 2 * self.srtt)
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.rto = min(max(self.min_rto, self.srtt + 4 * self.rttvar), MAX_RTO)
+        self.rto = min(max(self.min_rto, self.srtt + 4 * self.rttvar), self.max_rto)
+        self.sampled = True
 
-    def _on_pull(self, h: codec.Header, now: float) -> None:
+    def _on_pull(self, h: codec.Header, c: Call, i: int, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""
         if h.bitmap & self.bit:
             return
-        found = self._find(h.seq)
-        if found is None:
-            self.counters.stale += 1
-            return
-        c, i = found
         self.counters.pulls_answered += 1
+        if c is self.cur:
+            self.sent_at.pop(i, None)
         if c.state[i] == PENDING:
             c.state[i] = SENT
         self._send_contrib(c, i, RETX, now, arm=c is self.cur and c.state[i] != DONE)
+
+    # -- control ------------------------------------------------------------
+
+    def handle_control(self, buf: bytearray, n: int, now: float) -> None:
+        self.counters.control_received += 1
+        try:
+            m = codec.decode_control(buf, n)
+        except codec.Malformed:
+            self._drop(Drop.CONTROL)
+            return
+        mine = (m.job, m.worker, m.nonce) == (self.job, self.index, self.nonce)
+        if m.ctype not in (ControlType.GO, ControlType.REJECT, ControlType.REPORT) or not mine:
+            self._drop(Drop.STRANGER)
+            return
+        c = self.cur
+        if m.ctype == ControlType.REPORT:
+            if c is None or m.call != c.number:
+                self._drop(Drop.STALE)
+            else:
+                self.report = m
+            return
+        if c is None or c.phase != ANNOUNCING or m.call != c.number:
+            self._drop(Drop.STALE)
+        elif m.ctype == ControlType.GO:
+            if (m.base, m.chunks, m.length, m.digest) != (c.base, c.n, c.size, c.digest):
+                self._drop(Drop.STRANGER)
+                return
+            c.phase = STREAMING
+        else:
+            c.phase = FAILED
+            self.failure = rejected(self, m, c)
+
+    def _announce(self, c: Call, ctype: ControlType) -> None:
+        assert self.control is not None
+        msg = codec.Control(
+            ctype, 0, self.job, self.index, 0, self.nonce, c.number, c.base, c.n, c.size,
+            self.fan_in, self.mask, 0, 0, c.digest,
+        )  # fmt: skip
+        self.control.send(codec.encode_control(msg), self.control_addr)
+        self.counters.calls_sent += ctype == ControlType.CALL
+
+    def _timed_out(self, timeout: float) -> AllreduceTimeout:
+        """Give up the current call, asking the PS whose contributions it misses."""
+        c = self.cur
+        assert c is not None
+        phase, c.phase = c.phase, FAILED
+        report = self._ask_status(c)
+        return timed_out(self.job, c, phase, timeout, report, asked=self.control is not None)
+
+    def _ask_status(self, c: Call) -> codec.Control | None:
+        if self.control is None:
+            return None
+        self.report = None
+        for _ in range(STATUS_TRIES):
+            self._announce(c, ControlType.STATUS)
+            end = time.monotonic() + STATUS_WAIT
+            while self.report is None and (left := end - time.monotonic()) > 0:
+                self.wait(left)
+                self.poll(self.clock())
+            if self.report is not None:
+                return self.report
+        return None
 
     # -- send -------------------------------------------------------------
 
@@ -304,5 +488,6 @@ class Worker:
             self._arm(i, now)
 
     def _arm(self, i: int, now: float) -> None:
-        self.inflight[i] = now + self.rto
-        self.inflight.move_to_end(i)
+        deadline = now + self.rto
+        self.inflight[i] = deadline
+        heapq.heappush(self.timers, (deadline, i))

@@ -1,13 +1,14 @@
 """Run a worker for N allreduce iterations and report times and JCT.
 
-    python -m hosts.worker_cli --job 1 --index 0 --fan-in 2 --ps 10.0.0.9 \\
-        --iters 10 --size 100000 --json
+    esa-worker --job 1 --index 0 --fan-in 2 --ps 10.0.0.9 --iters 10 --size 100000 --json
+
+Each call is first agreed with the PS over its control port (the PS's host,
+port ``CONTROL_PORT``, unless ``--control`` says otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -17,77 +18,126 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import wire
-from hosts.transport import UdpTransport, parse_addr
-from hosts.worker import Worker
+from hosts import cli, quant
+from hosts.gradients import compute_time, digest, synthetic_gradient
+from hosts.transport import UdpTransport
+from hosts.worker import DEFAULT_TIMEOUT, Worker
+
+PROG = "esa-worker"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="hosts.worker_cli", description=__doc__.splitlines()[0])
-    p.add_argument("--job", type=int, required=True)
-    p.add_argument("--index", type=int, required=True, help="this worker's bit in the bitmap")
-    p.add_argument("--fan-in", type=int, required=True)
-    p.add_argument("--mask", type=lambda s: int(s, 0), help="worker bitmap (default: fan-in bits)")
-    p.add_argument("--ps", required=True, help="PS address HOST[:PORT]")
-    p.add_argument("--bind", default=f"0.0.0.0:{wire.UDP_PORT}", help="HOST[:PORT] to listen on")
-    p.add_argument("--bound", type=float, default=1.0, help="max |gradient value| of the job")
-    p.add_argument("--window", type=int, default=64, help="chunks in flight")
-    p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout, seconds")
-    p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--size", type=int, default=100_000, help="synthetic gradient length")
-    p.add_argument("--seed", type=int, default=0)
+    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--job", type=cli.JOB_ID, required=True)
+    p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
+    p.add_argument("--fan-in", type=cli.FAN_IN, required=True)
+    p.add_argument("--mask", type=cli.MASK, help="worker bitmap (default: fan-in bits)")
+    p.add_argument("--ps", type=cli.address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
+    p.add_argument("--control", type=cli.address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
+    p.add_argument(
+        "--bind",
+        type=cli.address(wire.UDP_PORT),
+        default=("0.0.0.0", wire.UDP_PORT),
+        help="HOST[:PORT] to listen on",
+    )
+    p.add_argument("--bound", type=cli.bound, default=1.0, help="max |gradient| of the job")
+    p.add_argument("--window", type=cli.COUNT, default=64, help="chunks in flight")
+    p.add_argument("--rto", type=cli.POSITIVE, default=0.05, help="initial retransmission timeout")
+    p.add_argument(
+        "--timeout", type=cli.POSITIVE, default=DEFAULT_TIMEOUT, help="seconds per allreduce"
+    )
+    p.add_argument("--iters", type=cli.COUNT, default=10)
+    p.add_argument("--size", type=cli.COUNT, default=100_000, help="synthetic gradient length")
+    p.add_argument("--seed", type=cli.SEED, default=0)
     p.add_argument("--grad", help=".npy gradients: 1-D (each iteration) or 2-D (row per iteration)")
-    p.add_argument("--linger", type=float, default=1.0, help="seconds to keep answering PULLs")
+    p.add_argument(
+        "--compute", type=cli.NON_NEGATIVE, default=0.0, help="seconds of compute per iteration"
+    )
+    p.add_argument(
+        "--jitter", type=cli.fraction, default=0.0, help="compute time varies by this fraction"
+    )
+    p.add_argument("--linger", type=cli.NON_NEGATIVE, default=1.0, help="seconds to answer PULLs")
     p.add_argument("--json", action="store_true", help="print a final JSON line")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    mask = args.mask if args.mask is not None else (1 << args.fan_in) - 1
+    if bin(mask).count("1") != args.fan_in:
+        p.error(
+            f"argument --mask: {mask:#x} holds {bin(mask).count('1')} workers, not {args.fan_in}"
+        )
+    if args.mask is not None and not mask >> args.index & 1:
+        p.error(f"argument --index: worker {args.index} is not in mask {mask:#x}")
+    if args.mask is None and args.index >= args.fan_in:
+        p.error(f"argument --index: {args.index} is not below fan-in {args.fan_in}")
+    try:
+        quant.job_scale(args.bound, args.fan_in)
+    except ValueError as e:
+        p.error(f"argument --bound: {e}")
+    if args.grad is not None:
+        args.grad = load_gradients(p, args.grad)
+    if args.control is None:
+        args.control = (args.ps[0], wire.CONTROL_PORT)
+    return args
 
 
-def synthetic_gradient(
-    seed: int, job: int, index: int, it: int, bound: float, size: int
-) -> npt.NDArray[np.float32]:
-    """Worker ``index``'s gradient of iteration ``it``: anyone can recompute it."""
-    rng = np.random.default_rng([seed, job, index, it])
-    return rng.uniform(-bound, bound, size).astype(np.float32)
+def load_gradients(p: cli.Parser, path: str) -> npt.NDArray[np.float32]:
+    try:
+        g = np.load(path, allow_pickle=False)
+    except OSError as e:
+        p.error(f"argument --grad: can not read {path}: {e.strerror or e}")
+    except ValueError:
+        p.error(f"argument --grad: {path} is not a .npy array")
+    if g.ndim not in (1, 2) or g.size == 0 or not np.issubdtype(g.dtype, np.number):
+        p.error(
+            f"argument --grad: {path} holds {g.dtype} of shape {g.shape}, not 1-D or 2-D numbers"
+        )
+    return np.asarray(g, dtype=np.float32)
 
 
-def digest(result: npt.NDArray[np.float32]) -> str:
-    """A fingerprint of an all-reduce result, to check it bit for bit elsewhere."""
-    return hashlib.sha256(np.ascontiguousarray(result, dtype=np.float32).tobytes()).hexdigest()
-
-
-def gradients(args: argparse.Namespace, it: int) -> npt.NDArray[np.float32]:
-    if args.grad:
-        g: npt.NDArray[np.float32] = np.load(args.grad)
-        return np.asarray(g[it % len(g)] if g.ndim > 1 else g, dtype=np.float32)
+def gradient_of(args: argparse.Namespace, it: int) -> npt.NDArray[np.float32]:
+    g = args.grad
+    if g is not None:
+        return np.asarray(g[it % len(g)] if g.ndim > 1 else g)
     return synthetic_gradient(args.seed, args.job, args.index, it, args.bound, args.size)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    transport = UdpTransport(parse_addr(args.bind, wire.UDP_PORT))
+def run(args: argparse.Namespace) -> int:
+    transport, control = cli.bind_pair(args.bind)
+    try:
+        return iterate(args, transport, control)
+    finally:
+        transport.close()
+        control.close()
+
+
+def iterate(args: argparse.Namespace, transport: UdpTransport, control: UdpTransport) -> int:
     worker = Worker(
         job=args.job,
         index=args.index,
         fan_in=args.fan_in,
-        ps_addr=parse_addr(args.ps, wire.UDP_PORT),
+        ps_addr=args.ps,
         transport=transport,
         bound=args.bound,
         window=args.window,
         rto=args.rto,
         worker_mask=args.mask,
+        control=control,
+        control_addr=args.control,
     )
     times: list[float] = []
     digests: list[str] = []
     start = time.monotonic()
     for it in range(args.iters):
-        grad = gradients(args, it)
+        if args.compute:
+            compute = compute_time(args.seed, args.job, args.index, it, args.compute, args.jitter)
+            worker.linger(compute)
+        grad = gradient_of(args, it)
         t0 = time.monotonic()
-        digests.append(digest(worker.allreduce(grad)))
+        digests.append(digest(worker.allreduce(grad, timeout=args.timeout)))
         times.append(time.monotonic() - t0)
         print(f"iter {it}: {times[-1] * 1e3:.3f} ms", flush=True)
     jct = time.monotonic() - start
     print(f"JCT: {jct:.3f} s", flush=True)
     worker.linger(args.linger)
-    transport.close()
     if args.json:
         report = {
             "job": args.job,
@@ -100,6 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         print(json.dumps(report), flush=True)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    return cli.run(PROG, lambda: run(args))
 
 
 if __name__ == "__main__":

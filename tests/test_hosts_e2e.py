@@ -14,10 +14,12 @@ import numpy.typing as npt
 import pytest
 
 from esa import model, wire
+from esa.job import Workers
 from esa.spec import Event, Policy
-from esa.wire import PacketType
+from esa.wire import Flag, PacketType
 from hosts import codec, quant, simnet
-from hosts.ps import JobSpec, ParameterServer
+from hosts.drops import Drop
+from hosts.ps import ParameterServer
 from hosts.worker import Worker
 
 PS_ADDR = ("10.0.0.100", wire.UDP_PORT)
@@ -53,7 +55,7 @@ def cluster(
     net = simnet.SimNet(sw, loss=loss, seed=seed, drop=drop)
     ps_t = net.transport("ps")
     ps = ParameterServer(
-        ps_t, SWITCH_ADDR, {j: JobSpec.of(f) for j, f in jobs.items()}, stall=0.004
+        ps_t, SWITCH_ADDR, {j: Workers.of(f) for j, f in jobs.items()}, stall=0.004
     )
     net.add_agent(ps)
     rng = np.random.default_rng(seed)
@@ -94,6 +96,15 @@ def expected(inputs: Tensors, scale: float) -> npt.NDArray[np.float32]:
     return out.ravel()[: inputs[0].size]
 
 
+JUNK = (Drop.LENGTH, Drop.PTYPE, Drop.JOB, Drop.BITMAP, Drop.COUNT, Drop.FLAGS)
+"""Drop reasons only a datagram no host or switch would send can cause."""
+
+
+def junk(dropped: dict[str, int]) -> dict[str, int]:
+    """The non-zero counts of ``dropped`` under ``JUNK`` reasons."""
+    return {r: n for r, n in dropped.items() if r in JUNK and n}
+
+
 def check_exact(c: Cluster, jobs: dict[int, int], iters: int) -> None:
     for job, fan_in in jobs.items():
         scale = quant.job_scale(1.0, fan_in)
@@ -117,9 +128,9 @@ def test_lossy_shared_pool(policy: Policy, seed: int) -> None:
     check_exact(c, JOBS, iters=3)
     ev = {job: c.switch.events(job) for job in JOBS}
     assert all(ev[j][Event.FALLBACK] > 0 for j in JOBS)
-    assert sum(ev[j][Event.FLUSHED] for j in JOBS) > 0
+    assert sum(ev[j][Event.FLUSHED] for j in JOBS) + c.ps.counters.pulls_sent > 0
     assert c.ps.counters.float_completed == len(JOBS)
-    assert c.ps.counters.malformed == c.ps.counters.foreign == 0
+    assert junk(c.ps.counters.dropped) == {}
     if policy is Policy.ESA:
         assert ev[1][Event.PREEMPT_SUFFERED] == ev[2][Event.PREEMPT_WON] > 0
     if policy is Policy.ATP:
@@ -179,9 +190,47 @@ def test_pull_recovers_a_result_lost_to_a_worker_and_the_ps() -> None:
         ("switch", "ps", PacketType.RESULT),
     ]
     w0, w1 = (c.drivers[1, i].worker.counters for i in range(2))
-    assert (w0.retransmitted, w0.pulls_answered, w0.results_switch, w0.duplicates) == (1, 1, 2, 1)
+    assert (w0.retransmitted, w0.pulls_answered, w0.results_switch) == (1, 1, 2)
+    assert w0.dropped[Drop.DUPLICATE] == 1
     assert (w1.pulls_answered, w1.results_switch, w1.results_ps) == (0, 1, 1)
     p = c.ps.counters
     assert (p.merged, p.completed, p.pulls_sent, p.switch_results) == (2, 1, 1, 1)
     assert p.fallbacks == w1.retransmitted + 1
-    assert p.rejected_overlap == w1.retransmitted - 1
+    assert p.dropped[Drop.OVERLAP] == w1.retransmitted - 1
+
+
+class Forger:
+    """An agent that puts one datagram into a host's inbox at time ``at``."""
+
+    def __init__(self, host: simnet.Host, data: bytes, at: float) -> None:
+        self.host, self.data, self.at, self.done = host, data, at, False
+
+    def poll(self, now: float) -> float | None:
+        if not self.done and now >= self.at:
+            self.host.inbox.append((self.data, SWITCH_ADDR))
+            self.done = True
+        return None if self.done else self.at
+
+
+def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
+    """w0 is told chunk 0 overflowed, and the real sum never reaches w0 or
+    the PS: w0's FLOAT makes the PS pull both int contributions, whose exact
+    sum answers w0; w1 keeps the switch's sum, the same one."""
+
+    def drop(src: str, dst: str, data: bytes) -> bool:
+        h = codec.decode_header(data, len(data))
+        return dst in ("j1w0", "ps") and h.ptype == PacketType.RESULT and h.seq == 0
+
+    c = cluster(Policy.ESA, {1: 2}, pool=1024, iters=1, size=64, drop=drop)
+    forged = codec.encode(
+        codec.Header(PacketType.PS_RESULT, Flag.OVERFLOW, 1, 0, 0b11, 2), [0] * 32
+    )
+    c.net.add_agent(Forger(c.net.hosts["j1w0"], forged, at=0.0))
+    c.run()
+    check_exact(c, {1: 2}, iters=1)
+    w0 = c.drivers[1, 0].worker.counters
+    assert (w0.overflowed, w0.results_float) == (1, 0)
+    p = c.ps.counters
+    assert (p.float_completed, p.completed, p.pulls_sent) == (0, 1, 2)
+    assert p.floats == w0.float_sent and p.dropped[Drop.DUPLICATE] == w0.float_sent - 1
+    assert c.ps.float_sums == {} and c.ps.partials == {}

@@ -10,9 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esa import wire
+from esa.job import Workers
 from esa.wire import Flag, PacketType
 from hosts import codec, quant
-from hosts.ps import JobSpec, ParameterServer
+from hosts.drops import Drop
+from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
 
 SWITCH: Addr = ("10.0.0.254", wire.UDP_PORT)
@@ -53,7 +55,7 @@ def server(
     jobs: dict[int, int], stall: float = 0.2, max_pulls: int = 50, cache_size: int = 1 << 16
 ) -> tuple[ParameterServer, Recorder]:
     rec = Recorder()
-    specs = {j: JobSpec.of(f) for j, f in jobs.items()}
+    specs = {j: Workers.of(f) for j, f in jobs.items()}
     ps = ParameterServer(rec, SWITCH, specs, stall, max_pulls, cache_size)
     return ps, rec
 
@@ -102,8 +104,8 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
             have |= bitmap
             expect_merged += 1
     c = ps.counters
-    assert (c.merged, c.rejected_overlap) == (expect_merged, expect_rejected)
-    assert c.answered_from_cache + c.late == expect_after
+    assert (c.merged, c.dropped[Drop.OVERLAP]) == (expect_merged, expect_rejected)
+    assert c.answered_from_cache + c.dropped[Drop.LATE] == expect_after
     results = [(h, v) for h, v, _ in rec.sent if h.ptype == T.PS_RESULT]
     if have != mask:
         assert results == [] and c.completed == 0
@@ -126,7 +128,8 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
         (T.PS_RESULT, 5, 0b11, 2, vec(100), SWITCH)
     ]
     c = ps.counters
-    assert (c.switch_results, c.answered_from_cache, c.late, c.completed) == (1, 1, 1, 0)
+    assert (c.switch_results, c.answered_from_cache, c.completed) == (1, 1, 0)
+    assert c.dropped[Drop.LATE] == 1
 
 
 def test_held_result_is_acknowledged_with_the_same_sum() -> None:
@@ -182,6 +185,9 @@ def test_progress_rearms_the_stall_timer() -> None:
 
 
 def test_float_recovery_sums_in_worker_bit_order() -> None:
+    """Floats are collected per worker bit and summed in bit order; an int
+    retransmission meanwhile merges (and, being a RETX, pulls the others at
+    once); after completion both kinds are answered with the float sum."""
     ps, rec = server({1: 3})
     rng = np.random.default_rng(1)
     floats = [rng.normal(0, 1e3, wire.K).astype(np.float32) for _ in range(3)]
@@ -190,8 +196,8 @@ def test_float_recovery_sums_in_worker_bit_order() -> None:
         feed(ps, rec, pkt(T.FLOAT, 1, 2, 1 << bit, quant.float_bits(floats[bit])))
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b001, quant.float_bits(floats[0])))
     feed(ps, rec, pkt(T.FALLBACK, 1, 2, 0b010, vec(0), flags=Flag.RETX))
-    notice = codec.Header(T.PS_RESULT, Flag.OVERFLOW, 1, 2, 0b111, 3)
-    assert [(h, v) for h, v, _ in rec.sent] == [(notice, [0] * wire.K)]
+    pull = codec.Header(T.PULL, 0, 1, 2, 0b011, 2)
+    assert [(h, v) for h, v, _ in rec.sent] == [(pull, [0] * wire.K)]
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b010, quant.float_bits(floats[1])))
     total: npt.NDArray[np.float32] = np.zeros(wire.K, np.float32)
     for f in floats:
@@ -199,11 +205,52 @@ def test_float_recovery_sums_in_worker_bit_order() -> None:
     h, v, _ = rec.sent[-1]
     assert h == codec.Header(T.PS_RESULT, Flag.FLOAT, 1, 2, 0b111, 3)
     assert v == quant.float_bits(total).tolist()
+    assert ps.partials == {} and ps.float_sums == {} and ps.open == {1: 0}
     feed(ps, rec, pkt(T.FALLBACK, 1, 2, 0b100, vec(0), flags=Flag.RETX))
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b100, quant.float_bits(floats[2])))
     assert rec.sent[-2:] == [rec.sent[1], rec.sent[1]]
     c = ps.counters
-    assert (c.floats, c.float_duplicates, c.float_completed, c.answered_from_cache) == (5, 1, 1, 3)
+    assert (c.floats, c.dropped[Drop.DUPLICATE], c.float_completed) == (5, 1, 1)
+    assert c.answered_from_cache == 2
+
+
+def test_float_for_an_exact_sum_is_answered_with_it() -> None:
+    """A worker sent a forged overflow asks for float recovery of a chunk
+    the PS summed exactly: it gets the exact sum, and nothing is opened."""
+    ps, rec = server({1: 2})
+    feed(ps, rec, pkt(T.FALLBACK, 1, 3, 0b01, vec(1)), pkt(T.FALLBACK, 1, 3, 0b10, vec(2)))
+    feed(ps, rec, pkt(T.FLOAT, 1, 3, 0b01, vec(0)))
+    assert rec.sent[1] == rec.sent[0]
+    assert rec.sent[0][0] == codec.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
+    assert ps.float_sums == {} and ps.counters.answered_from_cache == 1
+
+
+def test_float_for_an_unknown_chunk_pulls_the_int_contributions() -> None:
+    """A FLOAT for a chunk the PS knows nothing of (its copy of the switch's
+    sum lost, or a forged overflow): when no other float follows, the PS
+    pulls every worker's int contribution; they sum exactly, which answers
+    the worker in float recovery and closes the float sum."""
+    ps, rec = server({1: 2}, stall=1.0)
+    feed(ps, rec, pkt(T.FLOAT, 1, 4, 0b01, vec(0)), now=0.0)
+    ps.poll(0.5)
+    assert rec.sent == []
+    ps.poll(1.0)
+    assert [h for h, _, _ in rec.sent] == [codec.Header(T.PULL, 0, 1, 4, 0, 0)]
+    feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b01, vec(1), flags=Flag.RETX), now=1.1)
+    feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b10, vec(2), flags=Flag.RETX), now=1.1)
+    h, v, _ = rec.sent[-1]
+    assert h == codec.Header(T.PS_RESULT, 0, 1, 4, 0b11, 2)
+    assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
+    assert ps.float_sums == {} and ps.partials == {} and ps.open == {1: 0}
+
+
+def test_stuck_float_recovery_is_abandoned() -> None:
+    ps, rec = server({1: 2}, stall=1.0, max_pulls=2)
+    feed(ps, rec, pkt(T.FLOAT, 1, 4, 0b01, vec(0)), now=0.0)
+    for now in (1.0, 2.0, 3.0):
+        ps.poll(now)
+    assert [h.ptype for h, _, _ in rec.sent] == [T.PULL, T.PULL]
+    assert ps.float_sums == {} and ps.open == {1: 0} and ps.counters.abandoned == 1
 
 
 def test_result_cache_is_bounded_lru() -> None:
@@ -217,26 +264,82 @@ def test_result_cache_is_bounded_lru() -> None:
     assert ps.counters.completed == 4 and ps.counters.answered_from_cache == 1
 
 
-def test_malformed_and_foreign_are_counted_and_dropped() -> None:
+def raw(ptype: int, job: int, seq: int, bitmap: int, count: int, flags: int = 0) -> bytes:
+    """A datagram whose count need not match its bitmap."""
+    return codec.encode(codec.Header(ptype, flags, job, seq, bitmap, count), vec(0))
+
+
+def test_every_field_is_checked_against_the_job() -> None:
     ps, rec = server({1: 2})
     good = pkt(T.FALLBACK, 1, 0, 0b01, vec(0))
     bad_type = bytearray(good)
     bad_type[wire.field_offsets()["ptype"][0]] = 99
-    feed(
-        ps,
-        rec,
-        b"",
-        b"x" * 10,
-        good + b"\0",
-        bytes(bad_type),
-        pkt(T.CONTRIB, 1, 0, 0b01, vec(0)),
-        pkt(T.PULL, 1, 0, 0b01, vec(0)),
-        pkt(T.FALLBACK, 1, 0, 0b11, vec(0)),
-        pkt(T.FALLBACK, 1, 0, 0b100, vec(0)),
-        pkt(T.PARTIAL, 1, 0, 0, vec(0)),
-        pkt(T.RESULT, 1, 0, 0b01, vec(0)),
-        pkt(T.FALLBACK, 7, 0, 0b01, vec(0)),
-    )
+    cases = {
+        Drop.LENGTH: [b"", b"x" * 10, good + b"\0", good[:-1]],
+        Drop.PTYPE: [bytes(bad_type), raw(T.CONTRIB, 1, 0, 1, 1), raw(T.PULL, 1, 0, 1, 1),
+                     raw(T.PS_RESULT, 1, 0, 3, 2)],
+        Drop.JOB: [raw(T.FALLBACK, 7, 0, 1, 1), raw(T.FALLBACK, 0, 0, 1, 1)],
+        Drop.BITMAP: [raw(T.FALLBACK, 1, 0, 0b11, 2), raw(T.FALLBACK, 1, 0, 0b100, 1),
+                      raw(T.PARTIAL, 1, 0, 0, 0), raw(T.RESULT, 1, 0, 0b01, 1),
+                      raw(T.FLOAT, 1, 0, 0b11, 2)],
+        Drop.COUNT: [raw(T.FALLBACK, 1, 0, 1, 255), raw(T.FALLBACK, 1, 0, 1, 0),
+                     raw(T.PARTIAL, 1, 0, 0b11, 1), raw(T.RESULT, 1, 0, 0b11, 3)],
+        Drop.FLAGS: [raw(T.FALLBACK, 1, 0, 1, 1, Flag.FLOAT), raw(T.PARTIAL, 1, 0, 1, 1, Flag.RETX),
+                     raw(T.RESULT, 1, 0, 3, 2, Flag.RETX), raw(T.FLOAT, 1, 0, 1, 1, Flag.OVERFLOW),
+                     raw(T.FALLBACK, 1, 0, 1, 1, 0x80)],
+    }  # fmt: skip
+    for datagrams in cases.values():
+        feed(ps, rec, *datagrams)
     c = ps.counters
-    assert (c.received, c.malformed, c.foreign, c.merged) == (11, 10, 1, 0)
-    assert rec.sent == [] and ps.partials == {}
+    assert c.received == sum(len(d) for d in cases.values())
+    assert {r: n for r, n in c.dropped.items() if n} == {r: len(d) for r, d in cases.items()}
+    assert rec.sent == [] and ps.partials == {} and c.merged == 0
+
+
+def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> None:
+    """Two FALLBACKs with count 200 once made the PS raise while encoding
+    the reply; their counts are now checked, and a real sum still completes."""
+    ps, rec = server({1: 2})
+    feed(ps, rec, raw(T.FALLBACK, 1, 0, 0b01, 200), raw(T.FALLBACK, 1, 0, 0b10, 200))
+    feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b01, vec(1)), pkt(T.FALLBACK, 1, 0, 0b10, vec(2)))
+    assert ps.counters.dropped[Drop.COUNT] == 2
+    [(h, v, _)] = rec.sent
+    assert h == codec.Header(T.PS_RESULT, 0, 1, 0, 0b11, 2)
+    assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
+
+
+def test_open_chunks_are_bounded_per_job() -> None:
+    ps, rec = server({1: 2, 2: 2})
+    ps.max_open = 3
+    feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 0b01, vec(0)) for seq in range(5)])
+    feed(ps, rec, pkt(T.FALLBACK, 2, 0, 0b01, vec(0)))
+    assert sorted(ps.partials) == [(1, 0), (1, 1), (1, 2), (2, 0)]
+    assert ps.counters.dropped[Drop.BUDGET] == 2 and ps.open == {1: 3, 2: 1}
+    feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b10, vec(0)))
+    feed(ps, rec, pkt(T.FALLBACK, 1, 3, 0b01, vec(0)))
+    assert ps.open == {1: 3, 2: 1} and (1, 3) in ps.partials
+
+
+def test_replies_junk_can_cause_are_budgeted_per_job() -> None:
+    """``budget`` replies per worker per ``stall``: a job of two workers may
+    cause two pulls at once, then one more per half a stall."""
+    ps, rec = server({1: 2}, stall=1.0)
+    ps.budgets[1] = type(ps.budgets[1])(rate=2.0, burst=2.0)
+    feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 0b01, vec(0)) for seq in range(4)], now=0.0)
+    ps.poll(1.0)
+    assert ps.counters.pulls_sent == 2 and ps.counters.suppressed == 2
+    ps.poll(1.5)
+    assert ps.counters.pulls_sent == 3
+
+
+def test_a_retransmission_into_an_incomplete_chunk_pulls_at_once() -> None:
+    """The retransmitting worker is still waiting; the others may have the
+    sum and never send again by themselves.  At most one pull per stall/4."""
+    ps, rec = server({1: 3}, stall=1.0)
+    feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b001, vec(0)), now=0.0)
+    assert rec.sent == []
+    feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b010, vec(0), flags=Flag.RETX), now=0.1)
+    feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b010, vec(0), flags=Flag.RETX), now=0.2)
+    feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b001, vec(0), flags=Flag.RETX), now=0.4)
+    assert [(h.ptype, h.bitmap, h.count) for h, _, _ in rec.sent] == [(T.PULL, 0b011, 2)] * 2
+    assert ps.counters.dropped[Drop.OVERLAP] == 2

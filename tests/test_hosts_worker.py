@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from esa import wire
-from esa.wire import Flag, PacketType
+from esa.wire import ControlType, Flag, PacketType, RejectReason
 from hosts import codec, quant
+from hosts.calls import ANNOUNCING
+from hosts.drops import Drop
+from hosts.errors import CallRejected
 from hosts.transport import Addr, Bytes
 from hosts.worker import Worker
+from tests.test_hosts_agreement import Mailbox
 from tests.test_hosts_ps import Recorder, pkt
 
 T = PacketType
+C = ControlType
 PS: Addr = ("10.0.0.9", wire.UDP_PORT)
 K = wire.K
 
@@ -53,16 +60,37 @@ def test_window_streams_chunks_with_increasing_seqs() -> None:
     assert w.counters.sent == 5 and w.counters.delivered == 1
 
 
-def test_timeout_retransmits_with_retx_in_deadline_order_and_backs_off() -> None:
-    w, rec = make(window=2, rto=1.0)
+def test_timeout_retransmits_with_retx_and_backs_off_only_without_samples() -> None:
+    """One timeout does not slow the window; a whole timeout in which more
+    than half a window timed out and no sum came back doubles the RTO."""
+    w, rec = make(window=2, rto=0.25)
     w.begin(tensor(3))
-    assert w.poll(0.0) == 1.0
+    assert w.poll(0.0) == 0.25
     sent(rec)
-    assert w.poll(0.5) == 1.0
+    assert w.poll(0.1) == 0.25
     assert sent(rec) == []
-    assert w.poll(1.0) == 3.0, "one timeout doubles the timeout once"
+    assert w.poll(0.25) == 0.5
     assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX), (T.CONTRIB, 1, Flag.RETX)]
-    assert w.counters.retransmitted == 2 and w.counters.sent == 4
+    assert w.poll(0.5) == 1.0 and w.rto == 0.5
+    assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX), (T.CONTRIB, 1, Flag.RETX)]
+    assert w.counters.retransmitted == 4 and w.counters.sent == 6
+
+
+def test_a_lost_chunk_does_not_slow_the_others() -> None:
+    """Chunk 0 is lost again and again while the others complete: it is
+    resent every RTO, and the RTO keeps following the samples."""
+    w, rec = make(window=4, rto=0.125)
+    x = tensor(8)
+    w.begin(x)
+    w.poll(0.0)
+    q = quant.quantise(x, 1.0, w.scale).values
+    for now, seqs in ((0.01, (1, 2, 3)), (0.02, (4, 5, 6)), (0.03, (7,))):
+        rec.inbox.extend(result(seq, q[seq] * 2) for seq in seqs)
+        w.poll(now)
+    for now in (0.125, 0.25, 0.375):
+        w.poll(now)
+    assert [seq for _, seq, flags in sent(rec) if flags] == [0, 0, 0]
+    assert w.rto == 0.125 and w.inflight == {0: 0.5}
 
 
 def test_timeout_adapts_to_the_time_to_a_sum() -> None:
@@ -95,14 +123,14 @@ def test_results_delivered_exactly_once_and_seqs_continue_across_calls() -> None
     assert w.done
     assert np.array_equal(w.result(), quant.dequantise(total, w.scale).ravel()[: x.size])
     c = w.counters
-    assert (c.delivered, c.results_switch, c.results_ps, c.duplicates) == (3, 2, 1, 2)
+    assert (c.delivered, c.results_switch, c.results_ps, c.dropped[Drop.DUPLICATE]) == (3, 2, 1, 2)
     rec.sent.clear()
     w.begin(tensor(2, seed=1))
     w.poll(0.2)
     assert sent(rec) == [(T.CONTRIB, 3, 0), (T.CONTRIB, 4, 0)]
     rec.inbox.append(result(9, total[0]))
     w.poll(0.3)
-    assert w.counters.stale == 1
+    assert w.counters.dropped[Drop.STALE] == 1
 
 
 def test_pull_resends_contributions_the_ps_lacks() -> None:
@@ -122,7 +150,7 @@ def test_pull_resends_contributions_the_ps_lacks() -> None:
     assert rec.sent[0][0] == codec.Header(T.CONTRIB, Flag.RETX, 3, 1, 0b10, 1)
     assert rec.sent[0][1] == quant.quantise(x, 1.0, w.scale).values[1].tolist()
     assert len(rec.sent) == 1
-    assert (w.counters.pulls_answered, w.counters.stale) == (1, 1)
+    assert (w.counters.pulls_answered, w.counters.dropped[Drop.STALE]) == (1, 1)
     assert list(w.inflight) == [0]
 
 
@@ -164,21 +192,38 @@ def test_overflow_recovery_through_float() -> None:
     assert w.done
     assert w.result()[:K].tolist() == summed.tolist()
     c = w.counters
-    assert (c.overflowed, c.float_sent, c.results_float, c.duplicates) == (1, 2, 1, 1)
+    assert (c.overflowed, c.float_sent, c.results_float, c.dropped[Drop.DUPLICATE]) == (1, 2, 1, 1)
 
 
-def test_malformed_and_foreign_are_counted() -> None:
+def raw(ptype: int, job: int, bitmap: int, count: int, flags: int = 0) -> bytes:
+    return codec.encode(codec.Header(ptype, flags, job, 0, bitmap, count), [0] * K)
+
+
+def test_every_field_is_checked_against_the_job() -> None:
     w, rec = make()
     w.begin(tensor(1))
     w.poll(0.0)
     good = result(0, [0] * K)
-    rec.inbox.extend([b"", good[:-1], good + b"1", bytes(wire.PAYLOAD_BYTES)])
-    rec.inbox.append(pkt(T.RESULT, 4, 0, 0b11, [0] * K))
-    rec.inbox.append(pkt(T.RESULT, 3, 0, 0b01, [0] * K))
-    rec.inbox.append(pkt(T.FALLBACK, 3, 0, 0b11, [0] * K))
-    rec.inbox.append(result(0, [0] * K, T.PS_RESULT, Flag.FLOAT))
+    cases = {
+        Drop.LENGTH: [b"", good[:-1], good + b"1"],
+        Drop.PTYPE: [bytes(wire.PAYLOAD_BYTES), raw(T.FALLBACK, 3, 1, 1), raw(T.CONTRIB, 3, 1, 1),
+                     raw(T.PARTIAL, 3, 3, 2), raw(T.FLOAT, 3, 1, 1)],
+        Drop.JOB: [raw(T.RESULT, 4, 3, 2)],
+        Drop.BITMAP: [raw(T.RESULT, 3, 1, 1), raw(T.PULL, 3, 3, 2), raw(T.PULL, 3, 4, 1),
+                      raw(T.PS_RESULT, 3, 7, 3)],
+        Drop.COUNT: [raw(T.RESULT, 3, 3, 1), raw(T.PULL, 3, 1, 2), raw(T.PS_RESULT, 3, 3, 255)],
+        Drop.FLAGS: [raw(T.RESULT, 3, 3, 2, Flag.FLOAT), raw(T.RESULT, 3, 3, 2, Flag.HOLD),
+                     raw(T.PS_RESULT, 3, 3, 2, Flag.OVERFLOW | Flag.FLOAT),
+                     raw(T.PULL, 3, 1, 1, Flag.RETX), raw(T.RESULT, 3, 3, 2, 0x40)],
+    }  # fmt: skip
+    for datagrams in cases.values():
+        rec.inbox.extend(datagrams)
+    rec.sent.clear()
     w.poll(0.1)
-    assert (w.counters.malformed, w.counters.foreign, w.counters.delivered) == (7, 1, 0)
+    assert {r: n for r, n in w.counters.dropped.items() if n} == {
+        r: len(d) for r, d in cases.items()
+    }
+    assert w.counters.delivered == 0 and rec.sent == []
 
 
 class Reflector:
@@ -224,3 +269,118 @@ def test_bad_arguments() -> None:
     w.begin(tensor(1))
     with pytest.raises(RuntimeError):
         w.begin(tensor(1))
+
+
+def agreed_worker(window: int = 4) -> tuple[Worker, Recorder, Mailbox]:
+    rec, ctl = Recorder(), Mailbox()
+    w = Worker(3, 1, 2, PS, rec, window=window, rto=0.25, control=ctl)
+    return w, rec, ctl
+
+
+def answer(w: Worker, ctype: int = C.GO, **change: int) -> bytes:
+    """The PS's answer to ``w``'s current call, with fields changed."""
+    c = w.cur
+    assert c is not None
+    msg = codec.Control(
+        ctype, 0, 3, w.index, 0, w.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest
+    )
+    return codec.encode_control(dataclasses.replace(msg, **change))
+
+
+def test_a_call_is_announced_until_the_ps_says_go() -> None:
+    w, rec, ctl = agreed_worker()
+    x = tensor(3)
+    w.begin(x)
+    assert w.poll(0.0) == 0.25
+    [(m, to)] = ctl.sent
+    digest = wire.config_digest(2, 0b11, 1.0, x.size, "float32")
+    assert m == codec.Control(C.CALL, 0, 3, 1, 0, w.nonce, 0, 0, 3, x.size, 2, 3, 0, 0, digest)
+    assert to == ("10.0.0.9", wire.CONTROL_PORT) and rec.sent == []
+    assert w.poll(0.25) == 0.75 and w.poll(0.75) == 1.75 and w.poll(1.75) == 2.75
+    assert len(ctl.sent) == 4 and w.counters.calls_sent == 4
+    ctl.inbox.append((answer(w), PS))
+    assert w.poll(2.0) == 2.25
+    assert sent(rec) == [(T.CONTRIB, 0, 0), (T.CONTRIB, 1, 0), (T.CONTRIB, 2, 0)]
+
+
+def test_answers_for_another_process_or_shape_are_ignored() -> None:
+    w, rec, ctl = agreed_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    for change in ({"nonce": w.nonce ^ 1}, {"worker": 0}, {"job": 4}, {"digest": 1},
+                   {"length": 1}, {"call": 1}, {"ctype": C.CALL}):  # fmt: skip
+        ctl.inbox.append((answer(w, **change), PS))
+    ctl.inbox.append((b"junk", PS))
+    rec.inbox.append(result(0, [0] * K))
+    w.poll(0.1)
+    assert rec.sent == [] and w.cur is not None and w.cur.phase == ANNOUNCING
+    d = w.counters.dropped
+    assert (d[Drop.STRANGER], d[Drop.STALE], d[Drop.CONTROL], d[Drop.EARLY]) == (6, 1, 1, 1)
+
+
+def test_a_rejected_call_raises_once_and_sends_nothing() -> None:
+    w, rec, ctl = agreed_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    ctl.inbox.append((answer(w, C.REJECT, code=RejectReason.LENGTH, peer=0, length=99), PS))
+    with pytest.raises(CallRejected) as e:
+        w.poll(0.1)
+    assert str(e.value) == (
+        "job 3 call 0 rejected by the PS: this worker has 59 values, worker 0 has 99"
+    )
+    assert (e.value.job, e.value.call, e.value.reason, e.value.peer) == (3, 0, "length", 0)
+    assert w.poll(0.2) is None and rec.sent == [] and not w.done
+    w.begin(tensor(1))
+    w.poll(0.3)
+    assert ctl.sent[-1][0].call == 1
+
+
+def test_a_forged_overflow_does_not_wedge_a_chunk() -> None:
+    """The worker asks for float recovery, but still takes the exact sum."""
+    w, rec = make(window=2)
+    x = tensor(2)
+    w.begin(x)
+    w.poll(0.0)
+    q = quant.quantise(x, 1.0, w.scale).values.astype(np.int64)
+    rec.inbox.append(result(0, [0] * K, T.PS_RESULT, Flag.OVERFLOW))
+    w.poll(0.1)
+    assert sent(rec) == [(T.CONTRIB, 0, 0), (T.CONTRIB, 1, 0), (T.FLOAT, 0, 0)]
+    rec.inbox.extend([result(0, q[0] * 2), result(1, q[1] * 2)])
+    w.poll(0.2)
+    assert w.done
+    assert np.array_equal(w.result(), quant.dequantise(q * 2, w.scale).ravel()[: x.size])
+
+
+class Ticking(Recorder):
+    """A transport on a virtual clock: waiting advances it, and datagrams
+    scheduled for a time arrive once it has passed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.due: list[tuple[float, bytes]] = []
+
+    def wait(self, timeout: float) -> None:
+        self.now += max(timeout, 0.0)
+        if self.due and self.due[0][0] < self.now:
+            self.now = self.due[0][0]
+        while self.due and self.due[0][0] <= self.now:
+            self.inbox.append(self.due.pop(0)[1])
+
+
+def test_linger_lasts_while_peers_pull() -> None:
+    t = Ticking()
+    w = Worker(3, 1, 2, PS, t, window=4, rto=1.0, clock=lambda: t.now)
+    x = tensor(2)
+    w.begin(x)
+    w.poll(0.0)
+    t.inbox.extend(result(s, [0] * K) for s in range(2))
+    w.poll(0.0)
+    assert w.done
+    t.due = [(0.75, pkt(T.PULL, 3, 0, 0b01, [0] * K)), (1.5, pkt(T.PULL, 3, 1, 0b01, [0] * K))]
+    w.linger(1.0)
+    assert t.now == 2.5 and w.counters.pulls_answered == 2
+    t.due = [(t.now + 0.5 * k, pkt(T.PULL, 3, 1, 0b01, [0] * K)) for k in range(1, 100)]
+    start = t.now
+    w.linger(1.0, limit=5.0)
+    assert t.now == start + 5.0

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from esa import model, wire
+from esa.job import Workers
 from esa.spec import Policy
 from hosts import simnet, training
-from hosts.ps import JobSpec, ParameterServer
+from hosts.ps import ParameterServer
 from hosts.worker import Worker
 
 WORKERS = 3
@@ -21,7 +22,7 @@ def train_through_switch(policy: Policy, loss: float) -> float:
     sw = model.SwitchModel(pool_size=8, policy=policy, stale_us=2000)
     net = simnet.SimNet(sw, loss=loss, seed=3)
     ps = ParameterServer(
-        net.transport("ps"), ("10.0.0.254", wire.UDP_PORT), {1: JobSpec.of(WORKERS)}, stall=0.004
+        net.transport("ps"), ("10.0.0.254", wire.UDP_PORT), {1: Workers.of(WORKERS)}, stall=0.004
     )
     net.add_agent(ps)
     names = [f"w{i}" for i in range(WORKERS)]

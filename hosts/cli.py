@@ -1,0 +1,139 @@
+"""What the host CLIs (``esa-ps``, ``esa-worker``, ``esa-train``) share.
+
+Every argument is checked while parsing, before anything is created; a bad
+one ends the program with one line and exit status 2.  A failure at run
+time (a port in use, a rejected or timed-out call) ends it with one line
+and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import socket
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from esa import wire
+from hosts.errors import AllreduceError
+from hosts.transport import Addr, UdpTransport, parse_addr
+from hosts.worker import FLOAT32_MAX
+
+
+class Failure(Exception):
+    """A runtime failure the CLI reports in one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def int_in(lo: int, hi: int, name: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} is not an integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{name} {value} is not in {lo}..{hi}")
+        return value
+
+    return parse
+
+
+JOB_ID = int_in(1, wire.MAX_JOB_ID, "job")
+FAN_IN = int_in(1, wire.MAX_WORKERS, "fan-in")
+WORKER_INDEX = int_in(0, wire.MAX_WORKERS - 1, "index")
+MASK = int_in(1, (1 << wire.MAX_WORKERS) - 1, "mask")
+COUNT = int_in(1, 1 << 31, "count")
+SEED = int_in(0, (1 << 63) - 1, "seed")
+
+
+def number(allow_zero: bool = False) -> Callable[[str], float]:
+    """A finite number, positive (or zero if ``allow_zero``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+        if value < 0 or (value == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"must be {'>= 0' if allow_zero else '> 0'}: {text}")
+        return value
+
+    return parse
+
+
+POSITIVE = number()
+NON_NEGATIVE = number(allow_zero=True)
+
+
+def fraction(text: str) -> float:
+    """A number in [0, 1)."""
+    value = NON_NEGATIVE(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be below 1: {text}")
+    return value
+
+
+def bound(text: str) -> float:
+    """A gradient bound: positive and a finite float32."""
+    value = POSITIVE(text)
+    if value > FLOAT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is beyond float32")
+    return value
+
+
+def address(default_port: int) -> Callable[[str], Addr]:
+    """``HOST[:PORT]``, the host resolved to an IPv4 address now."""
+
+    def parse(text: str) -> Addr:
+        try:
+            host, port = parse_addr(text, default_port)
+            infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        except OSError as e:
+            raise argparse.ArgumentTypeError(f"can not resolve {text!r}: {e}") from None
+        return str(infos[0][4][0]), port
+
+    return parse
+
+
+def bind(addr: Addr, what: str) -> UdpTransport:
+    try:
+        return UdpTransport(addr)
+    except OSError as e:
+        raise Failure(f"can not listen on {addr[0]}:{addr[1]} ({what}): {e.strerror}") from None
+
+
+def bind_pair(data: Addr, control: Addr | None = None) -> tuple[UdpTransport, UdpTransport]:
+    """A host's ESA socket on ``data`` and its control socket on ``control``
+    (default: the same host, any port), or neither."""
+    transport = bind(data, "ESA")
+    try:
+        return transport, bind(control or (data[0], 0), "control")
+    except Failure:
+        transport.close()
+        raise
+
+
+def run(prog: str, body: Callable[[], int]) -> int:
+    """``body()``, with runtime failures reported in one line (exit status 1)."""
+    try:
+        return body()
+    except (Failure, AllreduceError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{prog}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,110 @@
+"""What one DDP worker needs to know about its ESA job, from arguments or
+from the environment ``torchrun`` sets (``RANK``, ``WORLD_SIZE``) plus
+``ESA_*`` variables.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from esa import wire
+from hosts.transport import Addr, parse_addr
+
+T = TypeVar("T")
+
+ENV_HELP = {
+    "RANK": "this worker's index in the job (its bit), set by torchrun",
+    "WORLD_SIZE": "the job's number of workers (fan-in), set by torchrun",
+    "ESA_JOB": f"the job id the controller admitted, 1..{wire.MAX_JOB_ID}",
+    "ESA_PS": "the job's PS address HOST[:PORT] (the switch intercepts it)",
+    "ESA_CONTROL": f"the PS's control address HOST[:PORT] (ESA_PS's host:{wire.CONTROL_PORT})",
+    "ESA_BOUND": "largest |gradient value| summed in the switch; beyond it, in float (1.0)",
+    "ESA_WINDOW": "chunks in flight per worker (64)",
+    "ESA_RTO": "initial retransmission timeout in seconds (0.05)",
+    "ESA_TIMEOUT": "seconds an all-reduce may take before it fails (30)",
+    "ESA_BIND": f"HOST[:PORT] this worker listens on (0.0.0.0:{wire.UDP_PORT})",
+    "ESA_LINGER": "seconds a worker keeps answering its peers at exit (1.0)",
+}
+
+
+class EsaConfigError(ValueError):
+    """A missing or bad setting, named in the message."""
+
+
+@dataclass(frozen=True)
+class EsaConfig:
+    job: int
+    index: int
+    fan_in: int
+    ps: Addr
+    bound: float = 1.0
+    window: int = 64
+    rto: float = 0.05
+    timeout: float = 30.0
+    bind: Addr = ("0.0.0.0", wire.UDP_PORT)
+    linger: float = 1.0
+    control: Addr | None = None
+    """where calls are agreed with the PS; None: the PS's host, ``CONTROL_PORT``."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (1 <= self.job <= wire.MAX_JOB_ID, f"job must be 1..{wire.MAX_JOB_ID}"),
+            (1 <= self.fan_in <= wire.MAX_WORKERS, f"fan-in must be 1..{wire.MAX_WORKERS}"),
+            (0 <= self.index < self.fan_in, "worker index must be 0..fan-in - 1"),
+            (self.bound > 0 and math.isfinite(self.bound), "bound must be positive and finite"),
+            (self.window >= 1, "window must be at least 1"),
+            (self.rto > 0, "rto must be positive"),
+            (self.timeout > 0, "timeout must be positive"),
+            (self.linger >= 0, "linger must not be negative"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise EsaConfigError(f"{message}: {self}")
+
+    @property
+    def control_addr(self) -> Addr:
+        return self.control or (self.ps[0], wire.CONTROL_PORT)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> EsaConfig:
+        """From ``RANK``, ``WORLD_SIZE`` and the ``ESA_*`` variables of ``ENV_HELP``."""
+        e = os.environ if env is None else env
+
+        def get(name: str, parse: Callable[[str], T], default: T | None = None) -> T:
+            text = e.get(name)
+            if text is None or not text.strip():
+                if default is None:
+                    raise EsaConfigError(f"{name} is not set: {ENV_HELP[name]}")
+                return default
+            try:
+                return parse(text.strip())
+            except ValueError:
+                raise EsaConfigError(f"{name}={text!r} is not valid: {ENV_HELP[name]}") from None
+
+        def addr(text: str, default_port: int = wire.UDP_PORT) -> Addr:
+            host, port = parse_addr(text, default_port)
+            if not host or not 0 < port < 1 << 16:
+                raise ValueError(text)
+            return host, port
+
+        def control(text: str) -> Addr:
+            return addr(text, wire.CONTROL_PORT)
+
+        ps = get("ESA_PS", addr)
+        return cls(
+            job=get("ESA_JOB", int),
+            index=get("RANK", int),
+            fan_in=get("WORLD_SIZE", int),
+            ps=ps,
+            bound=get("ESA_BOUND", float, cls.bound),
+            window=get("ESA_WINDOW", int, cls.window),
+            rto=get("ESA_RTO", float, cls.rto),
+            timeout=get("ESA_TIMEOUT", float, cls.timeout),
+            bind=get("ESA_BIND", addr, cls.bind),
+            linger=get("ESA_LINGER", float, cls.linger),
+            control=get("ESA_CONTROL", control, (ps[0], wire.CONTROL_PORT)),
+        )

@@ -1,0 +1,215 @@
+"""A PyTorch DistributedDataParallel communication hook that sums gradients
+through the switch::
+
+    model.register_comm_hook(EsaHookState.from_env(), esa_hook)
+
+Each gradient bucket DDP hands to the hook is all-reduced by this process's
+``hosts.worker.Worker`` on a background thread, so the sum of one bucket
+overlaps the backward computation of the next; the hook returns a future
+that the thread completes with the bucket's average (DDP does not
+pre-divide).
+
+Agreement.  The worker's sequence numbers are a per-job counter over calls,
+so every worker must all-reduce the same buckets, in the same order, with
+the same sizes.  DDP guarantees that for the same model and settings: it
+launches a backward pass's buckets in index order and, when it rebuilds
+them after the first iteration, every rank takes rank 0's layout.  Both
+are checked: the hook refuses a bucket out of index order
+(``BucketMismatch``), and the worker agrees each call with the job's PS
+before it sends a value (``hosts.agreement``), so workers whose buckets
+differ in length, or that run with another bound or fan-in, all fail with
+``CallRejected`` naming the difference.  A call with no sum within
+``config.timeout`` fails with ``AllreduceTimeout`` naming the workers the
+PS misses.  Either reaches ``backward()`` through the bucket's future, and
+every later bucket fails too: the worker is out of step with its job.
+
+DDP compares the hook's annotations with ``dist.GradBucket`` and
+``Future[Tensor]`` when it is registered, so this module keeps them
+evaluated (no postponed annotations); ``GradBucket`` is imported from where
+``torch.distributed`` takes it, which re-exports it untyped.
+"""
+
+import atexit
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch._C._distributed_c10d import GradBucket
+
+from hosts.torch_config import EsaConfig
+from hosts.transport import UdpTransport
+from hosts.worker import Worker
+
+SUMMED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+"""Bucket dtypes the hook accepts; the switch sums float32 (others are converted)."""
+IDLE_POLL = 0.005
+"""Seconds between polls of the worker while no bucket waits (answers PULLs)."""
+
+
+class Bucket(Protocol):
+    """What the hook uses of ``torch.distributed.GradBucket``."""
+
+    def index(self) -> int: ...
+
+    def buffer(self) -> torch.Tensor: ...
+
+    def is_last(self) -> bool: ...
+
+
+@dataclass
+class TensorBucket:
+    """A bucket made by hand, for all-reduces outside DDP (benchmarks, tests)."""
+
+    idx: int
+    grad: torch.Tensor
+    last: bool
+
+    def index(self) -> int:
+        return self.idx
+
+    def buffer(self) -> torch.Tensor:
+        return self.grad
+
+    def is_last(self) -> bool:
+        return self.last
+
+
+class BucketMismatch(RuntimeError):
+    """A bucket arrived out of DDP's index order."""
+
+
+@dataclass
+class _Call:
+    grad: torch.Tensor
+    future: torch.futures.Future[torch.Tensor]
+
+
+class EsaHookState:
+    """One worker of an ESA job for DDP: the worker agent, its data and control
+    sockets and the thread that runs the all-reduces.  Register it with one
+    DDP model, before the first backward pass.
+
+    At interpreter exit (or ``close()``) it keeps answering its peers for
+    ``config.linger`` seconds, then closes its sockets.
+    """
+
+    def __init__(self, config: EsaConfig) -> None:
+        self.config = config
+        self.transport = UdpTransport(config.bind)
+        try:
+            self.control = UdpTransport((config.bind[0], 0))
+        except OSError:
+            self.transport.close()
+            raise
+        self.worker = Worker(
+            config.job,
+            config.index,
+            config.fan_in,
+            config.ps,
+            self.transport,
+            bound=config.bound,
+            window=config.window,
+            rto=config.rto,
+            control=self.control,
+            control_addr=config.control_addr,
+        )
+        self.iteration = 0
+        self.next_index = 0
+        self._calls: queue.Queue[_Call | None] = queue.Queue()
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="esa-hook", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    @classmethod
+    def from_env(cls) -> "EsaHookState":
+        """Configured from ``RANK``, ``WORLD_SIZE`` and ``ESA_*`` (see ``EsaConfig.from_env``)."""
+        return cls(EsaConfig.from_env())
+
+    def submit(self, bucket: Bucket) -> torch.futures.Future[torch.Tensor]:
+        """Queue ``bucket`` for the all-reduce thread (called on the backward thread)."""
+        if self._closed:
+            raise RuntimeError("the ESA hook state is closed")
+        grad = bucket.buffer()
+        if grad.dtype not in SUMMED_DTYPES:
+            raise TypeError(
+                f"ESA sums float32, float16 and bfloat16 gradients; bucket {bucket.index()} "
+                f"holds {grad.dtype} (train in one of those dtypes)"
+            )
+        if bucket.index() != self.next_index:
+            raise BucketMismatch(
+                f"bucket {bucket.index()} arrived when bucket {self.next_index} of iteration "
+                f"{self.iteration} was due: register the state with one DDP model only"
+            )
+        call = _Call(grad, torch.futures.Future())
+        if bucket.is_last():
+            self.iteration, self.next_index = self.iteration + 1, 0
+        else:
+            self.next_index += 1
+        self._calls.put(call)
+        return call.future
+
+    def close(self) -> None:
+        """Finish queued buckets, answer peers for ``config.linger`` s, close the sockets."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._calls.put(None)
+        self._thread.join()
+        if self._failure is None:
+            self.worker.linger(self.config.linger)
+        self.transport.close()
+        self.control.close()
+
+    # -- the all-reduce thread --------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                call = self._calls.get(timeout=IDLE_POLL)
+            except queue.Empty:
+                if self._failure is None:
+                    self.worker.poll(self.worker.clock())
+                continue
+            if call is None:
+                return
+            if self._failure is not None:
+                _fail(
+                    call.future, RuntimeError(f"an earlier ESA all-reduce failed: {self._failure}")
+                )
+                continue
+            try:
+                call.future.set_result(self._average(call))
+            except Exception as e:
+                self._failure = e
+                _fail(call.future, e)
+
+    def _average(self, call: _Call) -> torch.Tensor:
+        flat = call.grad.detach().reshape(-1).to("cpu", torch.float32)
+        total = self.worker.allreduce(flat.numpy(), timeout=self.config.timeout)
+        avg = torch.from_numpy(total / np.float32(self.config.fan_in))
+        return avg.to(call.grad.device, call.grad.dtype).reshape(call.grad.shape)
+
+
+def _fail(future: torch.futures.Future[torch.Tensor], error: Exception) -> None:
+    # torch annotates set_exception's argument with the future's result type.
+    future.set_exception(error)  # type: ignore[arg-type]
+
+
+def _value(future: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+    return future.wait()
+
+
+def esa_hook(state: EsaHookState, bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """The DDP communication hook: the average of ``bucket`` over the job's workers.
+
+    DDP reads a future's value in C++, where an exception stored by
+    ``set_exception`` is only a value; chained through ``then`` it is an
+    error, which DDP raises from ``backward`` with the original message.
+    """
+    return state.submit(bucket).then(_value)
