@@ -28,7 +28,9 @@ from scapy.layers.l2 import Ether
 from esa import wire
 from esa.spec import Policy
 from esa.toolchain import compile_p4
-from tests.bmv2 import ROOT, Bmv2Switch, missing_bmv2
+from testbed.bmv2 import missing_bmv2
+from testbed.bmv2_veth import Bmv2Switch
+from testbed.paths import ROOT
 
 HEADER = struct.Struct(wire.struct_format())
 SENT_FRACTION = 0.995
@@ -47,7 +49,7 @@ def esa_setup(sw: Bmv2Switch) -> None:
         "\n".join(
             [
                 "table_set_default EsaIngress.admission.policy "
-                f"EsaIngress.admission.set_policy {int(Policy.ESA)} 1000000",
+                f"EsaIngress.admission.set_policy {int(Policy.ESA)} 1000000 1000000",
                 "table_add EsaIngress.admission.jobs EsaIngress.admission.set_job 1 => "
                 "2 3 1 2 1 2 0 0",
                 "table_add EsaIngress.forwarding.ps_route EsaIngress.forwarding.set_ps 1 => "

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-APT_PKGS=(mininet iproute2 ethtool tcpdump iputils-ping)
+APT_PKGS=(mininet iproute2 ethtool tcpdump iputils-ping nftables)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -24,7 +24,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[dev]'
+# .[torch] pins torch==2.13.0 for the DDP hook (README: getting its CPU-only build).
+.venv/bin/python -m pip install -q -e '.[dev,torch]'
 
 # Mininet's Python module comes from Debian's python3-mininet; expose it to the venv.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

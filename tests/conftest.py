@@ -7,9 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from esa.toolchain import missing_binaries
-from tests.bmv2 import missing_bmv2
+from testbed.bmv2 import missing_bmv2
+from testbed.netns import missing_root
 from tests.dataplane import Rig, build_program
-from tests.netns import missing_root
+
+
+def missing_mininet() -> str | None:
+    """Why a Mininet run on the reference switch can't happen here, or None."""
+    return missing_root() or missing_binaries("mnexec", "unshare")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -17,6 +22,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "bmv2": missing_bmv2,
         "p4c": lambda: missing_binaries("p4c-bm2-ss"),
         "netns": missing_root,
+        "model": missing_mininet,
     }
     for item in items:
         for marker, check in checks.items():

@@ -4,36 +4,67 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mininet"))
+from testbed.run import report
+from testbed.run import scenario as scn
+from testbed.run.faults import Fault, FaultKind
+from testbed.run.switches import BMV2, MODEL
 
-import report
-import scenario as scn
-
-DEFAULT = Path(__file__).resolve().parent.parent / "mininet" / "scenarios" / "default.json"
+DEFAULT = scn.DEFAULT
+PRIORITY = scn.SCENARIOS / "priority.json"
 
 
-def test_default_scenario_loads() -> None:
+def test_default_scenario_is_the_contest() -> None:
+    """Jobs arriving over time, computing between iterations, more windows
+    than the pool holds, static partitions of one window each."""
     s = scn.load(DEFAULT)
     assert s.policies == ("esa", "atp", "static")
-    assert len(s.jobs) >= 2
+    assert len(s.jobs) >= 4
     assert len({j.values for j in s.jobs}) > 1, "the default run mixes job sizes"
     assert all(j.priority is None for j in s.jobs)
+    assert len({j.arrival_s for j in s.jobs}) == len(s.jobs), "jobs arrive one by one"
+    assert all(j.compute_s > 0 and 0 < j.jitter < 1 for j in s.jobs)
+    assert s.part_size == s.window
+    assert s.pool_size // s.part_size < len(s.jobs), "fewer partitions than jobs"
+    assert s.window * len(s.jobs) > s.pool_size
+
+
+def test_priority_scenario_is_fixed_priority_contention() -> None:
+    s = scn.load(PRIORITY)
+    assert [j.workers for j in s.jobs] == [2, 3, 4]
+    assert [j.priority for j in s.jobs] == [20, 100, 200]
+    assert {j.values for j in s.jobs} == {8192}
+    assert s.pool_size == 16 and s.part_size == 8
+
+
+def _job(**extra: Any) -> dict[str, Any]:
+    return {"job": 1, "workers": 2, "values": 1, "iterations": 1, **extra}
+
+
+def test_job_timing_fields() -> None:
+    j = scn.parse_job(_job(arrival_s=2.5, compute_s=0.1, jitter=0.25, priority=7))
+    assert (j.arrival_s, j.compute_s, j.jitter, j.priority) == (2.5, 0.1, 0.25, 7)
+    j = scn.parse_job(_job(size_hint=True))
+    assert (j.arrival_s, j.compute_s, j.jitter, j.priority) == (0.0, 0.0, 0.0, None)
 
 
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        ({"job": 0, "workers": 2, "values": 1, "iterations": 1}, "job id 0 is outside"),
-        ({"job": 1, "workers": 1, "values": 1, "iterations": 1}, "workers must be 2..32"),
-        ({"job": 1, "workers": 33, "values": 1, "iterations": 1}, "workers must be 2..32"),
-        ({"job": 1, "workers": 2, "values": 0, "iterations": 1}, "must be positive"),
-        ({"job": 1, "workers": 2, "values": 1, "iterations": 1, "priority": 256}, "priority"),
-        ({"job": 1, "workers": 2, "values": 1, "iterations": 1, "colour": 1}, "unknown field"),
+        (_job(job=0), "job id 0 is outside"),
+        (_job(workers=1), "workers must be 2..32"),
+        (_job(workers=33), "workers must be 2..32"),
+        (_job(values=0), "must be positive"),
+        (_job(priority=256), "priority"),
+        (_job(colour=1), "unknown field"),
+        (_job(arrival_s=-1), "arrival_s and compute_s must be >= 0"),
+        (_job(compute_s=-0.1), "arrival_s and compute_s must be >= 0"),
+        (_job(jitter=1.0), "jitter must be a fraction"),
+        (_job(jitter=-0.1), "jitter must be a fraction"),
     ],
 )
 def test_bad_job_entries_are_rejected(job: dict[str, int], message: str) -> None:
@@ -41,58 +72,159 @@ def test_bad_job_entries_are_rejected(job: dict[str, int], message: str) -> None
         scn.parse_job(job)
 
 
-def test_overrides(tmp_path: Path) -> None:
-    ap = argparse.ArgumentParser()
-    scn.add_overrides(ap)
-    args = ap.parse_args(["--pool", "16", "--policies", "esa,atp", "--scale", "0.5", "--loss", "5"])
-    s = scn.apply_overrides(scn.load(DEFAULT), args)
-    base = scn.load(DEFAULT)
-    assert (s.pool_size, s.policies, s.link.loss_pct) == (16, ("esa", "atp"), 5.0)
-    assert [j.values for j in s.jobs] == [j.values // 2 for j in base.jobs]
-
-
-def test_unknown_policy_is_rejected(tmp_path: Path) -> None:
+def _write(tmp_path: Path, **changes: Any) -> Path:
     raw = json.loads(DEFAULT.read_text())
-    raw["policies"] = ["esa", "fifo"]
+    raw.update(changes)
     path = tmp_path / "s.json"
     path.write_text(json.dumps(raw))
-    with pytest.raises(ValueError, match="unknown policy 'fifo'"):
-        scn.load(path)
+    return path
 
 
-def test_tables_and_files(tmp_path: Path) -> None:
-    s = scn.load(DEFAULT)
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"policies": ["esa", "fifo"]}, "unknown policy 'fifo'"),
+        ({"part_size": 65}, r"part_size must be 0..pool_size \(64\)"),
+        ({"part_size": -1}, "part_size must be"),
+        ({"timeout_s": 0}, "timeout_s, sample_s and rto_s must be positive"),
+        ({"link": {"loss_pct": 100}}, r"loss must be a percentage in \[0, 100\)"),
+        ({"link": {"delay": 1}}, "link has unknown field"),
+        ({"colour": 1}, "unknown field"),
+        ({"faults": ["kill-worker=9:0@1"]}, "no job 9"),
+        ({"faults": ["kill-worker=1:2@1"]}, "job 1 has workers 0..1"),
+        ({"faults": ["explode@1"]}, "unknown kind 'explode'"),
+    ],
+)
+def test_bad_scenarios_are_rejected(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        scn.load(_write(tmp_path, **changes))
+
+
+def test_part_size_and_faults_load(tmp_path: Path) -> None:
+    s = scn.load(_write(tmp_path, part_size=0, faults=["bmv2-restart@3"]))
+    assert s.part_size == 0
+    assert s.faults == (Fault(FaultKind.BMV2_RESTART, 3.0),)
+    assert scn.as_json(s)["faults"] == ["bmv2-restart@3"]
+
+
+def test_topology_and_link_fields(tmp_path: Path) -> None:
+    """No topology means the single switch; ``link`` keeps only what it sets,
+    null bandwidth (unlimited) included, and the flags add to it."""
+    raw = json.loads(DEFAULT.read_text())
+    del raw["topology"]
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(raw))
+    assert (scn.load(path).topology, scn.load(path).link) == ("single", {})
+    s = scn.load(_write(tmp_path, topology="mine", link={"bw_mbps": None, "loss_pct": 2}))
+    assert (s.topology, s.link) == ("mine", {"bw_mbps": None, "loss_pct": 2.0})
+    s = scn.apply_overrides(s, _overrides("--topology", "other", "--delay", "1.5"))
+    assert (s.topology, s.link) == ("other", {"bw_mbps": None, "loss_pct": 2.0, "delay_ms": 1.5})
+    assert scn.as_json(s)["link"] == {"bw_mbps": None, "loss_pct": 2.0, "delay_ms": 1.5}
+    with pytest.raises(ValueError, match="link delay_ms must be a number"):
+        scn.load(_write(tmp_path, link={"delay_ms": None}))
+
+
+def _overrides(*argv: str) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    scn.add_overrides(ap)
+    return ap.parse_args(list(argv))
+
+
+def test_overrides() -> None:
+    args = _overrides(
+        "--pool", "16", "--policies", "esa,atp", "--scale", "0.5", "--loss", "5",
+        "--part-size", "4", "--fault", "controller-restart@2", "--fault", "kill-worker=2:1@4",
+        "--timeout", "5",
+    )  # fmt: skip
+    s = scn.apply_overrides(scn.load(DEFAULT), args)
+    base = scn.load(DEFAULT)
+    assert (s.pool_size, s.policies, s.link, s.part_size) == (
+        16,
+        ("esa", "atp"),
+        {"loss_pct": 5.0},
+        4,
+    )
+    assert s.timeout_s == 5.0
+    assert [j.values for j in s.jobs] == [j.values // 2 for j in base.jobs]
+    assert s.faults == (
+        Fault(FaultKind.CONTROLLER_RESTART, 2.0),
+        Fault(FaultKind.KILL_WORKER, 4.0, job=2, index=1),
+    )
+
+
+def test_overrides_are_checked() -> None:
+    with pytest.raises(ValueError, match="part_size must be"):
+        scn.apply_overrides(scn.load(DEFAULT), _overrides("--pool", "8"))
+    with pytest.raises(ValueError, match="no job 9"):
+        scn.apply_overrides(scn.load(DEFAULT), _overrides("--fault", "kill-worker=9:0@1"))
+
+
+def test_bad_fault_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _overrides("--fault", "bmv2-restart")
+    assert exit_.value.code == 2
+    assert (
+        "bmv2-restart@T, controller-restart@T or kill-worker=JOB:IDX@T" in capsys.readouterr().err
+    )
+
+
+def _results(s: scn.Scenario) -> dict[str, dict[int, report.JobResult]]:
     workers = {
         (j.job, w): {"jct_s": 2.0 * j.job + w, "counters": {"retransmitted": 1}}
         for j in s.jobs
         for w in range(j.workers)
     }
-    stats = {"jobs": {str(j.job): {"completed": 10, "fallback": 3} for j in s.jobs}}
-    results = {
-        p: {j.job: report.JobResult.build(j, workers, stats, exact=True) for j in s.jobs}
+    events = {"completed": 10, "fallback": 3}
+    return {
+        p: {j.job: report.JobResult.build(j, workers, events, exact=True, lost=5) for j in s.jobs}
         for p in ("esa", "atp")
     }
+
+
+def test_tables_and_files(tmp_path: Path) -> None:
+    s = scn.load(DEFAULT)
+    results = _results(s)
     r1 = results["esa"][1]
-    assert (r1.jct_s, r1.fallbacks, r1.retransmits) == (3.0, 3, 2)
-    table = report.comparison_table(s, results)
+    assert (r1.jct_s, r1.fallbacks, r1.retransmits, r1.lost, r1.failed) == (3.0, 3, 2, 5, "")
+    table = report.comparison_table(s, results, MODEL.label)
+    assert "JCT per job (s); switch: reference switch (esa.model)\n" in table
     assert "average JCT atp / esa: 1.00" in table
+    job_table = report.job_table("esa", s, results["esa"], BMV2.label)
+    assert job_table.startswith("policy esa; switch: BMv2 (simple_switch_grpc)\n")
+    assert "dropped" in job_table
     runs = {p: [r, r] for p, r in results.items()}
-    written = report.write(tmp_path, s, results, runs)
+    written = report.write(tmp_path, s, results, runs, MODEL)
     assert [p.name for p in written] == ["jobs.csv", "jobs.json", "rounds.json", "jct.png"]
-    assert len(json.loads((tmp_path / "jobs.json").read_text())) == 2 * len(s.jobs)
+    rows = json.loads((tmp_path / "jobs.json").read_text())
+    assert len(rows) == 2 * len(s.jobs)
+    assert {r["lost"] for r in rows} == {5}
+    assert {r["switch"] for r in rows} == {"model"}
     assert len(json.loads((tmp_path / "rounds.json").read_text())) == 4 * len(s.jobs)
 
 
-def test_mean_over_rounds() -> None:
+def test_failed_job_is_reported_and_left_out_of_the_average() -> None:
+    s = scn.load(DEFAULT)
+    results = _results(s)
+    job = s.jobs[0]
+    why = "worker 0 killed by fault kill-worker=1:0@2"
+    results["esa"][job.job] = report.JobResult.failure(job, 4.0, why, {"completed": 1})
+    table = report.job_table("esa", s, results["esa"], BMV2.label)
+    assert f"job {job.job} FAILED: {why}" in table
+    others = [r.jct_s for j, r in results["esa"].items() if j != job.job]
+    assert report.average_jct(results["esa"]) == sum(others) / len(others)
+    assert "  failed" in report.comparison_table(s, results, BMV2.label)
+
+
+def test_mean_over_rounds_and_spread() -> None:
     s = scn.load(DEFAULT)
     job = s.jobs[0]
-    stats = {"jobs": {str(job.job): {"completed": 10, "fallback": 4}}}
+    events = {"completed": 10, "fallback": 4}
 
     def one(jct: float, exact: bool) -> report.JobResult:
         workers = {(job.job, 0): {"jct_s": jct, "counters": {"retransmitted": 2}}}
-        return report.JobResult.build(job, workers, stats, exact=exact)
+        return report.JobResult.build(job, workers, events, exact=exact)
 
     mean = report.mean_of([{job.job: one(2.0, True)}, {job.job: one(4.0, False)}])[job.job]
     assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.0, 4, 2, False)
     table = report.rounds_table({"esa": [{job.job: one(2.0, True)}, {job.job: one(4.0, True)}]})
-    assert "esa:   2.00   4.00   mean 3.00" in table
+    assert "esa:   2.00   4.00   mean 3.00  spread 2.00  sd 1.41" in table

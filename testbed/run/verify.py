@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scenario import JobSpec
 
 from hosts import quant
-from hosts.worker_cli import digest, synthetic_gradient
+from hosts.gradients import digest, synthetic_gradient
+from testbed.run.scenario import JobSpec
 
 SEED = 1
 """Seed of the synthetic gradients the run's workers stream."""

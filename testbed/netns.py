@@ -1,4 +1,4 @@
-"""Private network namespaces and veth links for tests.
+"""Private network namespaces and veth links for tests and benchmarks.
 
 Everything a test creates is named after its process id and removed by name
 on exit; nothing outside the namespace is touched.  Sockets are opened inside
@@ -95,6 +95,11 @@ class Namespace:
             # checksum offload would leave UDP checksums unfilled on the wire
             with contextlib.suppress(RuntimeError):
                 self.exec("ethtool", "-K", dev, "tx", "off", "rx", "off")
+
+    def add_uplink(self, outside: str, inside: str) -> None:
+        """A veth pair from the caller's namespace (``outside``) into this one
+        (``inside``); deleting the namespace deletes both ends."""
+        run("ip", "link", "add", outside, "type", "veth", "peer", inside, "netns", self.name)
 
     def raw_socket(self, dev: str) -> socket.socket:
         with entered(self.name):

@@ -1,0 +1,1 @@
+"""Test beds: the switches and networks the tests, benchmarks and runs use."""

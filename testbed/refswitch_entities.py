@@ -1,0 +1,221 @@
+"""P4Runtime entities of the reference switch: one update written, one read
+answered, between protobuf (ids, bytestrings) and ``Tables``' terms (names,
+ints).
+
+Table entries, the ``policy`` default action, multicast groups and the
+counters ``job_events`` and ``drops`` are served; other entities are
+``UNIMPLEMENTED`` (BMv2 serves no register access over P4Runtime either).
+A read answers every counter cell, zeros included, as BMv2 does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from p4.v1 import p4runtime_pb2
+
+from controller.switch import Op
+from esa.p4names import JOB_EVENTS
+from testbed.refswitch_pipeline import Pipeline
+from testbed.refswitch_tables import Call, Counter, Key, Program, Refused, Table, Tables
+
+_OPS = {
+    p4runtime_pb2.Update.INSERT: Op.INSERT,
+    p4runtime_pb2.Update.MODIFY: Op.MODIFY,
+    p4runtime_pb2.Update.DELETE: Op.DELETE,
+}
+
+
+def _int(value: bytes, what: str) -> int:
+    if not value:
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{what}: empty bytestring")
+    return int.from_bytes(value, "big")
+
+
+def _bytes(value: int) -> bytes:
+    """P4Runtime's canonical bytestring: no leading zero bytes."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+class Entities:
+    """The entities of one pipeline: its tables and its model's counters."""
+
+    def __init__(self, tables: Tables, pipeline: Pipeline) -> None:
+        self.tables = tables
+        self.pipeline = pipeline
+        self.program: Program = tables.program
+
+    # -- write --
+
+    def write(self, update: Any) -> None:
+        """Apply one update (raises ``Refused``)."""
+        op = _OPS.get(update.type)
+        if op is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "Update type is not set")
+        entity = update.entity
+        kind = entity.WhichOneof("entity")
+        if kind == "table_entry":
+            self._write_table(op, entity.table_entry)
+        elif kind == "packet_replication_engine_entry":
+            group = self._group_entry(entity.packet_replication_engine_entry)
+            replicas = tuple((int(r.egress_port), int(r.instance)) for r in group.replicas)
+            self.tables.write_group(op, int(group.multicast_group_id), replicas)
+        elif kind == "counter_entry":
+            self._write_counter(op, entity.counter_entry)
+        else:
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"{kind} writes")
+
+    def _write_table(self, op: Op, te: Any) -> None:
+        table = self._table(te.table_id)
+        if te.priority:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "exact tables take no priority")
+        if te.is_default_action:
+            if len(te.match):
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "the default entry has no key")
+            self.tables.write_default(op, table, self._call(te.action))
+        elif not table.keys:
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{table.name} has no key: write its default action",
+            )
+        else:
+            call = None if op is Op.DELETE else self._call(te.action)
+            self.tables.write_entry(op, table, self._key(table, te.match), call)
+
+    def _write_counter(self, op: Op, entry: Any) -> None:
+        if op is not Op.MODIFY:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "counters take MODIFY only")
+        counter = self._counter(entry.counter_id)
+        indices = _indices(counter, entry)
+        cells = self._cells(counter)
+        with self.pipeline.lock:
+            for i in indices:
+                cells[i] = int(entry.data.packet_count)
+
+    # -- read --
+
+    def read(self, entity: Any, rep: Any) -> None:
+        """Add what ``entity`` asks for to ``rep`` (raises ``Refused``)."""
+        kind = entity.WhichOneof("entity")
+        if kind == "table_entry":
+            self._read_tables(entity.table_entry, rep)
+        elif kind == "packet_replication_engine_entry":
+            mgid = self._group_entry(entity.packet_replication_engine_entry).multicast_group_id
+            if mgid and mgid not in self.tables.groups:
+                raise Refused(grpc.StatusCode.NOT_FOUND, "Multicast group does not exist")
+            for gid in [mgid] if mgid else sorted(self.tables.groups):
+                g = rep.entities.add().packet_replication_engine_entry.multicast_group_entry
+                g.multicast_group_id = gid
+                for port, rid in self.tables.groups[gid]:
+                    g.replicas.add(egress_port=port, instance=rid)
+        elif kind == "counter_entry":
+            self._read_counters(entity.counter_entry, rep)
+        else:
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"{kind} reads")
+
+    def _read_tables(self, want: Any, rep: Any) -> None:
+        """One table (or all: id 0): its entries, one of them (by key), or its default."""
+        tables = [self._table(want.table_id)] if want.table_id else self.program.tables.values()
+        for table in tables:
+            if want.is_default_action:
+                entry = self._entry(table, (), self.tables.defaults[table.name], default=True)
+                rep.entities.add().table_entry.CopyFrom(entry)
+                continue
+            only = self._key(table, want.match) if len(want.match) else None
+            for key, call in self.tables.entries[table.name].items():
+                if only is None or key == only:
+                    rep.entities.add().table_entry.CopyFrom(self._entry(table, key, call))
+
+    def _read_counters(self, want: Any, rep: Any) -> None:
+        counters = (
+            [self._counter(want.counter_id)] if want.counter_id else self.program.counters.values()
+        )
+        for counter in counters:
+            indices = _indices(counter, want)
+            with self.pipeline.lock:
+                cells = list(self._cells(counter))
+            for i in indices:
+                c = rep.entities.add().counter_entry
+                c.counter_id, c.index.index, c.data.packet_count = counter.id, i, cells[i]
+
+    # -- encoding --
+
+    def _table(self, table_id: int) -> Table:
+        table = self.program.table_by_id.get(table_id)
+        if table is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no table with id {table_id}")
+        return table
+
+    def _counter(self, counter_id: int) -> Counter:
+        counter = self.program.counter_by_id.get(counter_id)
+        if counter is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no counter with id {counter_id}")
+        return counter
+
+    def _cells(self, counter: Counter) -> list[int]:
+        """The model's array behind a counter of the program."""
+        model = self.pipeline.model
+        return model.job_events if counter.name == JOB_EVENTS else model.drops
+
+    @staticmethod
+    def _group_entry(pre: Any) -> Any:
+        if pre.WhichOneof("type") != "multicast_group_entry":
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED, "clone sessions")
+        return pre.multicast_group_entry
+
+    @staticmethod
+    def _key(table: Table, match: Any) -> Key:
+        given = {m.field_id: m for m in match}
+        if len(given) != len(match) or set(given) != {k.id for k in table.keys}:
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT, f"the key of {table.name} is its exact fields"
+            )
+        out = []
+        for k in table.keys:
+            m = given[k.id]
+            if m.WhichOneof("field_match_type") != "exact":
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{k.name} is an exact match")
+            value = _int(m.exact.value, k.name)
+            if value >= 1 << k.bits:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{k.name} is {k.bits} bits")
+            out.append(value)
+        return tuple(out)
+
+    def _call(self, table_action: Any) -> Call:
+        if table_action.WhichOneof("type") != "action":
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED, "only direct actions (no profiles)")
+        a = table_action.action
+        action = self.program.action_by_id.get(a.action_id)
+        if action is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no action with id {a.action_id}")
+        names = {p.id: p.name for p in action.params}
+        args: dict[str, int] = {}
+        for p in a.params:
+            if p.param_id not in names or names[p.param_id] in args:
+                raise Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{action.name}: unknown or repeated parameter id {p.param_id}",
+                )
+            args[names[p.param_id]] = _int(p.value, names[p.param_id])
+        return Call(action.name, args)
+
+    def _entry(self, table: Table, key: Key, call: Call, default: bool = False) -> Any:
+        te = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=default)
+        for field, value in zip(table.keys, key, strict=True):
+            te.match.add(field_id=field.id).exact.value = _bytes(value)
+        action = self.program.actions[call.action]
+        te.action.action.action_id = action.id
+        for p in action.params:
+            te.action.action.params.add(param_id=p.id, value=_bytes(call.args[p.name]))
+        return te
+
+
+def _indices(counter: Counter, entry: Any) -> range:
+    """The cells a counter entry names: its index, or every cell."""
+    if not entry.HasField("index"):
+        return range(counter.size)
+    i = int(entry.index.index)
+    if not 0 <= i < counter.size:
+        raise Refused(grpc.StatusCode.OUT_OF_RANGE, f"{counter.name} has no cell {i}")
+    return range(i, i + 1)

@@ -1,0 +1,211 @@
+"""``make cli`` (``make run RUN_ARGS=--cli``): the run's world at Mininet's prompt.
+
+The world is the batch run's (topology, switch, controller, link
+properties), with no job admitted and no PS started.  Mininet's own
+commands work (``h1 ping h2``, ``xterm h1``, ``nodes``, ``net``), a host's
+shell runs the project's programs (``h3 esa-ps ... &``, ``h1 esa-worker
+...``, ``h1 esa-ctl jobs``: ``testbed.run.world`` puts them on its PATH and
+points ``esa-ctl`` at the controller), and three commands are added:
+
+- ``esa ARGS``: ``esa-ctl ARGS`` against the run's controller;
+- ``job N [M ...]``: run jobs of the scenario now, as the batch run does
+  (admit, PS, workers, progress, removal), and print their table and
+  whether every worker received every exact sum;
+- ``scenario``: the scenario's jobs and the hosts they run on.
+
+Leaving the prompt (``exit``, Ctrl-D) returns to ``testbed.run.main``, which
+stops everything as on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+from mininet.cli import CLI
+from mininet.log import setLogLevel
+
+from controller.admin import AdminClient, AdminError
+from controller.messages import JobRef
+from testbed.paths import ROOT
+from testbed.run import report
+from testbed.run.ctl import Ctl
+from testbed.run.jobs import run_jobs
+from testbed.run.scenario import JobSpec, Scenario
+from testbed.run.switches import BMV2
+from testbed.run.world import PY, World
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _hosts(world: World, job: int) -> str:
+    workers, ps = world.jobs[job]
+    return f"workers on {' '.join(m.name for m in workers)}, PS on {ps.name}"
+
+
+def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
+    """What the user sees above the first prompt: what runs, and what to type."""
+    s, topo = world.scenario, world.topo
+    hosts = topo.hosts
+    first = s.jobs[0]
+    example = next(j for j in range(9, 256) if j not in {spec.job for spec in s.jobs})
+    a, b, ps = hosts[0], hosts[1], hosts[2]
+    pcaps = f"{_relative(out / 'pcaps')}/" if world.pcaps else "off (--pcap)"
+    pair = " ".join(str(j.job) for j in s.jobs[:2])
+    name = topo.switch.name
+    lines = [
+        f"*** ESA: switch {name} is the {world.program.kind.label}, "
+        f"{s.pool_size} slots, policy {policy}",
+        f"*** topology {topo.name}: {len(hosts)} hosts {hosts[0].name}..{hosts[-1].name}; "
+        f"a PS sends what it completes to {topo.switch.ip}",
+        "*** the controller is up; no job is admitted and no PS runs",
+        "",
+        f"  job {first.job:<18} run job {first.job} of {scenario_file.name} now "
+        f"({_hosts(world, first.job)}):",
+        f"  {'':<22} admit, PS, workers; waits, then says if every sum was exact",
+        *(
+            [f"  job {pair:<18} several jobs at once, contending for the slots"]
+            if len(s.jobs) > 1
+            else []
+        ),
+        f"  {'scenario':<22} the scenario's jobs and their hosts",
+        f"  {'esa jobs':<22} the controller (esa-ctl): jobs, status, stats, "
+        f"{'slots, ' if world.program.kind is BMV2 else ''}policy atp, prio, ...",
+        f"  {f'{a.name} esa-ctl jobs':<22} the same from a host's shell",
+        "",
+        f"  a job by hand ({a.name} and {b.name} sum through the switch, the PS on {ps.name}):",
+        f"  esa admit {example} --workers {a.name} {b.name} --ps {ps.name} --priority 100",
+        f"  {ps.name} esa-ps --job {example}:2 --switch-addr {topo.switch.ip} &",
+        f"  {b.name} esa-worker --job {example} --index 1 --fan-in 2 --ps {ps.ip} "
+        "--iters 3 --size 4096 &",
+        f"  {a.name} esa-worker --job {example} --index 0 --fan-in 2 --ps {ps.ip} "
+        "--iters 3 --size 4096",
+        f"  esa remove {example}",
+        "",
+        f"  logs: {_relative(world.logs)}/ ({name}.log, {name}-p4runtime-requests.txt, "
+        "controller.log, one per job part)",
+        f"  pcaps: {pcaps}",
+        "  exit (or Ctrl-D) stops everything",
+    ]
+    return "\n".join(lines)
+
+
+class EsaCLI(CLI):  # type: ignore[misc]
+    """Mininet's CLI with ``esa``, ``job`` and ``scenario`` (see the module's doc)."""
+
+    def __init__(self, world: World, intro: str) -> None:
+        self.world = world
+        self.specs = {j.job: j for j in world.scenario.jobs}
+        sys.stdout.write(intro + "\n")
+        sys.stdout.flush()
+        super().__init__(world.net)  # runs the prompt until exit
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def do_esa(self, line: str) -> None:
+        """esa ARGS: esa-ctl ARGS against this run's controller
+        (esa jobs, esa stats, esa admit 9 --workers h1 h2 --ps h3, esa policy atp)."""
+        try:
+            argv = shlex.split(line)
+        except ValueError as e:
+            self._say(f"esa: {e}")
+            return
+        cmd = [PY, "-m", "controller.cli", "--admin", self.world.admin, *(argv or ["--help"])]
+        subprocess.run(cmd, cwd=ROOT, check=False)
+
+    def do_scenario(self, _line: str) -> None:
+        """scenario: the scenario's jobs and the hosts they run on."""
+        for spec in self.specs.values():
+            prio = "auto (SRPT)" if spec.priority is None else str(spec.priority)
+            self._say(
+                f"job {spec.job}: {spec.workers} workers, {spec.values} values, "
+                f"{spec.iterations} iterations, priority {prio}; {_hosts(self.world, spec.job)}"
+            )
+
+    def do_job(self, line: str) -> None:
+        """job N [M ...]: run these jobs of the scenario now and check their sums."""
+        try:
+            ids = [int(w) for w in line.split()]
+            specs = tuple(replace(self.specs[j], arrival_s=0.0) for j in ids)
+        except (ValueError, KeyError):
+            self._say(f"usage: job N [M ...] with N among {', '.join(map(str, self.specs))}")
+            return
+        if not specs or len(set(ids)) != len(ids):
+            self._say("usage: job N [M ...], each job once")
+            return
+        client = AdminClient(self.world.admin)
+        try:
+            admitted = {j.job for j in client.jobs().jobs}
+            policy = client.status().policy
+        except AdminError as e:
+            self._say(f"job: the controller does not answer: {e}")
+            return
+        finally:
+            client.close()
+        clash = sorted(set(ids) & admitted)
+        if clash:
+            self._say(f"job {clash[0]} is admitted already: esa remove {clash[0]} first")
+            return
+        self._run(specs, policy)
+
+    def _run(self, specs: tuple[JobSpec, ...], policy: str) -> None:
+        world = self.world
+        label = world.program.kind.label
+        ctl = Ctl(world.admin)
+        try:
+            run = run_jobs(world, ctl, specs, policy, 1, live=True)
+        except KeyboardInterrupt:
+            self._forget(specs)
+            self._say("\njob: interrupted; its PSes and workers are stopped and it is removed")
+            return
+        finally:
+            ctl.close()
+        scenario: Scenario = replace(world.scenario, jobs=specs)
+        self._say(report.job_table(policy, scenario, run.results, label))
+        faults = report.fault_lines(run.faults, scenario)
+        if faults:
+            self._say(faults)
+        for job, r in sorted(run.results.items()):
+            if r.failed:
+                self._say(f"job {job}: FAILED: {r.failed}")
+            elif r.exact:
+                self._say(f"job {job}: done in {r.jct_s:.2f} s; every sum exact (bit for bit)")
+            else:
+                self._say(f"job {job}: done in {r.jct_s:.2f} s; sums NOT exact")
+
+    def _forget(self, specs: tuple[JobSpec, ...]) -> None:
+        """Remove interrupted jobs from the controller (those it has)."""
+        client = AdminClient(self.world.admin)
+        try:
+            for spec in specs:
+                try:
+                    client.remove(JobRef(spec.job))
+                except AdminError as e:
+                    if e.code is not grpc.StatusCode.NOT_FOUND:
+                        self._say(f"job {spec.job}: could not be removed: {e}")
+        finally:
+            client.close()
+
+
+def prompt(world: World, scenario_file: Path, out: Path) -> None:
+    """Set the scenario's first policy and run the prompt until the user leaves."""
+    s = world.scenario
+    policy = s.policies[0]
+    ctl = Ctl(world.admin)
+    try:
+        ctl.policy(policy, s.stale_us, s.part_size)
+    finally:
+        ctl.close()
+    setLogLevel("output")  # the prompt prints what the hosts' commands print
+    EsaCLI(world, banner(world, scenario_file, out, policy))

@@ -1,0 +1,331 @@
+"""One policy's run of the scenario's jobs: arrivals, PSes, workers, progress,
+faults, the slot timeline, and each job's result.
+
+Each job is admitted when it arrives (``arrival_s``), so static partitions
+go to jobs in arrival order, and removed when its workers are done, so its
+partition goes to a later job.  The workers report every iteration on
+stdout; the run turns a job's slowest worker's count into the job's
+remaining volume for the controller's automatic priorities.  A job whose
+worker was killed, or which stops making progress, ends as failed with the
+reason (the workers' own last words where they have them), never as a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from testbed.run import torchjobs, verify
+from testbed.run.ctl import Ctl
+from testbed.run.faults import Fault
+from testbed.run.inject import FaultEvent, Injector
+from testbed.run.report import JobResult
+from testbed.run.scenario import TORCH, JobSpec, Scenario
+from testbed.run.timeline import EVENTS, Sample, Timeline
+from testbed.run.world import PY, World
+
+GRACE_S = 30.0
+"""a job with no finished iteration for its compute time, the workers'
+allreduce deadline and this long is stopped and reported failed."""
+DRAW_S = 0.5
+
+
+@dataclass
+class RunningWorker:
+    index: int
+    proc: subprocess.Popen[str]
+    log: Path
+    iters: int = 0
+    report: dict[str, Any] | None = None
+    open: bool = True
+    killed_by: Fault | None = None
+
+
+@dataclass
+class RunningJob:
+    spec: JobSpec
+    started: float
+    workers: dict[int, RunningWorker] = field(default_factory=dict)
+    last_progress: float = 0.0
+    reported: int = 0
+    ended: float = 0.0
+    done: bool = False
+    failed: str = ""
+
+    @property
+    def iters(self) -> int:
+        return min(w.iters for w in self.workers.values())
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    results: dict[int, JobResult]
+    samples: list[Sample]
+    faults: list[FaultEvent]
+    killed: set[int]
+    """jobs a fault killed a worker of: their failure is the expected outcome."""
+
+
+def last_words(log: Path) -> str:
+    """The last non-empty line a process wrote to ``log``."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def worker_command(s: Scenario, job: JobSpec, index: int, ps_ip: str, bind: str) -> list[str]:
+    cmd = [
+        PY, "-m", "hosts.worker_cli", "--job", str(job.job), "--index", str(index),
+        "--fan-in", str(job.workers), "--ps", ps_ip, "--bind", bind,
+        "--iters", str(job.iterations), "--size", str(job.values),
+        "--window", str(s.window), "--rto", str(s.rto_s), "--seed", str(verify.SEED),
+        "--bound", str(verify.BOUND), "--timeout", f"{s.timeout_s:g}", "--json",
+    ]  # fmt: skip
+    if job.compute_s:
+        cmd += ["--compute", f"{job.compute_s:g}", "--jitter", f"{job.jitter:g}"]
+    return cmd
+
+
+class Runner:
+    def __init__(
+        self,
+        world: World,
+        ctl: Ctl,
+        timeline: Timeline,
+        specs: tuple[JobSpec, ...],
+        t0: float,
+        live: bool,
+    ) -> None:
+        self.world, self.ctl, self.timeline = world, ctl, timeline
+        self.s = world.scenario
+        self.specs = specs
+        self.t0, self.live = t0, live
+        self.jobs: dict[int, RunningJob] = {}
+        self.streams: dict[IO[str], tuple[int, int]] = {}
+        self.events: dict[int, dict[str, int]] = {}
+        self.next_draw = 0.0
+
+    # -- arrivals and kills --
+
+    def arrive(self, spec: JobSpec) -> None:
+        members, ps = self.world.jobs[spec.job]
+        self.ctl.admit(spec, [m.name for m in members], ps.name)
+        now = time.monotonic()
+        job = RunningJob(spec, started=now, last_progress=now)
+        for m in members:
+            log = self.world.logs / f"{m.role}.log"
+            if self.s.train == TORCH:
+                cmd = torchjobs.worker_command(self.s, spec, members, m, ps)
+            else:
+                cmd = worker_command(self.s, spec, m.index, ps.ip, f"{m.ip}:{m.udp_port}")
+            p = self.world.popen(m.name, cmd, log.name)
+            job.workers[m.index] = RunningWorker(m.index, p, log)
+            if p.stdout is not None:
+                self.streams[p.stdout] = (spec.job, m.index)
+        self.jobs[spec.job] = job
+
+    def kill(self, job: int, index: int, fault: Fault) -> bool:
+        """For the fault injector: kill one worker for good."""
+        running = self.jobs.get(job)
+        w = running.workers.get(index) if running else None
+        if w is None or w.proc.poll() is not None:
+            return False
+        w.killed_by = fault
+        w.proc.kill()
+        return True
+
+    def stop_workers(self) -> None:
+        """Kill the workers still running (none once ``loop`` returned)."""
+        for job in self.jobs.values():
+            for w in job.workers.values():
+                if w.proc.poll() is None:
+                    w.proc.kill()
+                    w.proc.wait()
+                if w.proc in self.world.procs:
+                    self.world.procs.remove(w.proc)
+
+    # -- the loop --
+
+    def loop(self) -> None:
+        pending = sorted(self.specs, key=lambda j: j.arrival_s)
+        while pending or any(not j.done for j in self.jobs.values()):
+            while pending and time.monotonic() - self.t0 >= pending[0].arrival_s:
+                self.arrive(pending.pop(0))
+            if self.streams:
+                ready, _, _ = select.select(list(self.streams), [], [], 0.2)
+                for stream in ready:
+                    self._line(stream)
+            else:
+                time.sleep(0.2)
+            for job in self.jobs.values():
+                if not job.done:
+                    self._check(job)
+            self.ctl.flush()
+            self._draw()
+        if self.live:
+            sys.stderr.write("\n")
+
+    def _line(self, stream: IO[str]) -> None:
+        job_id, index = self.streams[stream]
+        job = self.jobs[job_id]
+        w = job.workers[index]
+        line = stream.readline()
+        if not line:
+            del self.streams[stream]
+            w.open = False
+            w.proc.wait()
+        elif line.startswith(("iter ", torchjobs.PROGRESS)):
+            w.iters += 1
+            done = job.iters
+            if done > job.reported:
+                job.reported, job.last_progress = done, time.monotonic()
+                spec = job.spec
+                if spec.priority is None:
+                    remaining = spec.volume_bytes * (spec.iterations - done) // spec.iterations
+                    self.ctl.progress(job_id, remaining)
+        elif line.startswith("{"):
+            w.report = json.loads(line)
+
+    def _check(self, job: RunningJob) -> None:
+        now = time.monotonic()
+        limit = job.spec.compute_s * (1 + job.spec.jitter) + self.s.timeout_s + GRACE_S
+        if now - job.last_progress > limit and not job.failed:
+            job.failed = f"no iteration finished for {now - job.last_progress:.0f} s; stopped"
+            for w in job.workers.values():
+                if w.proc.poll() is None:
+                    w.proc.kill()
+        if any(w.open for w in job.workers.values()):
+            return
+        job.done, job.ended = True, now
+        if not job.failed:
+            job.failed = self._failure(job)
+        self.timeline.counters()
+        self.events[job.spec.job] = {e: self.timeline.total(job.spec.job, e) for e in EVENTS}
+        self.ctl.remove(job.spec.job)
+
+    def _failure(self, job: RunningJob) -> str:
+        """Why a job whose workers all exited did not finish ("" if it did)."""
+        why = []
+        for w in job.workers.values():
+            if w.killed_by is not None:
+                why.append(f"worker {w.index} killed by fault {w.killed_by}")
+            elif w.proc.returncode != 0:
+                why.append(f"worker {w.index} exited {w.proc.returncode}: {last_words(w.log)}")
+            elif w.report is None:
+                why.append(f"worker {w.index} printed no report")
+        return "; ".join(why)
+
+    def _draw(self) -> None:
+        if not self.live or time.monotonic() < self.next_draw:
+            return
+        self.next_draw = time.monotonic() + DRAW_S
+        slots = self.timeline.slots_now
+        parts = []
+        for spec in self.specs:
+            job = self.jobs.get(spec.job)
+            if job is None:
+                parts.append(f"job {spec.job}: at {spec.arrival_s:g} s")
+            elif job.done:
+                parts.append(f"job {spec.job}: {'FAILED' if job.failed else 'done'}")
+            else:
+                held = f" [{slots.get(spec.job, 0)} slots]" if self.timeline.slots_seen else ""
+                parts.append(f"job {spec.job}: {job.iters}/{spec.iterations}{held}")
+        elapsed = time.monotonic() - self.t0
+        sys.stderr.write(f"\r  {elapsed:6.1f} s  " + "  ".join(parts) + "   ")
+        sys.stderr.flush()
+
+    # -- results --
+
+    def results(self) -> dict[int, JobResult]:
+        reports = {
+            (j, w.index): w.report
+            for j, job in self.jobs.items()
+            for w in job.workers.values()
+            if w.report is not None
+        }
+        out = {}
+        for spec in self.specs:
+            job = self.jobs[spec.job]
+            events = self.events.get(spec.job, {})
+            names = [m.name for m in (*self.world.jobs[spec.job][0], self.world.jobs[spec.job][1])]
+            lost = self.world.dropped(names)
+            if job.failed:
+                out[spec.job] = JobResult.failure(
+                    spec, job.ended - job.started, job.failed, events, lost
+                )
+            elif self.s.train == TORCH:
+                out[spec.job] = torchjobs.result(spec, reports, events, lost)
+            else:
+                exact = verify.exact(spec, reports)
+                out[spec.job] = JobResult.build(spec, reports, events, exact, lost)
+        return out
+
+
+def start_pses(world: World, specs: tuple[JobSpec, ...]) -> dict[int, subprocess.Popen[str]]:
+    """One PS per job on the job's PS host."""
+    pses = {}
+    for job in specs:
+        _, ps = world.jobs[job.job]
+        pses[job.job] = world.popen(
+            ps.name,
+            [PY, "-m", "hosts.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
+             "--job", f"{job.job}:{job.workers}", "--switch-addr", world.topo.switch.ip, "--json"],
+            f"{ps.role}.log",
+        )  # fmt: skip
+    return pses
+
+
+def stop_pses(world: World, pses: dict[int, subprocess.Popen[str]]) -> None:
+    """Stop the PSes; each one's final JSON report goes to ``ps<job>.json``."""
+    for job_id, p in pses.items():
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        (world.logs / f"ps{job_id}.json").write_text(out)
+        world.procs.remove(p)
+
+
+def run_jobs(
+    world: World, ctl: Ctl, specs: tuple[JobSpec, ...], policy: str, round_no: int, live: bool
+) -> PolicyRun:
+    """Run ``specs`` (each admitted at its arrival) with their PSes, under
+    whatever policy the controller has; the scenario's faults with them."""
+    s = world.scenario
+    pses = start_pses(world, specs)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    timeline = Timeline(policy, round_no, world.registers(), ctl.stats, s.sample_s, t0)
+    runner = Runner(world, ctl, timeline, specs, t0, live)
+    injector = Injector(s.faults, world, ctl, runner.kill, t0)
+    timeline.start()
+    injector.start()
+    try:
+        runner.loop()
+        ctl.flush()
+    finally:
+        injector.stop()
+        timeline.stop()
+        runner.stop_workers()
+        stop_pses(world, pses)
+    killed = {j for j, job in runner.jobs.items() if any(w.killed_by for w in job.workers.values())}
+    return PolicyRun(runner.results(), timeline.samples, injector.events, killed)
+
+
+def run_policy(world: World, policy: str, round_no: int, live: bool) -> PolicyRun:
+    """Run every job of the world's scenario under ``policy``; the world is fresh."""
+    s = world.scenario
+    ctl = Ctl(world.admin)
+    try:
+        ctl.policy(policy, s.stale_us, s.part_size)
+        return run_jobs(world, ctl, s.jobs, policy, round_no, live)
+    finally:
+        ctl.close()

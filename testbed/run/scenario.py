@@ -1,0 +1,309 @@
+"""A run's scenario: jobs, pool, links, policies and faults, from a JSON file and flags.
+
+A job arrives ``arrival_s`` after the run starts (it is admitted then, so
+static partitions go to jobs in arrival order) and its workers compute
+``compute_s`` between iterations, each iteration's time drawn uniformly
+within ``jitter`` (a fraction) of it.  ``part_size`` is the size of the
+static policy's fixed partitions (``esa-ctl policy static --part-size``):
+the jobs' window, i.e. their bandwidth-delay product in chunks, as SwitchML
+sizes them; 0 asks for the controller's equal split instead.
+
+The scenario names its topology (``"topology": "single"`` is
+``mininet/topologies/single.json``, see ``testbed.run.topology``); a job may
+name its hosts (``worker_hosts``, ``ps_host``), and takes the topology's
+next free hosts in order otherwise.  ``link`` sets properties on every link
+of the topology, over what the topology file says.
+
+``train`` says what the jobs' workers run: ``synthetic`` gradients through
+``esa-worker`` (the default), or ``torch``: the PyTorch example with DDP and
+the ESA hook (``testbed.run.torchjobs``, which says how a job's fields map
+onto it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from esa import wire
+from esa.spec import MAX_PRIORITY
+from testbed.paths import ROOT
+from testbed.run.faults import Fault, FaultKind, parse_fault
+
+POLICIES = ("esa", "atp", "static")
+SYNTHETIC, TORCH = "synthetic", "torch"
+TRAINS = (SYNTHETIC, TORCH)
+SCENARIOS = ROOT / "mininet" / "scenarios"
+DEFAULT = SCENARIOS / "default.json"
+DEFAULT_TOPOLOGY = "single"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job: int
+    workers: int
+    values: int
+    iterations: int
+    priority: int | None = None
+    """static priority; None means the controller's automatic (SRPT) priority."""
+    arrival_s: float = 0.0
+    compute_s: float = 0.0
+    jitter: float = 0.0
+    worker_hosts: tuple[str, ...] = ()
+    """hosts of the workers, by name; empty: the topology's next free hosts."""
+    ps_host: str = ""
+    """host of the PS, by name; empty: the next free host after the workers'."""
+
+    @property
+    def volume_bytes(self) -> int:
+        return 4 * self.values * self.iterations
+
+
+@dataclass(frozen=True)
+class Link:
+    bw_mbps: float | None = None
+    delay_ms: float = 0.0
+    loss_pct: float = 0.0
+
+    def overridden(self, changes: Mapping[str, float | None]) -> Link:
+        """These properties, with ``changes`` (a subset of LINK_FIELDS) applied."""
+        delay, loss = changes.get("delay_ms"), changes.get("loss_pct")
+        return check_link(
+            Link(
+                changes.get("bw_mbps", self.bw_mbps),
+                self.delay_ms if delay is None else delay,
+                self.loss_pct if loss is None else loss,
+            )
+        )
+
+
+LINK_FIELDS = ("bw_mbps", "delay_ms", "loss_pct")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    jobs: tuple[JobSpec, ...]
+    pool_size: int = 64
+    policies: tuple[str, ...] = POLICIES
+    topology: str = DEFAULT_TOPOLOGY
+    """a name in mininet/topologies/ or a path to a topology file."""
+    link: Mapping[str, float | None] = field(default_factory=dict)
+    """link properties (LINK_FIELDS) set on every link, over the topology's."""
+    stale_us: int = 20_000
+    window: int = 32
+    rto_s: float = 0.05
+    part_size: int = 0
+    timeout_s: float = 30.0
+    """the workers' allreduce deadline: a job that lost a worker fails after it."""
+    sample_s: float = 0.25
+    """interval of the slot timeline's samples."""
+    faults: tuple[Fault, ...] = ()
+    description: str = ""
+    train: str = SYNTHETIC
+    """what the workers run: one of TRAINS."""
+
+
+JOB_FIELDS = {
+    "job", "workers", "values", "iterations", "priority", "size_hint",
+    "arrival_s", "compute_s", "jitter", "worker_hosts", "ps_host",
+}  # fmt: skip
+SCENARIO_FIELDS = {
+    "description", "pool_size", "policies", "topology", "link", "stale_us", "window",
+    "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train",
+}  # fmt: skip
+
+
+def _error(msg: str) -> ValueError:
+    return ValueError(f"scenario: {msg}")
+
+
+def parse_job(raw: dict[str, Any]) -> JobSpec:
+    unknown = set(raw) - JOB_FIELDS
+    if unknown:
+        raise _error(f"job entry has unknown field(s): {', '.join(sorted(unknown))}")
+    names = raw.get("worker_hosts", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise _error(f"job {raw.get('job')}: worker_hosts must be a list of host names")
+    ps_host = raw.get("ps_host", "")
+    if not isinstance(ps_host, str):
+        raise _error(f"job {raw.get('job')}: ps_host must be a host name")
+    job = JobSpec(
+        job=int(raw["job"]),
+        workers=int(raw["workers"]),
+        values=int(raw["values"]),
+        iterations=int(raw["iterations"]),
+        priority=None if raw.get("size_hint") else int(raw.get("priority", 0)),
+        arrival_s=float(raw.get("arrival_s", 0.0)),
+        compute_s=float(raw.get("compute_s", 0.0)),
+        jitter=float(raw.get("jitter", 0.0)),
+        worker_hosts=tuple(names),
+        ps_host=ps_host,
+    )
+    if not 1 <= job.job <= wire.MAX_JOB_ID:
+        raise _error(f"job id {job.job} is outside 1..{wire.MAX_JOB_ID}")
+    if not 2 <= job.workers <= wire.MAX_WORKERS:
+        raise _error(f"job {job.job}: workers must be 2..{wire.MAX_WORKERS}")
+    if job.values < 1 or job.iterations < 1:
+        raise _error(f"job {job.job}: values and iterations must be positive")
+    if job.priority is not None and not 0 <= job.priority <= MAX_PRIORITY:
+        raise _error(f"job {job.job}: priority must be 0..{MAX_PRIORITY}")
+    if job.arrival_s < 0 or job.compute_s < 0:
+        raise _error(f"job {job.job}: arrival_s and compute_s must be >= 0")
+    if not 0 <= job.jitter < 1:
+        raise _error(f"job {job.job}: jitter must be a fraction in [0, 1)")
+    if job.worker_hosts and len(job.worker_hosts) != job.workers:
+        raise _error(
+            f"job {job.job}: {len(job.worker_hosts)} worker_hosts for {job.workers} workers"
+        )
+    return job
+
+
+def parse_link(raw: dict[str, Any]) -> dict[str, float | None]:
+    """The link properties ``raw`` gives (bw_mbps may be null: unlimited)."""
+    unknown = set(raw) - set(LINK_FIELDS)
+    if unknown:
+        raise _error(f"link has unknown field(s): {', '.join(sorted(unknown))}")
+    changes: dict[str, float | None] = {}
+    for name, value in raw.items():
+        if value is None and name != "bw_mbps":
+            raise _error(f"link {name} must be a number")
+        changes[name] = None if value is None else float(value)
+    Link().overridden(changes)
+    return changes
+
+
+def check_link(link: Link) -> Link:
+    if link.bw_mbps is not None and link.bw_mbps <= 0:
+        raise _error("link bandwidth must be positive (Mbit/s)")
+    if link.delay_ms < 0:
+        raise _error("link delay must be >= 0 ms")
+    if not 0 <= link.loss_pct < 100:
+        raise _error("link loss must be a percentage in [0, 100)")
+    return link
+
+
+def check(s: Scenario) -> Scenario:
+    """Whole-scenario rules: distinct jobs, known policies, sizes, faults' targets."""
+    if not s.jobs:
+        raise _error("no jobs")
+    if len({j.job for j in s.jobs}) != len(s.jobs):
+        raise _error("job ids must be distinct")
+    bad = [p for p in s.policies if p not in POLICIES]
+    if bad:
+        raise _error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
+    if s.pool_size < 1 or s.window < 1:
+        raise _error("pool_size and window must be positive")
+    if not 0 <= s.part_size <= s.pool_size:
+        raise _error(f"part_size must be 0..pool_size ({s.pool_size}); 0 = equal split")
+    if s.timeout_s <= 0 or s.sample_s <= 0 or s.rto_s <= 0:
+        raise _error("timeout_s, sample_s and rto_s must be positive")
+    if s.train not in TRAINS:
+        raise _error(f"unknown train {s.train!r} (known: {', '.join(TRAINS)})")
+    specs = {j.job: j for j in s.jobs}
+    for f in s.faults:
+        if f.kind is FaultKind.KILL_WORKER:
+            job = specs.get(f.job)
+            if job is None:
+                raise _error(f"fault {f}: no job {f.job}")
+            if not 0 <= f.index < job.workers:
+                raise _error(f"fault {f}: job {f.job} has workers 0..{job.workers - 1}")
+    return s
+
+
+def load(path: Path) -> Scenario:
+    raw = json.loads(path.read_text())
+    unknown = set(raw) - SCENARIO_FIELDS
+    if unknown:
+        raise _error(f"unknown field(s): {', '.join(sorted(unknown))}")
+    return check(
+        Scenario(
+            jobs=tuple(parse_job(j) for j in raw.get("jobs", [])),
+            pool_size=int(raw.get("pool_size", 64)),
+            policies=tuple(raw.get("policies", POLICIES)),
+            topology=str(raw.get("topology", DEFAULT_TOPOLOGY)),
+            link=parse_link(raw.get("link", {})),
+            stale_us=int(raw.get("stale_us", 20_000)),
+            window=int(raw.get("window", 32)),
+            rto_s=float(raw.get("rto_s", 0.05)),
+            part_size=int(raw.get("part_size", 0)),
+            timeout_s=float(raw.get("timeout_s", 30.0)),
+            sample_s=float(raw.get("sample_s", 0.25)),
+            faults=tuple(parse_fault(f) for f in raw.get("faults", [])),
+            description=str(raw.get("description", "")),
+            train=str(raw.get("train", SYNTHETIC)),
+        )
+    )
+
+
+def _fault_arg(text: str) -> Fault:
+    try:
+        return parse_fault(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_overrides(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--pool", type=int, help="slots in the switch")
+    ap.add_argument("--policies", help="comma-separated subset of esa,atp,static")
+    ap.add_argument("--iterations", type=int, help="iterations of every job")
+    ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
+    ap.add_argument("--part-size", type=int, help="static partition size, slots (0: equal split)")
+    ap.add_argument("--timeout", type=float, help="the workers' allreduce deadline, seconds")
+    ap.add_argument(
+        "--topology",
+        help="topology: a name in mininet/topologies/ or a file (default: the scenario's)",
+    )
+    ap.add_argument("--bw", type=float, help="link bandwidth, Mbit/s")
+    ap.add_argument("--delay", type=float, help="link delay, ms")
+    ap.add_argument("--loss", type=float, help="link loss, percent (each direction)")
+    ap.add_argument(
+        "--train",
+        choices=TRAINS,
+        help="what the workers run: synthetic gradients, or torch: the PyTorch example "
+        "(examples/torch_digits.py) with DDP and the ESA hook, one epoch per iteration",
+    )
+    ap.add_argument(
+        "--fault",
+        type=_fault_arg,
+        action="append",
+        default=[],
+        help="inject a fault in each policy's run: bmv2-restart@T, controller-restart@T, "
+        "kill-worker=JOB:IDX@T (T: seconds after the first job starts); repeatable",
+    )
+
+
+def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
+    if args.pool is not None:
+        s = replace(s, pool_size=args.pool)
+    if args.policies:
+        s = replace(s, policies=tuple(args.policies.split(",")))
+    if args.iterations is not None:
+        s = replace(s, jobs=tuple(replace(j, iterations=args.iterations) for j in s.jobs))
+    if args.scale is not None:
+        s = replace(
+            s, jobs=tuple(replace(j, values=max(1, int(j.values * args.scale))) for j in s.jobs)
+        )
+    if args.part_size is not None:
+        s = replace(s, part_size=args.part_size)
+    if args.timeout is not None:
+        s = replace(s, timeout_s=args.timeout)
+    if args.topology:
+        s = replace(s, topology=args.topology)
+    if args.train:
+        s = replace(s, train=args.train)
+    flags = {"bw_mbps": args.bw, "delay_ms": args.delay, "loss_pct": args.loss}
+    link = {**s.link, **{k: v for k, v in flags.items() if v is not None}}
+    Link().overridden(link)
+    s = replace(s, link=link, faults=(*s.faults, *args.fault))
+    return check(s)
+
+
+def as_json(s: Scenario) -> dict[str, Any]:
+    out = asdict(s)
+    out["link"] = dict(s.link)
+    out["faults"] = [str(f) for f in s.faults]
+    return out

@@ -1,0 +1,701 @@
+"""The reference switch (testbed/refswitch.py).
+
+* P4Runtime as BMv2 answers it: mastership, refused writes, pipeline checks
+  (in process, no root needed);
+* the controller drives the switch process as it drives BMv2: pipeline,
+  jobs, entries read back equal, a no-op second reconciliation, counters;
+* frames in, frames out: a short trace whose every output frame is written
+  out here byte for byte from the rules (esa.model's verdicts, forwarding.p4
+  and replicas.p4), through the switch in process and the switch process;
+* where BMv2 exists, one random trace through BMv2 and the reference switch
+  gives the same frames on every port and the same counters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.entries import PolicyEntry, SwitchEntries
+from controller.errors import SwitchError, SwitchUnavailable
+from controller.plan import JobPlan, desired
+from controller.reconcile import reconcile
+from controller.switch import P4RuntimeSwitch
+from controller.topology import Host, Topology
+from esa import p4names, wire
+from esa.model import slot_hash
+from esa.p4names import JOB_EVENTS
+from esa.spec import DEFAULT_POOL_SIZE, Drop, Event, Policy
+from esa.toolchain import compile_p4
+from esa.wire import PacketType
+from testbed.bmv2_veth import Bmv2Switch
+from testbed.netns import PACKET_OUTGOING, Namespace
+from testbed.paths import ROOT
+from testbed.refswitch_p4rt import Device, RefSwitchP4Runtime, device_config
+from testbed.refswitch_proc import RefSwitch
+from testbed.refswitch_tables import PARAMS, SPECS
+from tests import dataplane
+from tests.esa_ctl import esa_ctl
+from tests.test_differential import trace as esa_trace
+
+P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
+POOL = 8
+PORTS = 6
+LONG_US = 60_000_000
+"""timeouts no test outlasts: the switch's clock never decides anything here."""
+HDR = struct.Struct(wire.struct_format())
+VALUES = struct.Struct(f"!{wire.K}i")
+TOPO = Topology(
+    {
+        f"h{i}": Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}", 50000 + i)
+        for i in range(1, PORTS + 1)
+    },
+    POOL,
+)
+H = TOPO.hosts
+
+
+class Ports(Protocol):
+    """What the tests need of a switch with veth ports: testbed.bmv2_veth.Bmv2Switch
+    and RefSwitchProcess."""
+
+    ports: int
+
+    @property
+    def grpc_addr(self) -> str: ...
+
+    def send(self, port: int, frame: bytes) -> None: ...
+
+    def sock(self, port: int) -> socket.socket: ...
+
+
+class RefSwitchProcess:
+    """A reference switch process whose ports are veths in a private network
+    namespace, shaped like testbed.bmv2_veth.Bmv2Switch: port ``i`` is veth
+    ``s<i>``, its peer ``h<i>`` is where a test sends and receives; P4Runtime
+    is on a unix socket."""
+
+    def __init__(self, ports: int, pool: int) -> None:
+        self.ports = ports
+        self.workdir = Path(tempfile.mkdtemp(prefix="esa-refsw-"))
+        self.ns = Namespace("rs")
+        self._socks: dict[int, socket.socket] = {}
+        self.switch = RefSwitch(
+            {i: f"s{i}" for i in range(1, ports + 1)},
+            f"unix:{self.workdir / 'p4rt.sock'}",
+            self.workdir / "refswitch.log",
+            pool,
+            netns=self.ns.name,
+        )
+        try:
+            for i in range(1, ports + 1):
+                self.ns.add_veth(f"h{i}", f"s{i}")
+                self._socks[i] = self.ns.raw_socket(f"h{i}")
+            self.switch.start()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def grpc_addr(self) -> str:
+        return self.switch.grpc_addr
+
+    def send(self, port: int, frame: bytes) -> None:
+        self._socks[port].send(frame)
+
+    def sock(self, port: int) -> socket.socket:
+        return self._socks[port]
+
+    def close(self) -> tuple[int | None, str]:
+        """Stop the switch; returns its exit status and its log."""
+        status = self.switch.stop()
+        for s in self._socks.values():
+            s.close()
+        self.ns.delete()
+        log = self.switch.log.read_text() if self.switch.log.exists() else ""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return status, log
+
+
+@pytest.fixture(scope="module")
+def refsw() -> Iterator[RefSwitchProcess]:
+    sw = RefSwitchProcess(PORTS, POOL)
+    yield sw
+    status, log = sw.close()
+    assert status == 0, log
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> tuple[Path, Path]:
+    """The pipeline a machine without p4c pushes: the committed P4Info and a
+    device config naming the pool."""
+    json_path = tmp_path / "esa.json"
+    json_path.write_bytes(device_config(POOL))
+    return json_path, P4INFO
+
+
+def fresh(addr: str, program: tuple[Path, Path]) -> None:
+    """Push the pipeline again: empty tables, a free pool, zero counters."""
+    sw = P4RuntimeSwitch.connect(addr)
+    sw.push_pipeline(*program)
+    sw.close()
+
+
+def two_jobs(policy: Policy = Policy.ESA) -> SwitchEntries:
+    """The controller's plan for job 1 (priority 1: workers h1 h2, PS h3) and
+    job 2 (priority 5: h4 h5, PS h6), each with half the pool."""
+    jobs = [
+        JobPlan(1, (H["h1"], H["h2"]), H["h3"], 1, 0, POOL // 2),
+        JobPlan(2, (H["h4"], H["h5"]), H["h6"], 5, POOL // 2, POOL // 2),
+    ]
+    return desired(list(H.values()), jobs, PolicyEntry(policy, LONG_US, LONG_US))
+
+
+def configured(addr: str, program: tuple[Path, Path]) -> P4RuntimeSwitch:
+    """A session with a switch running the pipeline afresh and ``two_jobs``."""
+    fresh(addr, program)
+    sw = P4RuntimeSwitch.connect(addr)
+    reconcile(sw, two_jobs(), sw.read_entries())
+    return sw
+
+
+# -- frames, written out from the rules --
+
+
+def vals(x: int) -> tuple[int, ...]:
+    return tuple(x * (i + 1) for i in range(wire.K))
+
+
+def payload(
+    ptype: PacketType, job: int, seq: int, bitmap: int, values: tuple[int, ...], count: int = 1
+) -> bytes:
+    return HDR.pack(ptype, 0, job, seq, bitmap, count) + VALUES.pack(*values)
+
+
+def frame(
+    src: Host,
+    dst: Host,
+    body: bytes,
+    *,
+    ip_src: str | None = None,
+    dport: int = wire.UDP_PORT,
+    udp_checksum: int | None = None,
+) -> bytes:
+    """A UDP frame from ``src`` to ``dst``; Scapy fills lengths, the IPv4
+    checksum and (unless given) the UDP checksum."""
+    return bytes(
+        Ether(src=src.mac, dst=dst.mac)
+        / IP(src=ip_src or src.ip, dst=dst.ip, id=7)
+        / UDP(sport=src.udp_port, dport=dport, chksum=udp_checksum)
+        / body
+    )
+
+
+def contrib(src: Host, job: int, seq: int, bit: int, x: int, ps: Host) -> bytes:
+    return frame(src, ps, payload(PacketType.CONTRIB, job, seq, 1 << bit, vals(x)))
+
+
+@dataclass(frozen=True)
+class Step:
+    what: str
+    port: int
+    frame: bytes
+    out: dict[int, list[bytes]]
+    """the frames that must leave, by egress port."""
+
+
+def colliding_seqs() -> tuple[int, int]:
+    """A seq of job 1 and one of job 2 that share a slot."""
+    return next(
+        (s, t)
+        for s in range(100)
+        for t in range(100)
+        if slot_hash(1, s, POOL) == slot_hash(2, t, POOL)
+    )
+
+
+def steps() -> list[Step]:
+    """Aggregation to a multicast result, a preemption, a partial's chunk
+    following it to the PS, a PS result, L2 unicast and flood, drops."""
+    h1, h2, h3, h4, h5, h6 = (H[f"h{i}"] for i in range(1, 7))
+    s, t = colliding_seqs()
+    done = s + 1
+    l2 = bytes(Ether(src=h1.mac, dst=h2.mac, type=0x88B5)) + b"esa-refswitch-l2"
+    bcast = bytes(Ether(src=h4.mac, dst="ff:ff:ff:ff:ff:ff", type=0x88B5)) + b"flood"
+    ps_result = payload(PacketType.PS_RESULT, 2, t, 0b11, vals(9), count=2)
+    result = payload(PacketType.RESULT, 1, done, 0b11, vals(5), count=2)
+
+    def zero(src: Host, dst: Host, body: bytes, **kw: Any) -> bytes:
+        return frame(src, dst, body, udp_checksum=0, **kw)
+
+    def result_to(h: Host) -> bytes:
+        # the completing frame (from h2), addressed to h; results come from the PS's address
+        return zero(h2, h, result, ip_src=h3.ip, dport=h.udp_port)
+
+    return [
+        Step("first contribution: claim", 1, contrib(h1, 1, done, 0, 2, h3), {}),
+        Step(
+            "second: the sum to workers and PS, each copy to its host",
+            2,
+            contrib(h2, 1, done, 1, 3, h3),
+            {1: [result_to(h1)], 2: [result_to(h2)], 3: [result_to(h3)]},
+        ),
+        Step("job 1 claims the shared slot", 1, contrib(h1, 1, s, 0, 4, h3), {}),
+        Step(
+            "job 2 preempts it: job 1's partial to job 1's PS",
+            4,
+            contrib(h4, 2, t, 0, 6, h6),
+            {3: [zero(h4, h3, payload(PacketType.PARTIAL, 1, s, 1, vals(4)))]},
+        ),
+        Step(
+            "job 1's chunk follows its partial: FALLBACK to the PS",
+            2,
+            contrib(h2, 1, s, 1, 7, h3),
+            {3: [zero(h2, h3, payload(PacketType.FALLBACK, 1, s, 2, vals(7)))]},
+        ),
+        Step(
+            "a PS result goes to the workers, each copy to its host",
+            6,
+            frame(h6, h6, ps_result),
+            {
+                4: [zero(h6, h4, ps_result, ip_src=h6.ip, dport=h4.udp_port)],
+                5: [zero(h6, h5, ps_result, ip_src=h6.ip, dport=h5.udp_port)],
+            },
+        ),
+        Step("a PS result from a worker's port: dropped", 4, frame(h4, h6, ps_result), {}),
+        Step("a contribution of an unknown job: dropped", 1, contrib(h1, 9, 0, 0, 1, h3), {}),
+        Step("L2 unicast, unchanged", 1, l2, {2: [l2]}),
+        Step(
+            "L2 broadcast: every port but its own", 4, bcast, {p: [bcast] for p in (1, 2, 3, 5, 6)}
+        ),
+    ]
+
+
+def assert_counters(sw: P4RuntimeSwitch, bad_type: int) -> None:
+    """The counters after ``steps``."""
+    job1 = {Event.AGGREGATED: 3, Event.COMPLETED: 1, Event.PREEMPT_SUFFERED: 1}
+    job1 |= {Event.FALLBACK: 1, Event.FOLLOWED: 1}
+    job2 = {Event.AGGREGATED: 1, Event.PREEMPT_WON: 1, Event.PS_RESULT: 1}
+    job2 |= {Event.RELEASED_BY_PS: 1}
+    counters = sw.read_counters()
+    assert counters.events == {
+        j: {e: d.get(e, 0) for e in Event} for j, d in ((1, job1), (2, job2))
+    }
+    drops = {Drop.BAD_TYPE: bad_type, Drop.UNKNOWN_JOB: 1}
+    assert counters.drops == {d: drops.get(d, 0) for d in Drop}
+
+
+def waiting(sock: socket.socket) -> list[bytes]:
+    """The frames queued on a host's raw socket (not those it sent)."""
+    frames: list[bytes] = []
+    while True:
+        try:
+            data, addr = sock.recvfrom(65535)
+        except BlockingIOError:
+            return frames
+        if addr[2] != PACKET_OUTGOING:
+            frames.append(data)
+
+
+def collect(
+    sw: Ports, want: int | None, quiet: float = 0.03, timeout: float = 1.0
+) -> dict[int, list[bytes]]:
+    """Frames that left any port: until ``want`` came (None: any number) and
+    then none for ``quiet`` seconds, or ``timeout`` passed."""
+    got: dict[int, list[bytes]] = {}
+    n, start = 0, time.monotonic()
+    last = start
+    while time.monotonic() - start < timeout:
+        for p in range(1, sw.ports + 1):
+            frames = waiting(sw.sock(p))
+            if frames:
+                got.setdefault(p, []).extend(frames)
+                n += len(frames)
+                last = time.monotonic()
+        if (want is None or n >= want) and time.monotonic() - last >= quiet:
+            break
+        time.sleep(0.001)
+    return got
+
+
+# -- the committed P4Info --
+
+
+@pytest.mark.p4c
+def test_committed_p4info_is_what_p4c_gives(tmp_path: Path) -> None:
+    """p4src/esa.p4info.txtpb is what a machine without p4c pushes; p4src is
+    the truth.  Regenerate it with
+    ``p4c-bm2-ss --arch v1model --std p4-16 -DPOOL_SIZE=1024
+    --p4runtime-files p4src/esa.p4info.txtpb -o /tmp/esa.json p4src/esa.p4``."""
+    _, p4info = compile_p4(ROOT / "p4src" / "esa.p4", tmp_path, pool=DEFAULT_POOL_SIZE)
+    assert P4INFO.read_text() == p4info.read_text(), "p4src/esa.p4info.txtpb is out of date"
+
+
+def test_the_switch_knows_every_table_and_action_of_the_program() -> None:
+    assert set(SPECS) == set(p4names.TABLES)
+    assert set(PARAMS) == {a for actions in p4names.TABLES.values() for a in actions}
+
+
+# -- P4Runtime, in process --
+
+
+@pytest.fixture
+def device(tmp_path: Path) -> Iterator[tuple[Device, str]]:
+    dev = Device(0, POOL)
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
+    addr = f"unix:{tmp_path}/p4rt.sock"
+    srv.add_insecure_port(addr)
+    srv.start()
+    yield dev, addr
+    srv.stop(None)
+
+
+def test_p4runtime_rules(device: tuple[Device, str], program: tuple[Path, Path]) -> None:
+    """Mastership, write refusals and pipeline checks, as BMv2 answers them."""
+    _, addr = device
+    with grpc.insecure_channel(addr) as channel, pytest.raises(grpc.RpcError) as err:
+        list(p4runtime_pb2_grpc.P4RuntimeStub(channel).Read(p4runtime_pb2.ReadRequest()))
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert err.value.details() == "No forwarding pipeline config set for this device"
+    first = P4RuntimeSwitch.connect(addr, election_id=(0, 5))
+    assert first.ensure_pipeline(*program) is True
+    with pytest.raises(SwitchUnavailable, match=r"refused to make us primary"):
+        P4RuntimeSwitch.connect(addr, election_id=(0, 4))
+    backup = P4RuntimeSwitch.connect(addr, election_id=(0, 3), require_primary=False)
+    with pytest.raises(SwitchError, match=r"^switch refused the request: Not primary$"):
+        backup.create_group(5, [(1, 2)])
+    first.create_group(5, [(1, 2)])
+    with pytest.raises(
+        SwitchError,
+        match=r"^switch refused the request: Multicast group already exists$",
+    ):
+        first.create_group(5, [(1, 3)])
+    assert backup.read_entries().groups == {5: frozenset({(1, 2)})}
+    with pytest.raises(SwitchError, match=r"^switch refused the request: Cannot find match entry$"):
+        first.delete_job(3)
+    first.close()
+    # the backup's stream still stands; a new primary may push again
+    again = P4RuntimeSwitch.connect(addr, election_id=(0, 6))
+    wrong_pool = program[0].parent / "pool9.json"
+    wrong_pool.write_bytes(device_config(POOL + 1))
+    with pytest.raises(SwitchError, match=r"pool of 9 slots, this switch 8"):
+        again.push_pipeline(wrong_pool, program[1])
+    info = p4info_pb2.P4Info()
+    text_format.Merge(program[1].read_text(), info)
+    next(c for c in info.counters if c.preamble.name == JOB_EVENTS).preamble.name = "other"
+    foreign = program[0].parent / "foreign.p4info.txtpb"
+    foreign.write_text(text_format.MessageToString(info))
+    with pytest.raises(
+        SwitchError,
+        match=rf"counters are not the program .*\(missing {JOB_EVENTS}; unknown other\)$",
+    ):
+        again.push_pipeline(program[0], foreign)
+    assert again.ensure_pipeline(*program) is False  # the refused pushes changed nothing
+    again.close()
+    backup.close()
+
+
+def run_steps(deliver: Callable[[int, bytes], dict[int, list[bytes]]], trace: list[Step]) -> None:
+    for step in trace:
+        got = deliver(step.port, step.frame)
+        assert got == step.out, step.what
+
+
+def test_frames_in_process(device: tuple[Device, str], program: tuple[Path, Path]) -> None:
+    """The trace through the switch's pipeline, without ports (no root)."""
+    dev, addr = device
+    sw = configured(addr, program)
+    clock = iter(range(0, 10**9, 1000))
+
+    def deliver(port: int, frame: bytes) -> dict[int, list[bytes]]:
+        assert dev.pipeline is not None
+        out: dict[int, list[bytes]] = {}
+        for p, f in dev.pipeline.process(port, frame, next(clock)):
+            out.setdefault(p, []).append(f)
+        return out
+
+    run_steps(deliver, steps())
+    # a packet type no host may send, and one that is no type at all
+    for ptype in (PacketType.RESULT, 99):
+        body = HDR.pack(ptype, 0, 1, 1, 1, 1) + VALUES.pack(*vals(1))
+        assert deliver(1, frame(H["h1"], H["h3"], body)) == {}
+    assert_counters(sw, bad_type=3)
+    sw.close()
+
+
+# -- the switch process, in a network namespace --
+
+
+@pytest.mark.netns
+def test_controller_sessions_with_the_switch_process(
+    refsw: RefSwitchProcess, program: tuple[Path, Path]
+) -> None:
+    """The controller's switch API: pipeline, entries read back equal, a
+    second reconciliation with nothing to do, a restarted session that finds
+    its pipeline, counters."""
+    # started with the P4Info alone, as simple_switch_grpc with a JSON: no cookie
+    refsw.switch.p4info = P4INFO
+    refsw.switch.restart()
+    sw = P4RuntimeSwitch.connect(refsw.grpc_addr)
+    assert sw.ensure_pipeline(*program) is True
+    want = two_jobs()
+    assert reconcile(sw, want, sw.read_entries()) == want.count() + 1
+    assert sw.read_entries() == want
+    sw.reset_job_counters(1)
+    sw.close()
+    again = P4RuntimeSwitch.connect(refsw.grpc_addr)
+    assert again.ensure_pipeline(*program) is False
+    assert reconcile(again, want, again.read_entries()) == 0
+    h1, h2, h3 = H["h1"], H["h2"], H["h3"]
+    refsw.send(1, contrib(h1, 1, 3, 0, 1, h3))
+    refsw.send(2, contrib(h2, 1, 3, 1, 1, h3))
+    assert sorted(collect(refsw, 3)) == [1, 2, 3]
+    counters = again.read_counters()
+    assert counters.events == {
+        1: {e: 2 if e is Event.AGGREGATED else int(e is Event.COMPLETED) for e in Event}
+    }
+    again.delete_job(2)
+    assert sorted(again.read_entries().jobs) == [1]
+    again.close()
+
+
+@pytest.mark.netns
+def test_esa_ctl_serves_the_switch_process(
+    refsw: RefSwitchProcess, program: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``esa-ctl serve`` against the switch process, as on a machine without p4c."""
+    fresh(refsw.grpc_addr, program)
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
+    admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
+    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+    argv += ["--switch", refsw.grpc_addr, "--p4json", str(program[0]), "--p4info", str(P4INFO)]
+    argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while esa_ctl(admin, "status").returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        res = esa_ctl(admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4")
+        assert res.returncode == 0, res.stderr
+        h1, h2, h3 = H["h1"], H["h2"], H["h3"]
+        refsw.send(1, contrib(h1, 1, 7, 0, 1, h3))
+        refsw.send(2, contrib(h2, 1, 7, 1, 1, h3))
+        assert sorted(collect(refsw, 3)) == [1, 2, 3]
+        stats = json.loads(esa_ctl(admin, "stats", "--json").stdout)
+        assert {k: n for k, n in stats["jobs"]["1"].items() if n} == {
+            "aggregated": 2,
+            "completed": 1,
+        }
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0, log.read_text()
+
+
+@pytest.mark.netns
+def test_frames_through_the_switch_process(
+    refsw: RefSwitchProcess, program: tuple[Path, Path]
+) -> None:
+    sw = configured(refsw.grpc_addr, program)
+    sent = itertools.count()
+
+    def deliver(port: int, frame: bytes) -> dict[int, list[bytes]]:
+        got: list[dict[int, list[bytes]]] = [{}]
+        send_in_step([refsw], next(sent), port, frame, got)
+        for p, frames in collect(refsw, None).items():
+            got[0].setdefault(p, []).extend(frames)
+        return without_probes(got[0])
+
+    run_steps(deliver, steps())
+    assert_counters(sw, bad_type=1)
+    sw.close()
+
+
+@pytest.mark.netns
+def test_a_port_going_down_and_up(refsw: RefSwitchProcess, program: tuple[Path, Path]) -> None:
+    """A link that goes down (a Mininet host torn down first) costs that port
+    only; when it comes back, so does its traffic."""
+    configured(refsw.grpc_addr, program).close()
+    h1, h2, h6 = H["h1"], H["h2"], H["h6"]
+    to_h2 = bytes(Ether(src=h1.mac, dst=h2.mac, type=0x88B5)) + b"while s6 is down"
+    to_h6 = bytes(Ether(src=h1.mac, dst=h6.mac, type=0x88B5)) + b"s6 is back"
+    refsw.ns.exec("ip", "link", "set", "s6", "down")
+    refsw.send(1, to_h2)
+    assert collect(refsw, 1) == {2: [to_h2]}
+    refsw.ns.exec("ip", "link", "set", "s6", "up")
+    deadline = time.monotonic() + 5
+    while refsw.ns.exec("cat", "/sys/class/net/s6/operstate").strip() != "up":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    refsw.send(1, to_h6)
+    assert collect(refsw, 1) == {6: [to_h6]}
+    assert refsw.switch.running
+
+
+# -- against BMv2 --
+
+
+def bmv2_trace(seed: int) -> list[tuple[int, bytes]]:
+    """tests/test_differential.py's random ESA trace as frames, with stray
+    frames mixed in: L2 unicast and flood, a MAC nobody has, a packet type
+    that is none, an ESA port frame cut before its header ends, IPv4 with
+    options on the ESA port."""
+    frames: list[tuple[int, bytes]] = []
+    for pkt, src in esa_trace(seed, 150):
+        dst = dataplane.JOBS[pkt.job].ps.ip if pkt.job in dataplane.JOBS else dataplane.LOW.ps.ip
+        frames.append((src.port, dataplane.frame(pkt, src, dst)))
+    h1, h3 = dataplane.host(1), dataplane.host(3)
+    udp = Ether(src=h1.mac, dst=h3.mac) / IP(src=h1.ip, dst=h3.ip)
+    body = HDR.pack(99, 0, 1, 1, 1, 1) + VALUES.pack(*vals(1))
+    strays = [
+        bytes(Ether(src=h1.mac, dst=h3.mac, type=0x88B5)) + b"unicast",
+        bytes(Ether(src=h3.mac, dst="ff:ff:ff:ff:ff:ff", type=0x88B5)) + b"flood",
+        bytes(Ether(src=h1.mac, dst="02:00:00:00:00:77", type=0x88B5)) + b"nobody",
+        bytes(udp / UDP(sport=1, dport=wire.UDP_PORT) / body),
+        bytes(udp / UDP(sport=1, dport=wire.UDP_PORT) / body[:10]),
+        bytes(Ether(src=h1.mac, dst=h3.mac) / IP(src=h1.ip, dst=h3.ip, options=b"\x01\x01\x01\x01")
+              / UDP(sport=1, dport=wire.UDP_PORT) / body),
+    ]  # fmt: skip
+    for i, f in enumerate(strays):
+        frames.insert(len(frames) * (i + 1) // (len(strays) + 1), (1 + i % 3, f))
+    return frames
+
+
+def dataplane_entries(policy: Policy) -> Any:
+    return dataplane.entries(PolicyEntry(policy, LONG_US, LONG_US))
+
+
+PROBE = 0x88B6
+"""Ethertype of the frames that pace ``send_in_step``."""
+
+
+def send_in_step(
+    switches: list[Ports], n: int, port: int, frame: bytes, got: list[dict[int, list[bytes]]]
+) -> None:
+    """Send frame ``n`` of a trace to every switch, and return once it has
+    passed every switch's ingress; what left meanwhile is added to ``got``.
+
+    The frame is followed on its port by a probe, an L2 frame to the next
+    port, and a switch takes a port's frames in order: once the probe is
+    out, the frame has been through.  Without this pacing a switch that
+    falls behind on a loaded machine may take frames of different ports in
+    another order than they were sent, and the slot rules give another
+    outcome.
+    """
+    to = port % PORTS + 1
+    src, dst = dataplane.host(port), dataplane.host(to)
+    probe = bytes(Ether(src=src.mac, dst=dst.mac, type=PROBE)) + n.to_bytes(4, "big")
+    for sw in switches:
+        sw.send(port, frame)
+        sw.send(port, probe)
+    for sw, out in zip(switches, got, strict=True):
+        deadline = time.monotonic() + 5
+        while probe not in out.get(to, []):
+            assert time.monotonic() < deadline, f"frame {n}: the probe did not come back"
+            for p, frames in collect(sw, 0, quiet=0.0, timeout=0.01).items():
+                out.setdefault(p, []).extend(frames)
+
+
+def without_probes(out: dict[int, list[bytes]]) -> dict[int, list[bytes]]:
+    kept = {
+        p: [f for f in frames if f[12:14] != PROBE.to_bytes(2, "big")] for p, frames in out.items()
+    }
+    return {p: frames for p, frames in kept.items() if frames}
+
+
+def in_step(switches: list[Ports], trace: list[tuple[int, bytes]]) -> list[dict[int, list[bytes]]]:
+    """Send ``trace`` to every switch in step; what left each one, port by port."""
+    got: list[dict[int, list[bytes]]] = [{} for _ in switches]
+    for n, (port, frame) in enumerate(trace):
+        send_in_step(switches, n, port, frame, got)
+    for sw, out in zip(switches, got, strict=True):
+        for p, frames in collect(sw, None, quiet=0.3, timeout=10).items():
+            out.setdefault(p, []).extend(frames)
+    return [without_probes(out) for out in got]
+
+
+def first_difference(bmv2: dict[int, list[bytes]], ref: dict[int, list[bytes]]) -> str:
+    """Where the reference switch's output first departs from BMv2's, per port."""
+    out = []
+    for port in sorted(set(bmv2) | set(ref)):
+        a, b = bmv2.get(port, []), ref.get(port, [])
+        i = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        if a != b:
+            x = a[i].hex() if i < len(a) else None
+            y = b[i].hex() if i < len(b) else None
+            out.append(f"port {port}: {len(a)} vs {len(b)} frames; #{i}: bmv2 {x} ref {y}")
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def twins(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]]:
+    """BMv2 and the reference switch, six ports each, and the compiled program."""
+    program = compile_p4(
+        ROOT / "p4src" / "esa.p4", tmp_path_factory.mktemp("p4"), pool=dataplane.POOL
+    )
+    bmv2 = Bmv2Switch(PORTS)
+    ref = None
+    try:
+        bmv2.start()
+        bmv2.flush()
+        ref = RefSwitchProcess(PORTS, dataplane.POOL)
+        yield bmv2, ref, program
+    finally:
+        bmv2.close()
+        if ref is not None:
+            ref.close()
+
+
+@pytest.mark.bmv2
+@pytest.mark.parametrize("policy", list(Policy))
+def test_same_frames_as_bmv2(
+    twins: tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]], policy: Policy
+) -> None:
+    """BMv2 is restarted rather than pushed again: a second push leaves its
+    multicast engine holding the old groups' nodes beside the new ones, so
+    every multicast copy would leave twice."""
+    bmv2, ref, program = twins
+    bmv2.restart()
+    switches: list[Ports] = [bmv2, ref]
+    sessions = []
+    try:
+        for sw in switches:
+            fresh(sw.grpc_addr, program)
+            sessions.append(P4RuntimeSwitch.connect(sw.grpc_addr))
+            reconcile(sessions[-1], dataplane_entries(policy), sessions[-1].read_entries())
+        got = in_step(switches, bmv2_trace(seed=int(policy)))
+        assert got[1] == got[0], first_difference(got[0], got[1])
+        assert sum(len(f) for f in got[0].values()) > 100
+        counters = [s.read_counters() for s in sessions]
+        assert counters[1] == counters[0]
+        assert counters[0].drops[Drop.BAD_TYPE] == 1
+    finally:
+        for s in sessions:
+            s.close()

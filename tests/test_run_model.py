@@ -1,0 +1,109 @@
+"""``make run`` on a machine without the P4 toolchain: the default scenario,
+shortened, on the reference switch, every sum exact; and ``make stop`` for
+a run whose launcher was killed.  These need root and Mininet only, so they
+run in CI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.paths import ROOT
+from testbed.run import lock
+from testbed.run import scenario as scn
+from testbed.run.switches import BMV2_BINARIES
+
+pytestmark = pytest.mark.model
+
+RUN = [sys.executable, str(ROOT / "mininet" / "run.py"), "--quiet"]
+LABEL = "reference switch (esa.model)"
+
+
+def without_toolchain() -> dict[str, str]:
+    """This environment with every PATH entry holding p4c or BMv2 left out."""
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    kept = [d for d in path if not any((Path(d) / b).exists() for b in BMV2_BINARIES)]
+    env = {**os.environ, "PATH": os.pathsep.join(kept)}
+    for tool in ("mnexec", "unshare"):
+        if shutil.which(tool, path=env["PATH"]) is None:
+            pytest.skip(f"{tool} shares a directory with the P4 toolchain")
+    return env
+
+
+def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [*RUN, "--out", str(out), "--iterations", "2", "--scale", "0.25"],
+        capture_output=True, text=True, timeout=300, check=False, env=without_toolchain(),
+        cwd=ROOT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stderr.startswith(
+        "run: 'p4c-bm2-ss' not found on PATH (see README.md, Prerequisites): running on the "
+        f"{LABEL} instead of BMv2"
+    )
+    for policy in scn.POLICIES:
+        assert f"policy {policy}; switch: {LABEL}\n" in res.stdout
+    assert f"JCT per job (s); switch: {LABEL}\n" in res.stdout
+    assert res.stdout.endswith("every worker received every exact sum (bit for bit)\n")
+    jobs = [j.job for j in scn.load(scn.DEFAULT).jobs]
+    rows = json.loads((out / "jobs.json").read_text())
+    assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
+        (p, j) for p in scn.POLICIES for j in jobs
+    )
+    assert all(r["exact"] and not r["failed"] and r["switch"] == "model" for r in rows)
+    assert json.loads((out / "scenario.json").read_text())["switch"] == "model"
+    with (out / "slots.csv").open() as f:
+        samples = list(csv.DictReader(f))
+    assert {s["slots"] for s in samples} == {"-1"}, "the reference switch serves no registers"
+    assert max(int(s["completed"]) for s in samples) > 0
+    assert (out / "slots.png").stat().st_size > 0
+    switch_log = (out / "logs" / "esa" / "s1.log").read_text()
+    assert switch_log.count("refswitch ports 1@s1-eth1 ") == 1
+    assert "refswitch stopped: " in switch_log.splitlines()[-1]
+    assert not (out / lock.PIDFILE).exists()
+
+
+def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run = subprocess.Popen(
+        [*RUN, "--out", str(out), "--switch", "model", "--scenario",
+         str(scn.SCENARIOS / "priority.json"), "--policies", "esa", "--iterations", "1000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(out.glob("logs/esa/j*w*.log")):
+        assert run.poll() is None and time.monotonic() < deadline, "workers never started"
+        time.sleep(0.2)
+    rec = lock.read(out)
+    assert rec is not None and rec.world is not None
+    os.kill(run.pid, signal.SIGKILL)  # the launcher dies; its world goes on
+    run.wait()
+    assert rec.world.alive and Path(rec.work).is_dir()
+    res = subprocess.run(
+        ["make", "-s", "stop", f"RUN_ARGS=--out {out} --policies esa"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout == (
+        f"{out}: stopped the run (world pid {rec.world.pid}) and all it started\n"
+        f"{out}: removed the run's work directory {rec.work}\n"
+        f"{out}: removed run.pid (pid {run.pid})\n"
+    )
+    assert not rec.world.alive
+    left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False)
+    assert left.stdout == "", f"processes left behind: {left.stdout}"
+    again = subprocess.run(["make", "-s", "stop", f"RUN_ARGS=--out {out}"], capture_output=True,
+                           text=True, timeout=60, check=False, cwd=ROOT)  # fmt: skip
+    assert again.stdout == f"{out}: no run\n"
