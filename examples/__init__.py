@@ -1,0 +1,1 @@
+"""Example training scripts that sum their gradients through the switch."""

@@ -1,0 +1,280 @@
+"""The DDP communication hook on loopback: the switch model behind a UDP
+socket and a PS thread (``hosts.loopjob``), workers as hook states in this
+process or as DDP processes running the example script."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+pytest.importorskip("torch", reason="needs torch: pip install -e '.[torch]'")
+pytest.importorskip("sklearn", reason="needs scikit-learn: pip install -e '.[torch]'")
+
+import torch
+
+from esa import wire
+from hosts import quant
+from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.loopjob import LoopJob, ddp_env, free_port
+from hosts.torch_config import EsaConfig, EsaConfigError
+from hosts.torch_hook import BucketMismatch, EsaHookState, TensorBucket
+from tests.test_hosts_e2e import expected
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB = 3
+SCALE = quant.job_scale(1.0, 2)
+
+
+def states(bed: LoopJob, timeout: float = 10.0) -> list[EsaHookState]:
+    """The two workers of ``bed``'s job (bound 1.0), agreeing calls with its PS."""
+    return [
+        EsaHookState(
+            EsaConfig(
+                JOB, i, 2, bed.switch_addr, bind=bed.workers[i], timeout=timeout, linger=0.1,
+                control=bed.control_addr,
+            )
+        )
+        for i in range(2)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def pair() -> Iterator[list[EsaHookState]]:
+    """Two workers of job JOB through the loopback switch."""
+    with LoopJob(JOB, 2) as bed:
+        both = states(bed)
+        yield both
+        for s in both:
+            s.close()
+
+
+def average(grads: list[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+    """What the hook must return: the switch's sum of the workers' buckets, halved."""
+    return expected(grads, SCALE) / np.float32(2)
+
+
+def test_buckets_are_averaged_through_the_switch_across_a_rebuild(
+    pair: list[EsaHookState],
+) -> None:
+    # One bucket in the first iteration, two after DDP's rebuild.
+    layouts = [[100], [30, 70], [30, 70]]
+    rng = np.random.default_rng(5)
+    grads = {
+        (it, b, w): rng.uniform(-1, 1, n).astype(np.float32)
+        for it, sizes in enumerate(layouts)
+        for b, n in enumerate(sizes)
+        for w in range(2)
+    }
+    grads[1, 1, 0][40] = 3.0  # out of bound: its chunk is summed in float
+    futures = {}
+    for it, sizes in enumerate(layouts):
+        for b in range(len(sizes)):
+            for w, state in enumerate(pair):
+                bucket = TensorBucket(b, torch.from_numpy(grads[it, b, w]), b == len(sizes) - 1)
+                futures[it, b, w] = state.submit(bucket)
+    for (it, b, w), fut in futures.items():
+        got = fut.wait()
+        assert got.dtype == torch.float32
+        want = average([grads[it, b, 0], grads[it, b, 1]])
+        assert np.array_equal(got.numpy(), want), (it, b, w)
+    assert 2 * futures[1, 1, 0].wait()[40] == np.float32(3.0) + grads[1, 1, 1][40], "not clipped"
+    for state in pair:
+        assert (state.iteration, state.next_index) == (3, 0)
+        assert state.worker.counters.calls_sent >= 5, "every call is announced to the PS"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_buckets_come_back_in_their_dtype(
+    pair: list[EsaHookState], dtype: str
+) -> None:
+    rng = np.random.default_rng(6)
+    half = getattr(torch, dtype)
+    grads = [torch.from_numpy(rng.uniform(-1, 1, 50).astype(np.float32)).to(half) for _ in pair]
+    futures = [s.submit(TensorBucket(0, g, True)) for s, g in zip(pair, grads, strict=True)]
+    want = average([g.float().numpy() for g in grads])
+    for fut in futures:
+        got = fut.wait()
+        assert got.dtype == half
+        assert torch.equal(got, torch.from_numpy(want).to(half))
+
+
+def test_other_dtypes_and_out_of_order_buckets_are_refused() -> None:
+    ps, control = ("127.0.0.1", free_port()), ("127.0.0.1", free_port())
+    state = EsaHookState(EsaConfig(JOB, 0, 2, ps, bind=("127.0.0.1", 0), control=control))
+    try:
+        with pytest.raises(TypeError, match=r"bucket 0 holds torch\.float64"):
+            state.submit(TensorBucket(0, torch.zeros(8, dtype=torch.float64), True))
+        with pytest.raises(BucketMismatch, match="bucket 1 arrived when bucket 0 of iteration 0"):
+            state.submit(TensorBucket(1, torch.zeros(8), True))
+    finally:
+        state.close()
+
+
+def test_workers_disagreeing_on_a_bucket_fail_on_both(pair: list[EsaHookState]) -> None:
+    futures = [
+        s.submit(TensorBucket(0, torch.zeros(n), True)) for s, n in zip(pair, [40, 50], strict=True)
+    ]
+    for fut, (n, peer, m) in zip(futures, [(40, 1, 50), (50, 0, 40)], strict=True):
+        with pytest.raises(CallRejected) as info:
+            fut.wait()
+        assert str(info.value) == (
+            f"job 3 call 0 rejected by the PS: this worker has {n} values, worker {peer} has {m}"
+        )
+        assert (info.value.reason, info.value.peer) == ("length", peer)
+    later = pair[0].submit(TensorBucket(0, torch.zeros(40), True))
+    with pytest.raises(RuntimeError, match="an earlier ESA all-reduce failed: job 3 call 0 rej"):
+        later.wait()
+
+
+def test_an_allreduce_a_peer_never_starts_times_out_naming_it() -> None:
+    with LoopJob(JOB, 2) as bed:
+        both = states(bed, timeout=0.3)
+        try:
+            fut = both[0].submit(TensorBucket(0, torch.zeros(40), True))
+            assert not fut.done(), "the hook returns before the all-reduce ends"
+            with pytest.raises(AllreduceTimeout) as info:
+                fut.wait()
+        finally:
+            for s in both:
+                s.close()
+    assert str(info.value) == (
+        "job 3 call 0: no sum after 0.3 s (waiting for the PS's GO); "
+        "workers [1] have not started it (started: [0])"
+    )
+    assert info.value.missing == [1]
+
+
+TORCHRUN_ENV = {
+    "RANK": "1",
+    "WORLD_SIZE": "4",
+    "ESA_JOB": "7",
+    "ESA_PS": "10.0.0.3",
+    "ESA_BOUND": "0.5",
+    "ESA_TIMEOUT": "5",
+    "ESA_BIND": "10.0.0.2:4000",
+}
+
+
+def test_config_from_torchrun_environment() -> None:
+    config = EsaConfig.from_env(TORCHRUN_ENV)
+    assert config == EsaConfig(
+        7, 1, 4, ("10.0.0.3", 0xE5A0), bound=0.5, timeout=5.0, bind=("10.0.0.2", 4000),
+        control=("10.0.0.3", wire.CONTROL_PORT),
+    )  # fmt: skip
+    moved = EsaConfig.from_env({**TORCHRUN_ENV, "ESA_CONTROL": "10.0.0.9"})
+    assert moved.control_addr == ("10.0.0.9", 0xE5A1)
+    assert EsaConfig(7, 1, 4, ("10.0.0.3", 9)).control_addr == ("10.0.0.3", 0xE5A1)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ESA_JOB": None}, "ESA_JOB is not set: the job id"),
+        ({"RANK": ""}, "RANK is not set: this worker's index"),
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not valid"),
+        ({"ESA_PS": "10.0.0.3:70000"}, "ESA_PS='10.0.0.3:70000' is not valid"),
+        ({"ESA_CONTROL": "10.0.0.3:x"}, "ESA_CONTROL='10.0.0.3:x' is not valid: the PS's control"),
+        ({"RANK": "4"}, "worker index must be 0..fan-in - 1"),
+        ({"ESA_JOB": "256"}, "job must be 1..255"),
+        ({"ESA_BOUND": "nan"}, "bound must be positive and finite"),
+        ({"ESA_TIMEOUT": "0"}, "timeout must be positive"),
+    ],
+)
+def test_config_names_a_missing_or_bad_variable(
+    change: dict[str, str | None], message: str
+) -> None:
+    env = {k: v for k, v in {**TORCHRUN_ENV, **change}.items() if v is not None}
+    with pytest.raises(EsaConfigError, match=message):
+        EsaConfig.from_env(env)
+
+
+# -- the example script as DDP processes -------------------------------------
+
+EXAMPLE = ROOT / "examples" / "torch_digits.py"
+TRAIN_ARGS = ["--epochs", "3", "--hidden", "32", "--bucket-cap-mb", "0.001"]
+"""3 epochs of 23 steps; the 0.001 MB cap makes DDP rebuild its one first
+bucket into two (330 and 2,080 values) after the first step."""
+
+
+def launch(
+    world: int, args: list[str], esa: Callable[[int], dict[str, str]]
+) -> list[subprocess.Popen[str]]:
+    """``world`` processes of the example, as torchrun would start them, each
+    with the ``ESA_*`` variables ``esa(rank)``."""
+    master = free_port(socket.SOCK_STREAM)
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **ddp_env(rank, world, master), **esa(rank)}
+        cmd = [sys.executable, str(EXAMPLE), *args]
+        procs.append(
+            subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+    return procs
+
+
+def finish(procs: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of each process; kills those still running on an error."""
+    try:
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs, strict=True)]
+
+
+def reports(done: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+    """The JSON line each finished process printed; all must have succeeded."""
+    for code, _, err in done:
+        assert code == 0, err
+    return [json.loads(out.strip().splitlines()[-1]) for _, out, _ in done]
+
+
+def test_ddp_training_through_the_switch_matches_gloo() -> None:
+    with LoopJob(JOB, 2) as bed:
+        gloo = launch(2, TRAIN_ARGS, lambda rank: {})
+        through = launch(
+            2, [*TRAIN_ARGS, "--esa"], lambda rank: {**bed.esa_env(rank), "ESA_LINGER": "0.2"}
+        )
+        done = finish([*gloo, *through])
+    ref, got = reports(done[:2]), reports(done[2:])
+    assert [r["rank"] for r in got] == [0, 1]
+    assert got[0]["params_sha256"] == got[1]["params_sha256"]
+    assert got[0]["accuracy"] == got[1]["accuracy"]
+    assert ref[0]["accuracy"] > 0.9, "the task is learnable"
+    assert abs(got[0]["accuracy"] - ref[0]["accuracy"]) <= 0.01
+    steps = 3 * 23
+    chunks = quant.chunks(2410) + (steps - 1) * (quant.chunks(330) + quant.chunks(2080))
+    assert bed.ps.counters.switch_results + bed.ps.counters.completed == chunks
+    assert bed.ps.counters.calls_agreed == 1 + (steps - 1) * 2
+
+
+def test_training_stops_with_a_clear_error_when_nothing_answers() -> None:
+    def esa(rank: int) -> dict[str, str]:
+        return {
+            "ESA_JOB": str(JOB),
+            "ESA_PS": f"127.0.0.1:{free_port()}",
+            "ESA_CONTROL": f"127.0.0.1:{free_port()}",
+            "ESA_BIND": f"127.0.0.1:{free_port()}",
+            "ESA_TIMEOUT": "0.5",
+        }
+
+    [(code, _, err)] = finish(launch(1, [*TRAIN_ARGS, "--esa"], esa))
+    assert code != 0
+    assert (
+        "AllreduceTimeout: job 3 call 0: no sum after 0.5 s (waiting for the PS's GO); "
+        "missing workers unknown (the PS did not answer)"
+    ) in err
