@@ -33,8 +33,9 @@ class Ctl:
     def close(self) -> None:
         self.client.close()
 
-    def policy(self, policy: str, stale_us: int, part_size: int) -> None:
-        self.client.policy(PolicyRequest(policy, stale_us=stale_us, part_size=part_size))
+    def policy(self, policy: str, stale_us: int, squat_us: int | None, part_size: int) -> None:
+        req = PolicyRequest(policy, stale_us=stale_us, squat_us=squat_us, part_size=part_size)
+        self.client.policy(req)
 
     def admit(self, job: JobSpec, workers: list[str], ps: str) -> None:
         """Admit ``job``, waiting out a fault in progress (up to ADMIT_TIMEOUT_S)."""

@@ -94,6 +94,8 @@ class Scenario:
     link: Mapping[str, float | None] = field(default_factory=dict)
     """link properties (LINK_FIELDS) set on every link, over the topology's."""
     stale_us: int = 20_000
+    squat_us: int | None = None
+    """the squat timeout written with each policy; None: the policy's default."""
     window: int = 32
     rto_s: float = 0.05
     part_size: int = 0
@@ -112,7 +114,7 @@ JOB_FIELDS = {
     "arrival_s", "compute_s", "jitter", "worker_hosts", "ps_host",
 }  # fmt: skip
 SCENARIO_FIELDS = {
-    "description", "pool_size", "policies", "topology", "link", "stale_us", "window",
+    "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
     "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train",
 }  # fmt: skip
 
@@ -197,6 +199,8 @@ def check(s: Scenario) -> Scenario:
         raise _error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
     if s.pool_size < 1 or s.window < 1:
         raise _error("pool_size and window must be positive")
+    if s.squat_us is not None and not 0 <= s.squat_us < 2**48:
+        raise _error("squat_us must be 0..2^48-1 (0 = off) or absent (the policy's default)")
     if not 0 <= s.part_size <= s.pool_size:
         raise _error(f"part_size must be 0..pool_size ({s.pool_size}); 0 = equal split")
     if s.timeout_s <= 0 or s.sample_s <= 0 or s.rto_s <= 0:
@@ -227,6 +231,7 @@ def load(path: Path) -> Scenario:
             topology=str(raw.get("topology", DEFAULT_TOPOLOGY)),
             link=parse_link(raw.get("link", {})),
             stale_us=int(raw.get("stale_us", 20_000)),
+            squat_us=None if raw.get("squat_us") is None else int(raw["squat_us"]),
             window=int(raw.get("window", 32)),
             rto_s=float(raw.get("rto_s", 0.05)),
             part_size=int(raw.get("part_size", 0)),
@@ -252,6 +257,9 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--iterations", type=int, help="iterations of every job")
     ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
     ap.add_argument("--part-size", type=int, help="static partition size, slots (0: equal split)")
+    ap.add_argument(
+        "--squat-us", type=int, help="squat timeout for every policy, us (0: off; default: each's)"
+    )
     ap.add_argument("--timeout", type=float, help="the workers' allreduce deadline, seconds")
     ap.add_argument(
         "--topology",
@@ -289,6 +297,8 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
         )
     if args.part_size is not None:
         s = replace(s, part_size=args.part_size)
+    if args.squat_us is not None:
+        s = replace(s, squat_us=args.squat_us)
     if args.timeout is not None:
         s = replace(s, timeout_s=args.timeout)
     if args.topology:
