@@ -69,7 +69,7 @@ def mininet_job(
         members, ps = world.jobs[spec.job]
         ctl = Ctl(world.admin)
         try:
-            ctl.policy("esa", scenario.stale_us, scenario.part_size)
+            ctl.policy("esa", scenario.stale_us, scenario.squat_us, scenario.part_size)
             ctl.admit(spec, [m.name for m in members], ps.name)
             pses = start_pses(world, (spec,))
             try:

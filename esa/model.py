@@ -227,7 +227,7 @@ class SwitchModel:
         )
         if not held or stale or idle:
             if retx:
-                return self._fallback(pkt)
+                return self._divert(pkt, slot, key)
             verdict, victim_event = Verdict.CLAIM, None
             if stale:
                 verdict, victim_event = Verdict.RECLAIM, Event.STALE_RECLAIMED
@@ -236,7 +236,7 @@ class SwitchModel:
         elif self.policy is Policy.ESA and not retx and cfg.priority > slot.prio:
             verdict, victim_event = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
         else:
-            return self._fallback(pkt)
+            return self._divert(pkt, slot, key)
         outputs: tuple[Output, ...] = ()
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
@@ -291,6 +291,12 @@ class SwitchModel:
         out = self._result(slot, values, ptype)
         slot.owner = slot.bitmap = slot.count = slot.state = 0
         return out
+
+    def _divert(self, pkt: Packet, slot: Slot, key: int) -> Result:
+        """S8: C goes to its PS, and so will the rest of its chunk (S13): a
+        later contribution that started a slot could never reach the fan-in."""
+        slot.gone = key
+        return self._fallback(pkt)
 
     def _fallback(self, pkt: Packet) -> Result:
         self._count(pkt.job, Event.FALLBACK)

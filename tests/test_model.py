@@ -41,6 +41,12 @@ def colliding_seqs() -> tuple[int, int]:
     raise AssertionError("no collision")
 
 
+def next_in_slot(job: int, seq: int) -> int:
+    """The next seq of ``job`` whose chunk shares the slot of (job, seq)."""
+    idx = slot_hash(job, seq, POOL)
+    return next(t for t in range(seq + 1, seq + 10**6) if slot_hash(job, t, POOL) == idx)
+
+
 def switch(policy: Policy = Policy.ESA, fan_in: int = 2) -> SwitchModel:
     sw = SwitchModel(pool_size=POOL, policy=policy, stale_us=1000)
     mask = (1 << fan_in) - 1
@@ -108,6 +114,12 @@ def test_lower_or_equal_priority_falls_back() -> None:
     assert res.verdict is Verdict.FALLBACK
     assert res.outputs[0].packet.ptype is PacketType.FALLBACK
     assert res.outputs[0].packet.values == vals(3)
+    # the holder completes and frees the slot; LOW's chunk, already partly at
+    # its PS, must not start a sum there that could never complete
+    assert sw.process(contrib(HIGH, high_seq, 1), 2).verdict is Verdict.COMPLETE
+    assert sw.process(contrib(LOW, low_seq, 1, 4), 3).verdict is Verdict.FALLBACK
+    assert sw.slots[slot_hash(LOW, low_seq, POOL)].owner == 0
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
 
 
 def test_atp_never_preempts() -> None:
@@ -134,7 +146,7 @@ def test_stale_slot_is_reclaimed() -> None:
     low_seq, high_seq = colliding_seqs()
     sw.process(contrib(HIGH, high_seq, 0, 4), 0)
     assert sw.process(contrib(LOW, low_seq, 0), 500).verdict is Verdict.FALLBACK
-    res = sw.process(contrib(LOW, low_seq, 0), 1001)
+    res = sw.process(contrib(LOW, next_in_slot(LOW, low_seq), 0), 1001)
     assert res.verdict is Verdict.RECLAIM
     assert (res.outputs[0].packet.job, res.outputs[0].packet.values) == (HIGH, vals(4))
     assert sw.events(HIGH)[Event.STALE_RECLAIMED] == 1
@@ -213,7 +225,7 @@ def test_idle_incomplete_partial_is_taken_and_its_chunk_follows() -> None:
     low_seq, high_seq = colliding_seqs()
     sw.process(contrib(HIGH, high_seq, 0, 4), 0)
     assert sw.process(contrib(LOW, low_seq, 0), 200).verdict is Verdict.FALLBACK
-    res = sw.process(contrib(LOW, low_seq, 0, 7), 201)
+    res = sw.process(contrib(LOW, next_in_slot(LOW, low_seq), 0, 7), 201)
     assert res.verdict is Verdict.RECLAIM
     (out,) = res.outputs
     assert (out.to, out.packet.ptype, out.packet.job, out.packet.seq) == (

@@ -8,8 +8,9 @@
 
 // What a rule does to the slot and the packet.
 enum SlotOp {
-    NONE,              // nothing (S4, S13 and S8 set their outcome directly)
-    FALLBACK,          // the contribution goes to its PS unchanged (S2, S8)
+    NONE,              // nothing (S4; S12 sets its outcome directly)
+    FALLBACK,          // the contribution goes to its PS unchanged (S1, S2, S13)
+    DIVERT,            // S8: so does the rest of its chunk (slot_gone := the chunk)
     CLAIM,             // S9: the contribution starts the slot
     ADD,               // S7: add into the slot, keep waiting
     COMPLETE_RELEASE,  // S5 (ESA, STATIC): the sum goes out, the slot is free
@@ -82,8 +83,8 @@ control OtherChunkRules(in esa_h esa, in job_meta_t job, in slot_meta_t slot, in
         // An incomplete partial untouched for the squat timeout.
         bool idle = held && job.squat_us != 0 && (slot.state & STATE_DONE) == 0 &&
                     age > job.squat_us;
-        op = SlotOp.FALLBACK;  // S8: a retransmission never starts a slot, and
-                               // a holder of equal or higher priority stays.
+        op = SlotOp.DIVERT;  // S8: a retransmission never starts a slot, and
+                             // a holder of equal or higher priority stays.
         if (!held && !retx) {
             op = SlotOp.CLAIM;  // S9: claim a free slot.
             outcome.verdict = verdict_t.CLAIM;
@@ -220,6 +221,9 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
 
         if (op == SlotOp.FALLBACK) {
             fallback();
+        } else if (op == SlotOp.DIVERT) {
+            fallback();
+            mark_gone(key);
         } else if (op == SlotOp.CLAIM) {
             lanes_claim();
             take_slot();
