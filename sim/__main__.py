@@ -1,55 +1,48 @@
-"""``python -m sim``: the default sweep; table on stdout, CSV and PNG in --out."""
+"""``python -m sim``: the sweep; table and goals on stdout, CSV and PNG in --out."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
-from sim import plots, sweep
-from sim.params import Net, Scheme
+from sim import plots, report, sweep
+from sim.params import SQUAT_RTTS, Scheme
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="a three-point sweep")
+    ap.add_argument("--full", action="store_true", help="the full grid and the sensitivity runs")
+    ap.add_argument("--seeds", type=int, default=sweep.SEEDS)
     ap.add_argument("--out", type=Path, default=Path("results/sim"))
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--procs", type=int, default=2)
     args = ap.parse_args(argv)
-    sw = sweep.QUICK if args.quick else sweep.Sweep()
-    sw = dataclasses.replace(sw, seeds=(args.seed,))
+    points = sweep.full() if args.full else list(sweep.SUBSET)
     t0 = time.monotonic()
-    rows = sweep.run(sw, Net(), args.procs)
-    summary = sweep.summarise(rows)
+    rows = sweep.run(points, args.seeds, args.procs)
+    summaries = report.summarise(points, rows, args.seeds)
     sweep.write_csv(args.out / "jobs.csv", rows)
-    sweep.write_csv(args.out / "summary.csv", summary)
+    sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
     plots.jct_cdf(rows, args.out / "jct_cdf.png")
-    plots.ratio_vs_pool(summary, args.out / "ratio_vs_pool.png")
-    print(table(summary))
-    ratios = [float(str(r[f"atp/{sweep.HEADLINE.value}"])) for r in summary]
-    print(
-        f"\nATP/{sweep.HEADLINE.value} mean-JCT ratio: min {min(ratios):.3f}, "
-        f"max {max(ratios):.3f} over {len(ratios)} points "
-        f"({time.monotonic() - t0:.1f} s; results in {args.out})"
+    plots.gain(summaries, args.out / "gain.png")
+    net = points[0].net()
+    links = {pt.link: pt.net() for pt in points if not pt.sensitivity}
+    windows = "; ".join(
+        f"{link} esa {n.window_for(Scheme.ESA)} atp {n.window_for(Scheme.ATP)}"
+        for link, n in links.items()
     )
+    print(
+        f"{len(points)} points x {args.seeds} seeds x {len(Scheme)} schemes, fluid model, "
+        f"{'barrier' if net.barrier else 'no barrier'}, {net.ps_shards} PS shards per job, "
+        f"squat timeout {SQUAT_RTTS} round trips; windows (packets, each scheme's own "
+        f"bandwidth-delay product): {windows}"
+    )
+    print(report.table(summaries))
+    print()
+    for line in report.goals(summaries):
+        print(line)
+    print(f"({time.monotonic() - t0:.1f} s; results in {args.out})")
     return 0
-
-
-def table(summary: list[dict[str, object]]) -> str:
-    names = [s.value for s in Scheme]
-    head = f"{'mix':<11}{'load':>5}{'pool':>7} " + "".join(f"{n:>19}" for n in names)
-    head += f"{'ATP/ESA':>9}{'/srpt':>7}{'/aging':>7}"
-    lines = [head, " " * 24 + "   mean / p99 (s)" * len(names)]
-    for r in summary:
-        line = f"{r['mix']!s:<11}{float(str(r['load'])):>5g}{int(str(r['pool'])):>7} "
-        for n in names:
-            line += f"{float(str(r[n + '_mean'])):>10.2f}/{float(str(r[n + '_p99'])):<8.2f}"
-        for s in (Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING):
-            line += f"{float(str(r['atp/' + s.value])):>7.3f}"
-        lines.append(line)
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

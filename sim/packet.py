@@ -8,19 +8,27 @@ comes from the same rules BMv2 runs.  Values are zeros: only timing matters.
 Hosts (our design; no ESA host code is public):
 
 * a worker streams its iteration's chunks with a window of outstanding
-  chunks; a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
+  chunks (``Net.window_for``: its scheme's bandwidth-delay product unless
+  set); a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
   With ``Net.rto_ns`` it also resends (RETX) a chunk left unresolved for its
-  retransmission timeout, adapted as ``hosts.worker`` adapts it.
-* the PS of a job serves, one packet each ``Net.ps_ns``, every FALLBACK and
-  PARTIAL it receives and, under ATP, every held RESULT (it answers those
-  with the PS_RESULT that releases the slot).  When a chunk reaches it
-  incomplete it sends a PULL naming the workers it has (at once, or, with
-  ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
-  every such period); the others resend (RETX) or will send as RETX, so a
-  stranded partial sum is flushed.
+  retransmission timeout, adapted as ``hosts.worker`` adapts it.  With
+  ``Net.barrier`` a job's workers start each iteration's stream together,
+  a barrier round trip after the last of them is ready.
+* a job's PS is ``Net.ps_shards`` hosts, chunk ``seq`` on shard
+  ``seq % shards``, each behind its own link.  A shard serves, one packet
+  each ``Net.ps_ns``, every packet the switch sends it: FALLBACK, PARTIAL,
+  the RESULT copy of a chunk completed in the switch and, under ATP, every
+  held RESULT (it answers those with the PS_RESULT that releases the slot).
+  When a chunk reaches it incomplete it sends a PULL naming the workers it
+  has (at once, or, with ``Net.ps_stall_ns``, once the chunk has been
+  untouched that long, again every such period); the others resend (RETX) or
+  will send as RETX, so a stranded partial sum is flushed.  All shards of a
+  job inject through the job's PS port.
 * the switch is one FIFO server shared by all ports: each arriving packet
   waits for it and takes ``Net.switch_pkt_ns`` before ``SwitchModel.process``.
-* STATIC jobs wait for a free partition of the pool (SwitchML's per-job pool).
+* the controller writes the job table: priorities (``sim.control``) and,
+  under the STATIC schemes, partitions (``sim.control.Partitions``); a job
+  that finds no partition waits for one.
 """
 
 from __future__ import annotations
@@ -30,17 +38,16 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-
-import numpy as np
+from dataclasses import replace
 
 from esa import wire
 from esa.model import JobConfig, Out, Packet, SwitchModel
 from esa.spec import Verdict
 from esa.wire import Flag, PacketType
+from sim.control import Partitions, priorities
+from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.params import JobSpec, Net, Scheme
-from sim.priority import priority
-from sim.workload import compute_times
+from sim.workload import compute_times, lags
 
 ZEROS = (0,) * wire.K
 PS_PORT_BASE = 1000
@@ -48,74 +55,15 @@ MAX_RTO_NS = 2e9
 """``hosts.worker.MAX_RTO``: the timeout backs off no further."""
 
 
-class Link:
-    """One direction of a link: FIFO, serialisation then propagation."""
-
-    def __init__(self, net: Net) -> None:
-        self.free_at = 0.0
-        self.tx = net.pkt_ns
-        self.delay = net.hop_ns
-
-    def arrival(self, now: float) -> float:
-        start = max(now, self.free_at)
-        self.free_at = start + self.tx
-        return self.free_at + self.delay
-
-
-@dataclass
-class Worker:
-    idx: int
-    up: Link
-    down: Link
-    it: int = 0
-    base: int = 0
-    next_i: int = 0
-    done: int = 0
-    ready: bool = False
-    outstanding: set[int] = field(default_factory=set)
-    retx_pending: set[int] = field(default_factory=set)
-    rto: float = 0.0
-    srtt: float | None = None
-    rttvar: float = 0.0
-    sent_at: dict[int, float] = field(default_factory=dict)
-    """first send of chunks not retransmitted yet (Karn: only they give samples)."""
-    deadline: dict[int, float] = field(default_factory=dict)
-    backed_off_at: float = -1.0
-    retransmits: int = 0
-
-    @property
-    def bit(self) -> int:
-        return 1 << self.idx
-
-
-@dataclass
-class PsHost:
-    up: Link
-    down: Link
-    busy_until: float = 0.0
-    bitmaps: dict[int, int] = field(default_factory=dict)
-    done: set[int] = field(default_factory=set)
-    pulled: set[int] = field(default_factory=set)
-    touched: dict[int, float] = field(default_factory=dict)
-
-
-@dataclass
-class JobRun:
-    spec: JobSpec
-    workers: list[Worker]
-    ps: PsHost
-    compute: np.ndarray
-    window: int
-    iters_done: int = 0
-    workers_in_iter: Counter[int] = field(default_factory=Counter)
-    admitted_at: float = 0.0
-    finish: float | None = None
-    part_base: int = 0
-    part_size: int = 0
-    admitted: bool = False
-
-
 Event = tuple[float, int, Callable[[], None]]
+
+
+class Deadlock(RuntimeError):
+    """The run ended with jobs unfinished: a chunk's partial sum was stranded
+    and no timer (``Net.rto_ns``, ``Net.ps_stall_ns``) recovers it.  The
+    controller's recut of the partitions under STATIC_EQUAL strands the
+    chunks in flight; the switch's stale timeout frees their slots only when
+    another chunk lands there."""
 
 
 class PacketSim:
@@ -125,22 +73,26 @@ class PacketSim:
         self.net = net
         self.scheme = scheme
         self.pool_size = pool_size
-        self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us)
+        squat = net.squat_us_for(scheme)
+        self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us, squat)
+        self.parts = Partitions(scheme, pool_size, net)
         self.now = 0.0
         self.queue: list[Event] = []
         self.counter = itertools.count()
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
         self.ps_completed: Counter[int] = Counter()
-        self.tick_ns = net.tick_s * 1e9
         self.switch_free_at = 0.0
-        window = net.static_window(pool_size) if scheme is Scheme.STATIC else net.window
+        window = net.window_for(scheme)
         self.jobs: dict[int, JobRun] = {}
         for spec in jobs:
-            ws = [Worker(i, Link(net), Link(net), rto=net.rto_ns) for i in range(spec.workers)]
+            lag = lags(spec, net, seed)
+            ws = [
+                Worker(i, Link(net, float(lag[i])), Link(net), rto=net.rto_ns)
+                for i in range(spec.workers)
+            ]
+            shards = [PsHost(Link(net), Link(net)) for _ in range(net.ps_shards)]
             ct = compute_times(spec, net, seed)
-            self.jobs[spec.job_id] = JobRun(spec, ws, PsHost(Link(net), Link(net)), ct, window)
-        self.free_parts = list(range(net.static_parts))
-        self.waiting: list[int] = []
+            self.jobs[spec.job_id] = JobRun(spec, ws, shards, ct, window)
 
     # event plumbing -------------------------------------------------------
     def at(self, t: float, fn: Callable[[], None]) -> None:
@@ -150,74 +102,80 @@ class PacketSim:
         """Simulate until every job finished; JCT in seconds per job id."""
         for jid, job in self.jobs.items():
             self.at(job.spec.arrival_s * 1e9, functools.partial(self._arrive, jid))
-        if self.scheme is Scheme.ESA_AGING:
-            self.at(self.tick_ns, self._tick)
         while self.queue:
             self.now, _, fn = heapq.heappop(self.queue)
             fn()
+        stuck = sorted(jid for jid, job in self.jobs.items() if job.finish is None)
+        if stuck:
+            raise Deadlock(f"jobs {stuck} never finished: chunks stranded without a timer")
         return {
             jid: (job.finish or 0.0) * 1e-9 - job.spec.arrival_s for jid, job in self.jobs.items()
         }
 
     # controller -----------------------------------------------------------
-    def _config(self, job: JobRun) -> JobConfig:
-        age_s = (self.now - job.admitted_at) * 1e-9
-        prio = priority(self.scheme, job.spec, self.net, job.iters_done, age_s)
-        return JobConfig(
-            fan_in=job.spec.workers,
-            worker_mask=job.spec.mask,
-            priority=prio,
-            ps_port=PS_PORT_BASE + job.spec.job_id,
-            part_base=job.part_base,
-            part_size=job.part_size,
+    def _write_jobs(self) -> None:
+        """Write the entry of every running job whose priority or partition
+        changed; a worker's window follows its partition under STATIC."""
+        running = [self.jobs[jid] for jid in self.parts.running]
+        prios = priorities(
+            self.scheme, self.net, [(j.spec, j.iters_done, j.admitted_at * 1e-9) for j in running]
         )
-
-    def _update_priorities(self) -> None:
-        for jid, job in self.jobs.items():
-            if not job.admitted or job.finish is not None:
-                continue
-            cfg = self._config(job)
-            if self.switch.jobs[jid] != cfg:
+        layout = self.parts.layout()
+        for job in running:
+            jid = job.spec.job_id
+            job.part_base, job.part_size = layout[jid]
+            cfg = JobConfig(
+                fan_in=job.spec.workers,
+                worker_mask=job.spec.mask,
+                priority=prios[jid],
+                ps_port=PS_PORT_BASE + jid,
+                part_base=job.part_base,
+                part_size=job.part_size,
+            )
+            if self.switch.jobs.get(jid) != cfg:
                 self.switch.add_job(jid, cfg)
-
-    def _tick(self) -> None:
-        self._update_priorities()
-        if any(j.finish is None for j in self.jobs.values()):
-            self.at(self.now + self.tick_ns, self._tick)
+            if self.scheme.is_static:
+                job.window = self.net.static_window(self.scheme, job.part_size)
+                for w in job.workers:
+                    self._pump(job, w)
 
     def _arrive(self, jid: int) -> None:
-        if self.scheme is Scheme.STATIC:
-            if not self.free_parts:
-                self.waiting.append(jid)
-                return
-            part = self.free_parts.pop(0)
-            size = self.pool_size // self.net.static_parts
-            self.jobs[jid].part_base, self.jobs[jid].part_size = part * size, size
-        self._admit(jid)
+        if self.parts.request(jid):
+            self._admit([jid])
 
-    def _admit(self, jid: int) -> None:
-        job = self.jobs[jid]
-        job.admitted = True
-        job.admitted_at = self.now
-        self.switch.add_job(jid, self._config(job))
-        for w in job.workers:
-            self._compute(job, w)
+    def _admit(self, ids: list[int]) -> None:
+        for jid in ids:
+            self.jobs[jid].admitted, self.jobs[jid].admitted_at = True, self.now
+        self._write_jobs()
+        for jid in ids:
+            for w in self.jobs[jid].workers:
+                self._compute(self.jobs[jid], w)
 
     def _finish(self, job: JobRun) -> None:
         job.finish = self.now
         self.switch.remove_job(job.spec.job_id)
-        if self.scheme is Scheme.STATIC:
-            self.free_parts.append(job.part_base // max(1, job.part_size))
-            if self.waiting:
-                self._arrive(self.waiting.pop(0))
+        admitted = self.parts.release(job.spec.job_id)
+        self._write_jobs()
+        self._admit(admitted)
 
     # workers --------------------------------------------------------------
     def _compute(self, job: JobRun, w: Worker) -> None:
         def ready() -> None:
-            w.ready = True
-            self._pump(job, w)
+            if not self.net.barrier:
+                w.ready = True
+                self._pump(job, w)
+                return
+            job.at_barrier[w.it] += 1
+            if job.at_barrier[w.it] == job.spec.workers:
+                self.at(self.now + self.net.barrier_ns, functools.partial(self._go, job))
 
         self.at(self.now + float(job.compute[w.it, w.idx]) * 1e9, ready)
+
+    def _go(self, job: JobRun) -> None:
+        """The PS's barrier releases every worker of the job at once."""
+        for w in job.workers:
+            w.ready = True
+            self._pump(job, w)
 
     def _pump(self, job: JobRun, w: Worker) -> None:
         spec = job.spec
@@ -293,7 +251,7 @@ class PacketSim:
             if job.iters_done == job.spec.iterations:
                 self._finish(job)
             elif self.net.report_progress and self.scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING):
-                self._update_priorities()
+                self._write_jobs()
         if w.it < job.spec.iterations:
             self._compute(job, w)
 
@@ -323,18 +281,18 @@ class PacketSim:
 
     # parameter server -----------------------------------------------------
     def _to_ps(self, job: JobRun, pkt: Packet) -> None:
-        self.at(job.ps.down.arrival(self.now), lambda: self._at_ps(job, pkt))
+        ps = job.shard(pkt.seq)
+        self.at(ps.down.arrival(self.now), lambda: self._at_ps(job, ps, pkt))
 
-    def _at_ps(self, job: JobRun, pkt: Packet) -> None:
-        ps = job.ps
+    def _at_ps(self, job: JobRun, ps: PsHost, pkt: Packet) -> None:
+        ps.busy_until = max(self.now, ps.busy_until) + self.net.ps_ns
+        ps.served += 1
+        self.at(ps.busy_until, lambda: self._ps_serve(job, ps, pkt))
+
+    def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet) -> None:
         if pkt.ptype is PacketType.RESULT and not pkt.flags & Flag.HOLD:
             ps.done.add(pkt.seq)
             return
-        ps.busy_until = max(self.now, ps.busy_until) + self.net.ps_ns
-        self.at(ps.busy_until, lambda: self._ps_serve(job, pkt))
-
-    def _ps_serve(self, job: JobRun, pkt: Packet) -> None:
-        ps = job.ps
         if pkt.seq in ps.done:
             return
         bitmap = ps.bitmaps.get(pkt.seq, 0) | pkt.bitmap
@@ -352,21 +310,21 @@ class PacketSim:
         stall = self.net.ps_stall_ns
         if stall > 0:
             ps.touched[pkt.seq] = self.now
-            self.at(self.now + stall, functools.partial(self._ps_scan, job, pkt.seq, self.now))
+            self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
         elif pkt.seq not in ps.pulled:
             ps.pulled.add(pkt.seq)
             self._to_switch(ps.up, Packet(PacketType.PULL, pkt.job, pkt.seq, bitmap, ZEROS), port)
 
-    def _ps_scan(self, job: JobRun, seq: int, touched: float) -> None:
+    def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
         """``hosts.ps`` pulls a chunk left incomplete and untouched for its stall time."""
-        ps = job.ps
         if seq in ps.done or ps.touched.get(seq) != touched:
             return
         ps.touched[seq] = self.now
         pull = Packet(PacketType.PULL, job.spec.job_id, seq, ps.bitmaps[seq], ZEROS)
         self._to_switch(ps.up, pull, PS_PORT_BASE + job.spec.job_id)
         self.at(
-            self.now + self.net.ps_stall_ns, functools.partial(self._ps_scan, job, seq, self.now)
+            self.now + self.net.ps_stall_ns,
+            functools.partial(self._ps_scan, job, ps, seq, self.now),
         )
 
 

@@ -16,28 +16,51 @@ from esa.spec import DEFAULT_STALE_US, Policy
 WIRE_BYTES = 14 + 20 + 8 + wire.PAYLOAD_BYTES
 """Ethernet + IPv4 + UDP + ESA header + K values: bytes of one packet on a link."""
 
+SQUAT_RTTS = 4
+"""Default squat timeout of the ESA policy, in round trips of its own path."""
+
+EQUAL_PRIORITY = 128
+"""The one priority every job gets under ``Scheme.ESA_EQUAL``."""
+
 
 class Scheme(enum.Enum):
-    """A switch policy together with the controller's priority rule."""
+    """A switch policy, how its memory is handed out, and the priority rule."""
 
     ATP = "atp"
-    STATIC = "static"
+    """shared pool, first come first served, slot held until the PS's result returns."""
+    STATIC_BDP = "static-bdp"
+    """SwitchML: every admitted job gets its own partition of one bandwidth-delay
+    product while memory lasts; a job that finds none waits for one."""
+    STATIC_FB = "static-fb"
+    """SwitchML's partitions, but a job that finds none streams through its
+    PS (every contribution falls back) until one frees."""
+    STATIC_EQUAL = "static-equal"
+    """the controller's split (``controller.partition``): the pool cut in equal
+    partitions among all running jobs, recut at every admission and removal."""
+    ESA_EQUAL = "esa-equal"
+    """ESA, every job on one priority: release at completion, no preemption."""
     ESA = "esa"
-    """ESA with the static priority given per job (``JobSpec.priority``)."""
+    """ESA with the fixed priority given per job (``JobSpec.priority``)."""
     ESA_SRPT = "esa-srpt"
-    """ESA, the controller's automatic priority from the remaining volume
-    (less remaining = more urgent), without aging."""
+    """ESA, the controller's automatic strict order by remaining volume."""
     ESA_AGING = "esa-aging"
-    """ESA-SRPT plus the controller's aging: one level per
-    ``Net.aging_period_s`` since the job was admitted."""
+    """ESA-SRPT with the controller's aging (``Net.aging_period_s``)."""
 
     @property
     def policy(self) -> Policy:
         if self is Scheme.ATP:
             return Policy.ATP
-        if self is Scheme.STATIC:
+        if self.is_static:
             return Policy.STATIC
         return Policy.ESA
+
+    @property
+    def is_static(self) -> bool:
+        return self in (Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL)
+
+
+BASELINES = (Scheme.ATP, Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL)
+ESA_SCHEMES = (Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING)
 
 
 @dataclass(frozen=True)
@@ -49,13 +72,17 @@ class Net:
     hop_ns: float = 1000.0
     """one-way latency host <-> switch: propagation, NIC and switch pipeline."""
     ps_pkt_ns: float = 0.0
-    """PS service time per packet it must act on; 0 means one packet time
+    """PS service time per packet it receives; 0 means one packet time
     (a PS exactly as fast as its own link)."""
+    ps_shards: int = 1
+    """PS hosts per job: chunk ``seq`` belongs to shard ``seq % ps_shards``,
+    each shard behind its own link."""
     switch_pkt_ns: float = 0.0
     """service time of the switch per arriving packet: one FIFO server shared
     by every port (BMv2 is a software switch); 0 means infinitely fast."""
-    window: int = 512
-    """outstanding chunks per worker."""
+    window: int = 0
+    """outstanding chunks per worker; 0: each scheme's own bandwidth-delay
+    product (``bdp_window``)."""
     rto_ns: float = 0.0
     """a worker resends a chunk (RETX) not resolved this long after it sent
     it; 0 means never (no loss in the model, the PS's PULL recovers)."""
@@ -64,18 +91,24 @@ class Net:
     (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
     jitter: float = 0.02
     """per-worker compute time is ``compute_s * (1 + jitter * U[0, 1))``."""
+    lag_ns: float = 0.0
+    """each worker's packets reach the switch a fixed ``U[0, lag_ns)`` later
+    (NIC, PCIe and host stack differences), drawn per job and worker."""
+    barrier: bool = False
+    """the workers of a job start each iteration's stream together: a
+    barrier at the PS, one round trip after the last worker is ready."""
     stale_us: int = DEFAULT_STALE_US
-    static_parts: int = 8
-    """STATIC: the pool is cut into this many equal partitions, one per job."""
+    squat_us: int | None = None
+    """ESA's squat timeout: an incomplete partial untouched this long may be
+    taken by any chunk.  None: ``SQUAT_RTTS`` round trips of the ESA path,
+    rounded up to whole microseconds; 0: off.  ATP and STATIC have no such
+    rule (``esa.spec.default_squat_us``)."""
     static_fit_window: bool = True
     """STATIC: a worker's window is cut to its partition (SwitchML reuses its
     own slots); False: it keeps ``window`` (the Mininet run's hosts do not
     know their partition, so their chunks collide inside it)."""
     aging_period_s: float = DEFAULT_AGING_PERIOD_S
     """the controller's aging period (``esa-ctl serve --aging-period``)."""
-    tick_s: float = 1.0
-    """the controller re-evaluates aged priorities this often
-    (``esa-ctl serve --interval``)."""
     report_progress: bool = True
     """esa-srpt / esa-aging: a job reports its remaining bytes to the
     controller at each iteration boundary (``esa-ctl progress``); False: only
@@ -90,11 +123,47 @@ class Net:
     def ps_ns(self) -> float:
         return self.ps_pkt_ns if self.ps_pkt_ns > 0 else self.pkt_ns
 
-    def static_window(self, pool_size: int) -> int:
-        """STATIC: a worker's window (see ``static_fit_window``)."""
+    def rtt_ns(self, scheme: Scheme) -> float:
+        """Round trip of a chunk without contention: worker, switch, workers;
+        under ATP through the PS and back before the workers hear of it.  It
+        waits for the workers' largest link lag."""
+        sw, lag = self.switch_pkt_ns, self.lag_ns
+        if scheme is Scheme.ATP:
+            return 4 * self.hop_ns + 4 * self.pkt_ns + self.ps_ns + 2 * sw + lag
+        return 2 * self.hop_ns + 2 * self.pkt_ns + sw + lag
+
+    def bdp_window(self, scheme: Scheme) -> int:
+        """Packets a worker must have outstanding to stream at line rate."""
+        return math.ceil(self.rtt_ns(scheme) / self.pkt_ns)
+
+    def window_for(self, scheme: Scheme) -> int:
+        return self.window if self.window > 0 else self.bdp_window(scheme)
+
+    def static_window(self, scheme: Scheme, part_size: int) -> int:
+        """STATIC: a worker's window in a partition (see ``static_fit_window``);
+        without one, the window of the path through the PS."""
+        if part_size == 0:
+            return self.window_for(Scheme.ATP)
         if not self.static_fit_window:
-            return self.window
-        return max(1, min(self.window, pool_size // self.static_parts))
+            return self.window_for(scheme)
+        return max(1, min(self.window_for(scheme), part_size))
+
+    def bdp_partition(self, pool_size: int) -> int:
+        """STATIC_BDP, STATIC_FB: slots per partition, one bandwidth-delay product."""
+        return min(pool_size, self.bdp_window(Scheme.STATIC_BDP))
+
+    def squat_us_for(self, scheme: Scheme) -> int:
+        if scheme.policy is not Policy.ESA:
+            return 0
+        if self.squat_us is not None:
+            return self.squat_us
+        return math.ceil(SQUAT_RTTS * self.rtt_ns(scheme) / 1000)
+
+    @property
+    def barrier_ns(self) -> float:
+        """The barrier's round trip: the last worker's message to the PS and
+        the PS's release back, through the switch."""
+        return 4 * self.hop_ns + 2 * self.pkt_ns + self.ps_ns
 
 
 @dataclass(frozen=True)

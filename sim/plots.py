@@ -10,12 +10,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sim.params import Scheme
-from sim.sweep import HEADLINE
+from sim.params import BASELINES, ESA_SCHEMES, Scheme
+from sim.report import Summary
+from sim.sweep import Row
 
 
-def jct_cdf(rows: list[dict[str, object]], path: Path) -> None:
-    """JCT CDF per scheme over every job of every point."""
+def jct_cdf(rows: list[Row], path: Path) -> None:
+    """JCT CDF per scheme over every job of every point and seed."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in Scheme:
         v = np.sort([float(str(r["jct_s"])) for r in rows if r["scheme"] == scheme.value])
@@ -23,31 +24,28 @@ def jct_cdf(rows: list[dict[str, object]], path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (s)")
     ax.set_ylabel("fraction of jobs")
-    ax.legend()
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def ratio_vs_pool(summary: list[dict[str, object]], path: Path) -> None:
-    """ATP/ESA mean-JCT ratio against pool size, one line per (mix, load)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    keys = sorted({(str(r["mix"]), float(str(r["load"]))) for r in summary})
-    for mix, load in keys:
-        pts = sorted(
-            (int(str(r["pool"])), float(str(r[f"atp/{HEADLINE.value}"])))
-            for r in summary
-            if r["mix"] == mix and float(str(r["load"])) == load
-        )
-        ax.plot([p for p, _ in pts], [q for _, q in pts], marker="o", label=f"{mix}, load {load:g}")
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.axhline(1.35, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("switch pool (slots)")
-    ax.set_ylabel(f"mean JCT ATP / {HEADLINE.value}")
+def gain(summaries: list[Summary], path: Path) -> None:
+    """Per point: the best baseline's mean JCT over each ESA variant's."""
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(summaries) + 1.5))
+    y = np.arange(len(summaries))
+    height = 0.8 / len(ESA_SCHEMES)
+    for k, sc in enumerate(ESA_SCHEMES):
+        ratios = [s.ratio(s.best(BASELINES), sc) for s in summaries]
+        ax.barh(y + k * height, ratios, height, label=sc.value)
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_yticks(y + 0.4 - height / 2)
+    ax.set_yticklabels([s.point.name for s in summaries], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("best baseline mean JCT / ESA variant mean JCT (> 1: ESA ahead)")
     ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -21,9 +21,10 @@ def run_scenario(
 ) -> dict[int, float]:
     """JCT in seconds per job id.
 
-    ``policy`` is a ``Scheme`` or its value ("atp", "static", "esa",
-    "esa-srpt", "esa-aging"); ``net`` holds the link bandwidth and latency,
-    the window and the PS cost.  ``model="packet"`` runs every packet through
+    ``policy`` is a ``Scheme`` or its value ("atp", "static-bdp",
+    "static-fb", "static-equal", "esa-equal", "esa", "esa-srpt",
+    "esa-aging"); ``net`` holds the links, the windows, the PS and the hosts'
+    options (see ``sim.params.Net``).  ``model="packet"`` runs every packet through
     ``esa.model.SwitchModel`` (small scenarios); ``"fluid"`` is the fast
     rate model calibrated against it.
     """

@@ -1,4 +1,11 @@
-"""The default sweep: load x pool size x job mix, every scheme, fluid model."""
+"""The sweep: named points (workload, pool, rack), every scheme, several seeds.
+
+``SUBSET`` is what ``make sim`` runs: one point per regime that decides the
+question (light load, moderate load, overload in small, medium and large
+pools, a large bandwidth-delay product).  ``full()`` is ``make sim-full``:
+the grid of mixes, loads, pools and links, and the sensitivity variants
+(barrier, PS shards, link lag, a fixed window, no squat timeout).
+"""
 
 from __future__ import annotations
 
@@ -6,75 +13,139 @@ import csv
 import itertools
 import multiprocessing
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
 from sim import fluid
-from sim.params import Net, Scheme
+from sim.params import JobSpec, Net, Scheme
 from sim.workload import WorkloadSpec, make_jobs
 
-HEADLINE = Scheme.ESA_SRPT
-"""The ESA variant the ATP/ESA ratio is reported for (chosen before the sweep ran)."""
+SEEDS = 5
+JOBS = 32
 
 
 @dataclass(frozen=True)
 class Point:
+    name: str
     mix: str
     load: float
     pool: int
-    seed: int
+    burst: int = 1
+    jobs: int = JOBS
+    gbps: float = 100.0
+    hop_ns: float = 1000.0
+    barrier: bool = True
+    ps_shards: int = 2
+    lag_ns: float = 0.0
+    window: int = 0
+    squat: bool = True
+    sensitivity: bool = False
+    """a variant of a design point (not the system as built): shown, not judged."""
+
+    def net(self) -> Net:
+        return Net(
+            gbps=self.gbps,
+            hop_ns=self.hop_ns,
+            barrier=self.barrier,
+            ps_shards=self.ps_shards,
+            lag_ns=self.lag_ns,
+            window=self.window,
+            squat_us=None if self.squat else 0,
+        )
+
+    def workload(self) -> WorkloadSpec:
+        return WorkloadSpec(mix=self.mix, jobs=self.jobs, load=self.load, burst=self.burst)
+
+    def specs(self, seed: int) -> list[JobSpec]:
+        return make_jobs(self.workload(), self.net(), seed)
+
+    @property
+    def link(self) -> str:
+        return f"{self.gbps:g}G/{self.hop_ns / 1000:g}us"
 
 
-@dataclass(frozen=True)
-class Sweep:
-    mixes: tuple[str, ...] = ("mixed", "comm-heavy")
-    loads: tuple[float, ...] = (2.0, 4.0, 8.0)
-    pools: tuple[int, ...] = (1024, 2048, 4096, 8192, 32768)
-    jobs: int = 16
-    seeds: tuple[int, ...] = (0,)
+LIGHT, MODERATE, OVERLOAD = 1.0, 4.0, 16.0
+BURST = 8
 
-    def points(self) -> list[Point]:
-        return [
-            Point(m, load, p, s)
-            for m, load, p, s in itertools.product(self.mixes, self.loads, self.pools, self.seeds)
-        ]
-
-
-QUICK = Sweep(mixes=("mixed",), loads=(4.0,), pools=(1024, 4096, 65536), jobs=12)
+SUBSET: tuple[Point, ...] = (
+    Point("light", "mixed", LIGHT, 4096),
+    Point("moderate", "mixed", MODERATE, 1024),
+    Point("overload", "comm-heavy", OVERLOAD, 1024, burst=BURST),
+    Point("overload-small-pool", "comm-heavy", OVERLOAD, 256, burst=BURST),
+    Point("overload-large-pool", "comm-heavy", OVERLOAD, 16384, burst=BURST),
+    Point("large-bdp", "mixed", MODERATE, 4096, gbps=400.0, hop_ns=5000.0),
+    Point("large-bdp-overload", "comm-heavy", OVERLOAD, 16384, BURST, gbps=400.0, hop_ns=5000.0),
+)
 
 
-def run_point(args: tuple[Point, int, Net]) -> list[dict[str, object]]:
-    pt, jobs, net = args
-    specs = make_jobs(WorkloadSpec(mix=pt.mix, jobs=jobs, load=pt.load), net, pt.seed)
-    rows: list[dict[str, object]] = []
-    for scheme in Scheme:
-        jct = fluid.simulate(specs, pt.pool, scheme, net, pt.seed)
-        for spec in specs:
-            rows.append(
-                {
-                    "mix": pt.mix,
-                    "load": pt.load,
-                    "pool": pt.pool,
-                    "seed": pt.seed,
-                    "scheme": scheme.value,
-                    "job": spec.job_id,
-                    "model": spec.model,
-                    "workers": spec.workers,
-                    "iterations": spec.iterations,
-                    "jct_s": jct[spec.job_id],
-                }
-            )
-    return rows
+def full() -> list[Point]:
+    """The grid behind ``make sim-full`` (light and moderate load of the
+    mixed workload, bursty overload of the communication-heavy one; pools of
+    256 to 16,384 slots; 100 G links with 1 us hops and 400 G with 5 us, and
+    at moderate load also 400 G / 1 us and 100 G / 5 us), then the
+    sensitivity variants of four of ``SUBSET``'s points."""
+    loads = (("mixed", LIGHT, 1), ("mixed", MODERATE, 1), ("comm-heavy", OVERLOAD, BURST))
+    links = ((100.0, 1000.0), (400.0, 5000.0), (400.0, 1000.0), (100.0, 5000.0))
+    grid = [
+        Point(
+            f"{mix} L{load:g} {pool} {g:g}G/{h / 1000:g}us",
+            mix,
+            load,
+            pool,
+            burst,
+            gbps=g,
+            hop_ns=h,
+        )
+        for (mix, load, burst), (g, h), pool in itertools.product(
+            loads, links, (256, 1024, 4096, 16384)
+        )
+        if load == MODERATE or (g, h) in links[:2]
+    ]
+    changes: tuple[tuple[str, Callable[[Point], Point]], ...] = (
+        ("no barrier", lambda p: replace(p, barrier=False)),
+        ("no barrier, no squat", lambda p: replace(p, barrier=False, squat=False)),
+        ("1 PS", lambda p: replace(p, ps_shards=1)),
+        ("4 PS", lambda p: replace(p, ps_shards=4)),
+        ("window 512", lambda p: replace(p, window=512)),
+    )
+    variants = [
+        replace(change(base), name=f"{base.name}/{tag}", sensitivity=True)
+        for base in (SUBSET[1], SUBSET[2], SUBSET[3], SUBSET[6])
+        for tag, change in changes
+    ]
+    return grid + variants
 
 
-def run(sweep: Sweep, net: Net, procs: int = 2) -> list[dict[str, object]]:
-    """All rows (one per job per scheme per point); progress bar on stderr."""
-    tasks = [(pt, sweep.jobs, net) for pt in sweep.points()]
-    rows: list[dict[str, object]] = []
+Row = dict[str, object]
+
+
+def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
+    pt, seed, scheme = task
+    specs = pt.specs(seed)
+    jct = fluid.simulate(specs, pt.pool, scheme, pt.net(), seed)
+    return [
+        {
+            "point": pt.name,
+            "seed": seed,
+            "scheme": scheme.value,
+            "job": s.job_id,
+            "model": s.model,
+            "workers": s.workers,
+            "iterations": s.iterations,
+            "jct_s": jct[s.job_id],
+        }
+        for s in specs
+    ]
+
+
+def run(points: list[Point], seeds: int, procs: int = 2) -> list[Row]:
+    """One row per job, scheme, seed and point; progress on stderr."""
+    tasks = [(pt, s, sc) for pt in points for s in range(seeds) for sc in Scheme]
+    tasks.sort(key=lambda t: t[2] is not Scheme.ATP)
+    rows: list[Row] = []
     with multiprocessing.Pool(procs) as pool:
-        for i, part in enumerate(pool.imap_unordered(run_point, tasks), 1):
+        for i, part in enumerate(pool.imap_unordered(run_one, tasks), 1):
             rows.extend(part)
             bar = "#" * (30 * i // len(tasks))
             sys.stderr.write(f"\rsweep [{bar:<30}] {i}/{len(tasks)}")
@@ -83,28 +154,7 @@ def run(sweep: Sweep, net: Net, procs: int = 2) -> list[dict[str, object]]:
     return rows
 
 
-def summarise(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Per point: mean and p99 JCT per scheme, ATP/ESA mean-JCT ratios."""
-    groups: dict[tuple[object, ...], dict[str, list[float]]] = {}
-    for r in rows:
-        key = (r["mix"], r["load"], r["pool"], r["seed"])
-        groups.setdefault(key, {}).setdefault(str(r["scheme"]), []).append(float(str(r["jct_s"])))
-    out: list[dict[str, object]] = []
-    for (mix, load, pool, seed), by in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        row: dict[str, object] = {"mix": mix, "load": load, "pool": pool, "seed": seed}
-        for scheme in Scheme:
-            v = np.array(by[scheme.value])
-            row[f"{scheme.value}_mean"] = float(v.mean())
-            row[f"{scheme.value}_p99"] = float(np.percentile(v, 99))
-        for scheme in (Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING):
-            ratio = float(str(row["atp_mean"])) / float(str(row[f"{scheme.value}_mean"]))
-            row[f"atp/{scheme.value}"] = ratio
-        out.append(row)
-    out.sort(key=lambda r: (str(r["mix"]), float(str(r["load"])), int(str(r["pool"]))))
-    return out
-
-
-def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
+def write_csv(path: Path, rows: list[Row]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))

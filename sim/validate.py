@@ -61,9 +61,10 @@ above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 PS_STALL_S = 0.2
 """``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
 
-SCHEMES = {"esa": Scheme.ESA_AGING, "atp": Scheme.ATP, "static": Scheme.STATIC}
+SCHEMES = {"esa": Scheme.ESA_AGING, "atp": Scheme.ATP, "static": Scheme.STATIC_EQUAL}
 """The run's policies.  ``esa`` with automatic priorities is the controller's
-SRPT with aging, with progress reported at each iteration (``make run``)."""
+SRPT with aging, with progress reported at each iteration (``make run``);
+``static`` is the controller's equal split of the pool among the jobs."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def net_for(scenario: dict[str, Any]) -> Net:
         ps_stall_ns=PS_STALL_S * 1e9,
         jitter=0.0,
         stale_us=int(scenario["stale_us"]),
-        static_parts=len(scenario["jobs"]),
+        squat_us=int(scenario.get("squat_us", 0)),
         static_fit_window=False,
     )
 

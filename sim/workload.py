@@ -54,8 +54,11 @@ class WorkloadSpec:
     """offered load: mean number of jobs in the system if each ran alone
     (arrival rate times mean uncontended JCT)."""
     workers: tuple[int, ...] = (4, 8, 16)
-    iterations: tuple[int, int] = (10, 200)
+    iterations: tuple[int, int] = (5, 100)
     """log-uniform range of iterations per job (heavy spread, as in clusters)."""
+    burst: int = 1
+    """jobs per arrival: arrivals come in groups of this many at one instant
+    (a batch of jobs submitted together), the groups Poisson."""
 
 
 def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
@@ -74,8 +77,9 @@ def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
         for m, it, _, _ in shapes
     ]
     rate = spec.load / float(np.mean(alone))
-    arrivals = np.cumsum(rng.exponential(1.0 / rate, spec.jobs))
-    arrivals -= arrivals[0]
+    groups = -(-spec.jobs // spec.burst)
+    starts = np.cumsum(rng.exponential(spec.burst / rate, groups))
+    arrivals = np.repeat(starts - starts[0], spec.burst)[: spec.jobs]
     return [
         JobSpec(
             job_id=i + 1,
@@ -95,3 +99,26 @@ def compute_times(job: JobSpec, net: Net, seed: int) -> np.ndarray:
     """Compute time (s) of each (iteration, worker); the same draw in both models."""
     rng = np.random.default_rng([seed, job.job_id])
     return job.compute_s * (1.0 + net.jitter * rng.random((job.iterations, job.workers)))
+
+
+def lags(job: JobSpec, net: Net, seed: int) -> np.ndarray:
+    """Extra one-way delay (ns) of each worker's packets to the switch; the
+    same draw in both models."""
+    rng = np.random.default_rng([seed, job.job_id, 1])
+    return net.lag_ns * rng.random(job.workers)
+
+
+def concurrency(jobs: list[JobSpec], net: Net) -> float:
+    """Jobs running at once, as a running job sees it (itself included), if
+    each ran alone from its arrival: the time average of n(t) weighted by
+    n(t), so a burst counts as the crowd its jobs meet."""
+    edges = sorted(
+        [(j.arrival_s, 1) for j in jobs]
+        + [(j.arrival_s + j.iterations * j.ideal_iteration_s(net), -1) for j in jobs]
+    )
+    n, last, seen, weight = 0, edges[0][0], 0.0, 0.0
+    for t, step in edges:
+        seen += n * n * (t - last)
+        weight += n * (t - last)
+        n, last = n + step, t
+    return seen / weight

@@ -1,13 +1,16 @@
-"""The packet-level simulator: its switch is esa.model, and it is deterministic."""
+"""The packet-level simulator: its switch is esa.model, its hosts follow Net."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
 
+from controller.partition import partition
 from esa.spec import Event, Verdict
-from sim.packet import PacketSim
+from sim import calibrate
+from sim.packet import Deadlock, PacketSim
 from sim.params import JobSpec, Net, Scheme
 
 NET = Net(hop_ns=500, window=64)
@@ -18,10 +21,17 @@ JOBS = [
 ]
 
 
-def run(scheme: Scheme, pool: int = 64, seed: int = 0) -> PacketSim:
-    sim = PacketSim(JOBS, pool, scheme, NET, seed)
+def run(scheme: Scheme, pool: int = 64, net: Net = NET, jobs: list[JobSpec] = JOBS) -> PacketSim:
+    sim = PacketSim(jobs, pool, scheme, net)
     sim.run()
     return sim
+
+
+def assert_every_chunk_completed_once(sim: PacketSim) -> None:
+    for job in sim.jobs.values():
+        ev = sim.switch.events(job.spec.job_id)
+        total = job.spec.chunks * job.spec.iterations
+        assert ev[Event.COMPLETED] + sim.ps_completed[job.spec.job_id] == total
 
 
 @pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA, Scheme.ESA_SRPT])
@@ -35,24 +45,90 @@ def test_switch_counters_are_the_models(scheme: Scheme) -> None:
         assert ev[Event.PREEMPT_WON] == v[Verdict.PREEMPT]
         assert ev[Event.RELEASED_BY_PS] == v[Verdict.PS_RELEASE]
         assert ev[Event.FLUSHED] == v[Verdict.FLUSH]
-        # every chunk of every iteration completed exactly once: in the switch or at the PS
-        total = spec.chunks * spec.iterations
-        assert ev[Event.COMPLETED] + sim.ps_completed[spec.job_id] == total
+    assert_every_chunk_completed_once(sim)
 
 
 def test_contention_exercises_every_path() -> None:
     esa, atp = run(Scheme.ESA_SRPT), run(Scheme.ATP)
     esa_v = {v for (_, v), n in esa.verdicts.items() if n}
     atp_v = {v for (_, v), n in atp.verdicts.items() if n}
-    assert {Verdict.PREEMPT, Verdict.FALLBACK, Verdict.FLUSH, Verdict.COMPLETE} <= esa_v
+    assert {Verdict.PREEMPT, Verdict.FALLBACK, Verdict.COMPLETE} <= esa_v
     assert {Verdict.PS_RELEASE, Verdict.FALLBACK, Verdict.COMPLETE} <= atp_v
     assert Verdict.PREEMPT not in atp_v and Verdict.PS_RELEASE not in esa_v
 
 
-def test_static_partitions_never_collide() -> None:
-    sim = run(Scheme.STATIC, pool=256)
+def test_equal_priorities_never_preempt() -> None:
+    sim = run(Scheme.ESA_EQUAL)
+    assert {cfg.priority for cfg in sim.switch.jobs.values()} <= {128}
+    assert sum(n for (_, v), n in sim.verdicts.items() if v is Verdict.PREEMPT) == 0
+    assert sum(n for (_, v), n in sim.verdicts.items() if v is Verdict.FALLBACK) > 0
+    assert_every_chunk_completed_once(sim)
+
+
+def test_windows_are_each_schemes_bandwidth_delay_product() -> None:
+    net = Net()
+    assert net.window_for(Scheme.ESA) == net.bdp_window(Scheme.ESA) == 139
+    assert net.window_for(Scheme.ATP) == net.bdp_window(Scheme.ATP) == 279
+    for scheme in (Scheme.ESA, Scheme.ATP):
+        sim = PacketSim(JOBS, 4096, scheme, net)
+        assert {j.window for j in sim.jobs.values()} == {net.window_for(scheme)}
+    assert replace(net, window=512).window_for(Scheme.ATP) == 512
+
+
+def test_static_bdp_partitions_never_collide_and_a_job_waits_for_one() -> None:
+    """One BDP partition in the pool: the jobs run one after the other."""
+    net = replace(NET, window=0)
+    assert 128 // net.bdp_partition(128) == 1
+    sim = run(Scheme.STATIC_BDP, pool=128, net=net)
     assert all(n == 0 for (_, v), n in sim.verdicts.items() if v is Verdict.FALLBACK)
     assert sum(sim.ps_completed.values()) == 0
+    spans = sorted((j.admitted_at, j.finish or 0.0) for j in sim.jobs.values())
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_static_fb_streams_through_the_ps_until_a_partition_frees() -> None:
+    net = replace(NET, window=0)
+    sim = run(Scheme.STATIC_FB, pool=128, net=net)
+    fell_back = {j for (j, v), n in sim.verdicts.items() if v is Verdict.FALLBACK and n}
+    assert fell_back and 1 not in fell_back, "the first job has a partition from the start"
+    assert all(sim.ps_completed[j] > 0 for j in fell_back)
+    assert_every_chunk_completed_once(sim)
+    admitted = sorted(j.admitted_at for j in sim.jobs.values())
+    assert admitted == sorted(j.arrival_s * 1e9 for j in JOBS), "nobody waits to start"
+
+
+def test_static_equal_is_the_controllers_split() -> None:
+    """At every admission and removal the job table holds
+    ``controller.partition`` of the running jobs."""
+    sim = PacketSim(JOBS, 300, Scheme.STATIC_EQUAL, replace(NET, rto_ns=50_000.0))
+    write = sim._write_jobs
+    layouts = []
+
+    def spy() -> None:
+        write()
+        running = list(sim.parts.running)
+        table = {j: (sim.switch.jobs[j].part_base, sim.switch.jobs[j].part_size) for j in running}
+        assert table == partition(300, running)
+        layouts.append(table)
+
+    sim._write_jobs = spy  # type: ignore[method-assign]
+    sim.run()
+    assert {1, 2, 3} <= {len(t) for t in layouts}
+    assert_every_chunk_completed_once(sim)
+
+
+def test_a_recut_strands_chunks_without_a_timer() -> None:
+    """The controller's recut moves a running job's partition: its chunks
+    whose contributions straddle the recut (the workers' links lag each
+    other) never complete unless a retransmission timer recovers them."""
+    jobs = [replace(j, arrival_s=0.0, compute_s=0.0) for j in JOBS[:2]]
+    jobs.append(JobSpec(3, 2, 32 * 50, 1, arrival_s=2e-6))
+    net = replace(NET, lag_ns=1000.0)
+    with pytest.raises(Deadlock):
+        run(Scheme.STATIC_EQUAL, pool=256, jobs=jobs, net=net)
+    assert_every_chunk_completed_once(
+        run(Scheme.STATIC_EQUAL, pool=256, jobs=jobs, net=replace(net, rto_ns=50_000.0))
+    )
 
 
 def test_seeded_runs_are_identical() -> None:
@@ -65,6 +141,62 @@ def test_large_pool_has_no_contention() -> None:
     for scheme in (Scheme.ATP, Scheme.ESA):
         sim = run(scheme, pool=4096)
         assert all(n == 0 for (_, v), n in sim.verdicts.items() if v is Verdict.FALLBACK)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ESA, Scheme.ATP, Scheme.STATIC_BDP])
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_the_ps_is_sharded_by_seq_and_pays_for_every_result(scheme: Scheme, shards: int) -> None:
+    """No contention: every chunk completes in the switch and its result
+    reaches its PS shard (ESA and STATIC: a copy; ATP: the held result the
+    PS answers), which spends its service time on it."""
+    net = replace(NET, ps_shards=shards)
+    sim = run(scheme, pool=4096, net=net)
+    for job in sim.jobs.values():
+        assert len(job.shards) == shards
+        served = [ps.served for ps in job.shards]
+        total = job.spec.chunks * job.spec.iterations
+        assert sum(served) == total
+        assert max(served) - min(served) <= job.spec.iterations
+        for i, ps in enumerate(job.shards):
+            assert ps.done and all(seq % shards == i for seq in ps.done)
+
+
+def test_squat_timeout_and_barrier_reach_the_switch_and_the_hosts() -> None:
+    """Millisecond skew: without a barrier the early workers park their
+    windows and ESA's squat timeout hands idle slots to other chunks; with
+    it nothing parks, nothing is reclaimed, and every chunk completes."""
+    case = calibrate.MS_SKEW
+    jobs = list(case.jobs)
+    idle = {}
+    for barrier in (False, True):
+        sim = PacketSim(jobs, 128, Scheme.ESA_EQUAL, replace(case.net, barrier=barrier))
+        assert sim.switch.squat_us == case.net.squat_us_for(Scheme.ESA_EQUAL) > 0
+        sim.run()
+        idle[barrier] = sum(sim.switch.events(j.job_id)[Event.IDLE_RECLAIMED] for j in jobs)
+        assert_every_chunk_completed_once(sim)
+    assert idle[False] > 0 and idle[True] == 0
+    assert PacketSim(jobs, 128, Scheme.ATP, case.net).switch.squat_us == 0
+
+
+def test_an_evicted_chunk_completes_at_the_ps_without_a_timer() -> None:
+    """A low-priority job's early workers park their windows; a
+    higher-priority job streams through them and evicts the parked partials.
+    The evicted chunks' later contributions follow them to the PS (the data
+    plane's tombstone), so every chunk completes although the PS would pull
+    only after a second and no worker retransmits.  (The pool is large
+    enough that the parked window does not collide with itself: a chunk
+    whose first contribution falls back still waits for the PS's pull.)"""
+    net = replace(NET, window=0, jitter=0.5, ps_stall_ns=1e9, squat_us=0)
+    jobs = [
+        JobSpec(1, 4, 32 * 500, 1, priority=10, compute_s=100e-6),
+        JobSpec(2, 2, 32 * 3000, 1, priority=200, arrival_s=100e-6, compute_s=1e-6),
+    ]
+    sim = PacketSim(jobs, 4096, Scheme.ESA, net)
+    jct = sim.run()
+    ev = sim.switch.events(1)
+    assert ev[Event.PREEMPT_SUFFERED] > 0 and ev[Event.FOLLOWED] > 0
+    assert max(jct.values()) < 1e-3
+    assert_every_chunk_completed_once(sim)
 
 
 def test_the_switch_is_one_shared_fifo_server() -> None:
@@ -89,9 +221,6 @@ def test_host_timers_recover_every_chunk() -> None:
     pull, a slow switch makes workers resend; still every chunk of every
     iteration completes exactly once."""
     net = replace(NET, switch_pkt_ns=2_000.0, rto_ns=50_000.0, ps_stall_ns=200_000.0)
-    sim = PacketSim(JOBS, 64, Scheme.ESA_SRPT, net)
-    sim.run()
+    sim = run(Scheme.ESA_SRPT, net=net)
     assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) > 0
-    for spec in JOBS:
-        ev = sim.switch.events(spec.job_id)
-        assert ev[Event.COMPLETED] + sim.ps_completed[spec.job_id] == spec.chunks * spec.iterations
+    assert_every_chunk_completed_once(sim)

@@ -1,0 +1,101 @@
+"""``python -m sim.calibrate``: the fluid model against the packet model.
+
+Small scenarios both models can run, each with and without the barrier, in
+pools smaller and larger than the jobs' windows together; per scheme the
+mean time beyond compute (JCT less the slowest worker's compute, summed over
+iterations: what aggregation costs) in both models and the fluid model's
+error.  The scenarios are the tests' (tests/test_sim_fluid.py); the table
+is docs/simulator.md's ("Calibration").  A few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sim import fluid, packet
+from sim.params import JobSpec, Net, Scheme
+from sim.workload import compute_times
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    jobs: tuple[JobSpec, ...]
+    net: Net
+    pools: tuple[int, ...]
+
+
+def _jobs(chunks: int, compute_s: float, spacing_s: float) -> tuple[JobSpec, ...]:
+    shapes = ((4, 1.0, 10), (4, 0.6, 200), (2, 1.5, 100), (8, 0.8, 50))
+    return tuple(
+        JobSpec(i + 1, w, 32 * round(chunks * m), 2, p, spacing_s * i, compute_s)
+        for i, (w, m, p) in enumerate(shapes)
+    )
+
+
+US_SKEW = Case("us skew", _jobs(1000, 20e-6, 5e-6), Net(hop_ns=500, ps_shards=2), (256, 1024))
+"""Jobs tens of microseconds long; workers skewed by up to 0.4 us."""
+MS_SKEW = Case(
+    "ms skew",
+    _jobs(3000, 5e-3, 50e-6),
+    Net(jitter=0.3, ps_shards=2, ps_stall_ns=20e3),
+    (128, 256, 1024),
+)
+"""Workers skewed by up to 1.5 ms: the early ones park their windows."""
+LARGE_BDP = Case(
+    "large BDP", _jobs(8000, 5e-3, 50e-6), replace(MS_SKEW.net, hop_ns=5000.0), (512, 2048)
+)
+"""5 us hops: a window of 686 packets (1,372 under ATP), pools below and above it."""
+LAG = Case("2 us lag", MS_SKEW.jobs, replace(MS_SKEW.net, lag_ns=2000.0), (256, 1024))
+"""MS_SKEW with each worker's link up to 2 us slower than its peers'."""
+CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG)
+
+
+def beyond_compute(jobs: tuple[JobSpec, ...], net: Net, jct: dict[int, float]) -> float:
+    """Mean over the jobs of JCT less the compute of the slowest worker of
+    every iteration (seconds)."""
+    compute = {j.job_id: float(compute_times(j, net, 0).max(axis=1).sum()) for j in jobs}
+    return float(np.mean([jct[j.job_id] - compute[j.job_id] for j in jobs]))
+
+
+def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float, float]:
+    """(packet, fluid) mean time beyond compute in seconds."""
+    net = replace(case.net, barrier=barrier)
+    jobs = list(case.jobs)
+    exact = packet.simulate(jobs, pool, scheme, net)
+    coarse = fluid.simulate(jobs, pool, scheme, net)
+    return beyond_compute(case.jobs, net, exact), beyond_compute(case.jobs, net, coarse)
+
+
+CALIBRATED = [s for s in Scheme if s is not Scheme.STATIC_EQUAL]
+"""STATIC_EQUAL recuts the partitions under running jobs, which strands
+chunks until a timeout in the packet model (``packet.Deadlock``); the fluid
+model recuts for free, so the two are not compared."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.calibrate", description=__doc__)
+    ap.add_argument("--case", choices=[c.name for c in CASES], action="append")
+    args = ap.parse_args(argv)
+    cases = [c for c in CASES if not args.case or c.name in args.case]
+    print("| case | barrier | pool | " + " | ".join(s.value for s in CALIBRATED) + " |")
+    print("|---" * (3 + len(CALIBRATED)) + "|")
+    for case in cases:
+        for barrier in (False, True):
+            for pool in case.pools:
+                cells = []
+                for scheme in CALIBRATED:
+                    exact, coarse = compare(case, pool, scheme, barrier)
+                    cells.append(
+                        f"{exact * 1e6:.0f} / {coarse * 1e6:.0f} ({coarse / exact - 1:+.0%})"
+                    )
+                row = f"| {case.name} | {'yes' if barrier else 'no'} | {pool} | "
+                print(row + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

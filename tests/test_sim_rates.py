@@ -1,0 +1,140 @@
+"""The fluid model's rate solve (sim.rates)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esa.model import slot_hash
+from sim.params import Net, Scheme
+from sim.rates import Flow, Parked, Paths, self_blocked, solve
+
+NET = Net(ps_shards=2)
+LINE = 1 / NET.pkt_ns
+
+flows_st = st.lists(
+    st.tuples(
+        st.sampled_from([2, 4, 8, 16]),  # workers
+        st.integers(0, 255),  # priority
+        st.floats(0.0, 2e6),  # skew, ns
+        st.floats(0.0, 3000.0),  # lag spread, ns
+    ),
+    min_size=1,
+    max_size=12,
+)
+parked_st = st.lists(st.tuples(st.integers(0, 255), st.floats(0.0, 300.0)), max_size=6)
+schemes = st.sampled_from([Scheme.ATP, Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT])
+pools = st.sampled_from([256, 1024, 4096])
+
+
+def make(spec: list[tuple[int, int, float, float]]) -> list[Flow]:
+    return [Flow(w, p, skew, spread, spread) for w, p, skew, spread in spec]
+
+
+def solved(
+    scheme: Scheme,
+    spec: list[tuple[int, int, float, float]],
+    parked: list[Parked],
+    pool: int,
+    net: Net = NET,
+) -> list[Flow]:
+    flows = make(spec)
+    solve(flows, parked, Paths.of(scheme, net, pool), net)
+    return flows
+
+
+@settings(max_examples=80, deadline=None)
+@given(scheme=schemes, spec=flows_st, parked=parked_st, pool=pools)
+def test_rates_are_physical(
+    scheme: Scheme, spec: list[tuple[int, int, float, float]], parked: list[Parked], pool: int
+) -> None:
+    for f in solved(scheme, spec, parked, pool):
+        assert 0 < f.rate <= LINE * (1 + 1e-9)
+        assert 0 <= f.to_ps < 1
+        assert 0 <= f.held <= pool
+        assert f.latency >= NET.rtt_ns(scheme) - NET.lag_ns
+        assert f.queue >= 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=flows_st, pool=pools)
+def test_esa_in_lockstep_holds_nothing_and_runs_at_line_rate(
+    spec: list[tuple[int, int, float, float]], pool: int
+) -> None:
+    """Workers in step (a barrier, no lag): a chunk's contributions meet at
+    once, so ESA holds no slot and every job streams at line rate."""
+    lockstep = [(w, p, 0.0, 0.0) for w, p, _, _ in spec]
+    for scheme in (Scheme.ESA_EQUAL, Scheme.ESA_SRPT):
+        for f in solved(scheme, lockstep, [], pool):
+            assert f.held == 0 and f.to_ps == 0
+            assert f.rate == LINE
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=flows_st, pool=pools)
+def test_atp_holds_its_slots_through_the_ps_round_trip(
+    spec: list[tuple[int, int, float, float]], pool: int
+) -> None:
+    lockstep = [(w, p, 0.0, 0.0) for w, p, _, _ in spec]
+    atp = solved(Scheme.ATP, lockstep, [], pool)
+    assert all(f.held > 0 for f in atp)
+    alone = solved(Scheme.ATP, lockstep[:1], [], 1 << 16)[0]
+    hold = NET.rtt_ns(Scheme.ATP) - NET.rtt_ns(Scheme.ESA)
+    assert abs(alone.held / (alone.rate * hold) - 1) < 0.01
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scheme=st.sampled_from([Scheme.ATP, Scheme.ESA_EQUAL]),
+    spec=flows_st,
+    pool=pools,
+    extra=st.floats(10.0, 250.0),
+)
+def test_parked_slots_only_push_chunks_to_the_ps(
+    scheme: Scheme, spec: list[tuple[int, int, float, float]], pool: int, extra: float
+) -> None:
+    """Without priorities, another job's parked window can only send more of
+    every job's chunks to the PS, never fewer."""
+    base = solved(scheme, spec, [], pool)
+    more = solved(scheme, spec, [(0, extra)], pool)
+    for a, b in zip(base, more, strict=True):
+        assert b.to_ps >= a.to_ps - 1e-3
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=flows_st, pool=pools, slots=st.floats(10.0, 250.0))
+def test_a_job_above_every_parked_one_preempts_them(
+    spec: list[tuple[int, int, float, float]], pool: int, slots: float
+) -> None:
+    lockstep = [(w, 200 + i % 50, 0.0, 0.0) for i, (w, _, _, _) in enumerate(spec)]
+    esa = solved(Scheme.ESA, lockstep, [(10, slots)], pool)
+    equal = solved(Scheme.ESA_EQUAL, lockstep, [(128, slots)], pool)
+    assert all(f.to_ps == 0 and f.rate == LINE for f in esa)
+    assert all(f.to_ps > 0 for f in equal)
+
+
+def test_static_jobs_are_bound_by_their_partition() -> None:
+    net = replace(NET, lag_ns=0.0)
+    paths = Paths.of(Scheme.STATIC_EQUAL, net, 1024)
+    rtt = net.rtt_ns(Scheme.STATIC_EQUAL)
+    flows = [Flow(4, 0, 0.0, 0.0, 0.0, part=p) for p in (1024, 64, 0)]
+    solve(flows, [], paths, net)
+    full, small, none = flows
+    assert full.rate == LINE and full.to_ps == 0
+    assert small.rate == 64 / rtt
+    assert none.to_ps == 1 and none.rate < LINE
+
+
+def test_self_collisions_are_the_switchs_hash() -> None:
+    """The share of a job's chunks whose slot one of its last ``h`` chunks
+    holds, counted directly on the CRC-32 slot hash."""
+    pool = 1024
+    slots = [slot_hash(7, s, pool) for s in range(40 * pool)]
+    for h in (84, 139, 279, 690):
+        tail = range(20 * pool, 40 * pool)
+        direct = np.mean([slots[s] in slots[s - h : s] for s in tail])
+        assert abs(float(self_blocked(pool, np.array([float(h)]))[0]) - direct) < 0.03
+    assert self_blocked(pool, np.array([83.0]))[0] == 0

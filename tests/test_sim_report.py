@@ -1,0 +1,108 @@
+"""The sweep's workload, summary and goal verdicts (sim.workload, sim.sweep, sim.report)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim import report, sweep
+from sim.params import BASELINES, ESA_SCHEMES, JobSpec, Net, Scheme
+from sim.report import Stats, Summary
+from sim.workload import WorkloadSpec, concurrency, make_jobs
+
+NET = Net()
+
+
+@settings(max_examples=40, deadline=None)
+@given(burst=st.integers(1, 9), jobs=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_arrivals_come_in_bursts(burst: int, jobs: int, seed: int) -> None:
+    specs = make_jobs(WorkloadSpec(jobs=jobs, load=4.0, burst=burst), NET, seed)
+    arrivals = [s.arrival_s for s in specs]
+    assert arrivals == sorted(arrivals) and arrivals[0] == 0.0
+    groups = [arrivals[i : i + burst] for i in range(0, jobs, burst)]
+    assert all(len(set(g)) == 1 for g in groups)
+    assert len(set(arrivals)) == len(groups)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    spans=st.lists(st.tuples(st.floats(0.0, 100.0), st.integers(1, 50)), min_size=1, max_size=20)
+)
+def test_concurrency_is_what_a_running_job_sees(spans: list[tuple[float, int]]) -> None:
+    jobs = [
+        JobSpec(i + 1, 2, 32, its, arrival_s=a, compute_s=1.0) for i, (a, its) in enumerate(spans)
+    ]
+    c = concurrency(jobs, NET)
+    assert 1.0 - 1e-9 <= c <= len(jobs) + 1e-9
+    together = [replace(j, arrival_s=0.0, iterations=7) for j in jobs]
+    assert abs(concurrency(together, NET) - len(jobs)) < 1e-9
+    apart = [replace(j, arrival_s=100.0 * i, iterations=7) for i, j in enumerate(jobs)]
+    assert abs(concurrency(apart, NET) - 1.0) < 1e-9
+
+
+def means_stats(m: dict[Scheme, float]) -> dict[Scheme, Stats]:
+    return {s: Stats(v, (v, v), 2 * v) for s, v in m.items()}
+
+
+def summary(name: str, pool: int, conc: float, means: dict[Scheme, float]) -> Summary:
+    return Summary(sweep.Point(name, "mixed", 4.0, pool), conc, 139, means_stats(means))
+
+
+def means(
+    base: float, esa: float, atp: float | None = None, srpt: float | None = None
+) -> dict[Scheme, float]:
+    out = {s: base for s in BASELINES} | {s: esa for s in ESA_SCHEMES}
+    if atp is not None:
+        out[Scheme.ATP] = atp
+    if srpt is not None:
+        out[Scheme.ESA_SRPT] = srpt
+    return out
+
+
+def test_the_goals_are_judged_as_stated() -> None:
+    ok = [
+        summary("hot", 1024, 10.0, means(12.0, 10.0, atp=14.0)),
+        summary("cold", 4096, 2.0, means(10.0, 10.4, atp=10.5, srpt=10.4)),
+    ]
+    lines = report.goals(ok)
+    assert len(lines) == 4 and all(line.endswith("MET") for line in lines)
+    assert ok[0].contended and not ok[1].contended
+    assert ok[0].esa_gain == 1.2
+
+    bad = [
+        summary("hot", 1024, 10.0, means(10.0, 10.5, atp=10.2, srpt=10.5)),
+        summary("cold", 4096, 2.0, means(10.0, 10.6, atp=9.9, srpt=10.9)),
+    ]
+    lines = report.goals(bad)
+    assert all("NOT MET" in line for line in lines)
+    assert "ESA not ahead at hot" in lines[0]
+    assert "behind at cold" in lines[1]
+    assert "below 1 at hot, cold" in lines[2]
+    assert "worse at cold" in lines[3]
+
+
+def test_sensitivity_points_are_shown_not_judged() -> None:
+    good = summary("hot", 1024, 10.0, means(14.0, 10.0))
+    worse = replace(good, point=replace(good.point, name="hot/1 PS", sensitivity=True))
+    worse = replace(worse, by=means_stats(means(9.0, 10.0)))
+    assert all(line.endswith("MET") for line in report.goals([good, worse]))
+    assert "hot/1 PS" in report.table([good, worse])
+
+
+def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
+    pt = replace(sweep.SUBSET[1], jobs=4)
+    rows = [r for scheme in Scheme for r in sweep.run_one((pt, 0, scheme))]
+    assert len(rows) == 4 * len(Scheme)
+    assert {r["scheme"] for r in rows} == {s.value for s in Scheme}
+    by_job = {(r["job"], r["model"], r["iterations"]) for r in rows}
+    assert len(by_job) == 4
+    assert all(float(str(r["jct_s"])) > 0 for r in rows)
+    stats = report.summarise([pt], rows, seeds=1)[0]
+    assert np.isclose(
+        stats.by[Scheme.ESA].p99,
+        max(float(str(r["jct_s"])) for r in rows if r["scheme"] == "esa"),
+        rtol=0.05,
+    )
