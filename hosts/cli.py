@@ -106,6 +106,18 @@ def address(default_port: int) -> Callable[[str], Addr]:
     return parse
 
 
+def add_worker_addresses(p: argparse.ArgumentParser) -> None:
+    """A worker's --ps, --control and --bind (esa-worker, esa-train)."""
+    p.add_argument("--ps", type=address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
+    p.add_argument("--control", type=address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
+    p.add_argument(
+        "--bind",
+        type=address(wire.UDP_PORT),
+        default=("0.0.0.0", wire.UDP_PORT),
+        help="HOST[:PORT] to listen on",
+    )
+
+
 def bind(addr: Addr, what: str) -> UdpTransport:
     try:
         return UdpTransport(addr)

@@ -27,14 +27,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--job", type=cli.JOB_ID, required=True)
     p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
     p.add_argument("--workers", type=cli.FAN_IN, required=True, help="workers of the job (fan-in)")
-    p.add_argument("--ps", type=cli.address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
-    p.add_argument("--control", type=cli.address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
-    p.add_argument(
-        "--bind",
-        type=cli.address(wire.UDP_PORT),
-        default=("0.0.0.0", wire.UDP_PORT),
-        help="HOST[:PORT] to listen on",
-    )
+    cli.add_worker_addresses(p)
     p.add_argument("--steps", type=cli.COUNT, default=150)
     p.add_argument("--seed", type=cli.SEED, default=0, help="data set seed (same on every worker)")
     p.add_argument(

@@ -32,14 +32,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
     p.add_argument("--fan-in", type=cli.FAN_IN, required=True)
     p.add_argument("--mask", type=cli.MASK, help="worker bitmap (default: fan-in bits)")
-    p.add_argument("--ps", type=cli.address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
-    p.add_argument("--control", type=cli.address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
-    p.add_argument(
-        "--bind",
-        type=cli.address(wire.UDP_PORT),
-        default=("0.0.0.0", wire.UDP_PORT),
-        help="HOST[:PORT] to listen on",
-    )
+    cli.add_worker_addresses(p)
     p.add_argument("--bound", type=cli.bound, default=1.0, help="max |gradient| of the job")
     p.add_argument("--window", type=cli.COUNT, default=64, help="chunks in flight")
     p.add_argument("--rto", type=cli.POSITIVE, default=0.05, help="initial retransmission timeout")
