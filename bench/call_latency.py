@@ -12,63 +12,33 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
-from esa import model
-from esa.job import Workers
-from esa.spec import Policy
-from hosts.loopswitch import LoopSwitch
-from hosts.ps import ParameterServer
-from hosts.transport import Addr, UdpTransport
-from hosts.worker import Worker
+from testbed.looprig import LoopRig, in_threads
 
-LOCAL: Addr = ("127.0.0.1", 0)
 JOB = 3
 
 
 def per_call(calls: int, size: int, agree: bool, fan_in: int = 2) -> list[float]:
     """Seconds per call, as worker 0 measured each."""
-    data = [UdpTransport(LOCAL) for _ in range(fan_in)]
-    control = [UdpTransport(LOCAL) for _ in range(fan_in)]
-    ps_t, ps_c = UdpTransport(LOCAL), UdpTransport(LOCAL)
-    sw = model.SwitchModel(pool_size=64, policy=Policy.ESA)
-    sw.add_job(JOB, model.JobConfig(fan_in, (1 << fan_in) - 1, priority=1, ps_port=1))
-    switch = LoopSwitch(sw, ps={JOB: ps_t.addr}, workers={JOB: [t.addr for t in data]}).start()
-    ps = ParameterServer(
-        ps_t, switch.addr, {JOB: Workers.of(fan_in)}, stall=0.05, control=ps_c if agree else None
-    )
-    stop = threading.Event()
-    ps_thread = threading.Thread(target=ps.serve, args=(stop.is_set,))
-    ps_thread.start()
     times: list[float] = []
     x = np.full(size, 0.5, np.float32)
+    with LoopRig(fan_in, job=JOB, agree=agree) as rig:
 
-    def work(i: int) -> None:
-        w = Worker(
-            JOB, i, fan_in, switch.addr, data[i], rto=0.05,
-            control=control[i] if agree else None, control_addr=ps_c.addr,
-        )  # fmt: skip
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            w.allreduce(x, timeout=10.0)
-            if i == 0:
-                times.append(time.perf_counter() - t0)
-        w.linger(0.1)
+        def work(i: int) -> None:
+            w = rig.worker(i, rto=0.05)
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                w.allreduce(x, timeout=10.0)
+                if i == 0:
+                    times.append(time.perf_counter() - t0)
+            w.linger(0.1)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(fan_in)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    ps_thread.join()
-    switch.stop()
-    for tr in [ps_t, ps_c, *data, *control]:
-        tr.close()
+        in_threads(*[partial(work, i) for i in range(fan_in)], reraise=True)
     return times
 
 

@@ -29,10 +29,10 @@ from esa.spec import Policy
 from esa.wire import ControlType, Flag, PacketType
 from hosts import codec, quant
 from hosts.drops import Drop
-from hosts.loopswitch import LoopSwitch
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
+from testbed.loopswitch import LoopSwitch
 
 LOCAL: Addr = ("127.0.0.1", 0)
 JOB = 9
@@ -86,7 +86,8 @@ def ps_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
         return _esa(T.FALLBACK, r.choice([Flag.FLOAT, Flag.HOLD, 0x80]), JOB, s, bit(r), 1)
 
     def bitmap(r: random.Random, s: int) -> bytes:
-        return _esa(T.FALLBACK, 0, JOB, s, r.choice([0, mask, 1 << fan_in]), 1)
+        # a FALLBACK may carry several bits (a rack's sum), none outside the mask
+        return _esa(T.FALLBACK, 0, JOB, s, r.choice([0, 1 << fan_in, mask | 1 << fan_in]), 1)
 
     def count(r: random.Random, s: int) -> bytes:
         return _esa(T.FALLBACK, 0, JOB, s, bit(r), r.choice([0, 2, 200, 255]))
@@ -239,12 +240,12 @@ def run(
     control = [UdpTransport(LOCAL) for _ in range(fan_in)]
     ps_t, ps_c, fuzzer = UdpTransport(LOCAL), UdpTransport(LOCAL), UdpTransport(LOCAL)
     sw = model.SwitchModel(pool_size=16, policy=Policy.ESA)
-    sw.add_job(JOB, model.JobConfig(fan_in, (1 << fan_in) - 1, priority=1, ps_port=1))
-    switch = LoopSwitch(sw, ps={JOB: ps_t.addr}, workers={JOB: [t.addr for t in data]}).start()
+    sw.add_job(JOB, model.JobConfig(fan_in, (1 << fan_in) - 1, priority=1, ps_ports=(1,)))
+    switch = LoopSwitch(sw, ps={JOB: (ps_t.addr,)}, workers={JOB: [t.addr for t in data]}).start()
     ps = ParameterServer(ps_t, switch.addr, {JOB: Workers.of(fan_in)}, stall=0.05, control=ps_c)
     workers = [
-        Worker(JOB, i, fan_in, switch.addr, data[i], rto=0.02, control=control[i],
-               control_addr=ps_c.addr)
+        Worker(JOB, i, fan_in, (switch.addr,), data[i], rto=0.02, control=control[i],
+               control_addrs=(ps_c.addr,))
         for i in range(fan_in)
     ]  # fmt: skip
     inputs = [

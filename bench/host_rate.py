@@ -52,7 +52,7 @@ def reflect(bind_ip: str, seconds: float) -> None:
 def fast_path(seconds: float) -> tuple[float, float]:
     """(sent+received)/s and sent/s of a worker against the reflector."""
     transport = UdpTransport((HOST_IP, 0))
-    worker = Worker(1, 0, 1, (NS_IP, wire.UDP_PORT), transport, window=256, rto=0.2)
+    worker = Worker(1, 0, 1, ((NS_IP, wire.UDP_PORT),), transport, window=256, rto=0.2)
     x = np.random.default_rng(0).uniform(-1, 1, 20_000 * wire.K).astype(np.float32)
     want = quant.dequantise(quant.quantise(x, 1.0, worker.scale).values, worker.scale).ravel()
     worker.allreduce(x[: wire.K * 100])

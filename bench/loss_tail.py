@@ -11,21 +11,18 @@ worker's retransmissions, the largest RTO it reached and the PS's pulls.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from esa import model
-from esa.job import Workers
-from esa.spec import Policy
-from hosts.loopswitch import LoopSwitch
-from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes, UdpTransport
 from hosts.worker import Worker
+from testbed.looprig import LoopRig, in_threads
 
 LOCAL: Addr = ("127.0.0.1", 0)
 JOB = 1
@@ -67,11 +64,12 @@ def drive(w: Worker, x: np.ndarray, trace: Trace) -> None:
         if time.monotonic() - t0 > TIMEOUT:
             raise TimeoutError(f"worker {w.index}: no sum after {TIMEOUT} s")
         nxt = w.poll(time.monotonic())
-        trace.max_rto = max(trace.max_rto, w.rto)
+        trace.max_rto = max(trace.max_rto, w.timeout.value)
         for k in [k for k in marks if c.delivered >= k]:
             marks.pop(k).append(time.monotonic() - t0)
         if not w.done:
-            w.wait((nxt if nxt is not None else time.monotonic() + w.rto) - time.monotonic())
+            wake = nxt if nxt is not None else time.monotonic() + w.timeout.value
+            w.wait(wake - time.monotonic())
     for k in list(marks):
         marks.pop(k).append(time.monotonic() - t0)
     trace.iter_s.append(time.monotonic() - t0)
@@ -81,45 +79,22 @@ def run(
     loss: float, iters: int, size: int, fan_in: int, window: int, rto: float, stall: float,
     control: bool,
 ) -> str:  # fmt: skip
-    ps_t, ps_c = LossyTransport(loss, 100), LossyTransport(loss, 101)
-    wts = [LossyTransport(loss, 200 + i) for i in range(fan_in)]
-    wcs = [LossyTransport(loss, 300 + i) for i in range(fan_in)]
-    sw = model.SwitchModel(pool_size=64, policy=Policy.ESA)
-    sw.add_job(JOB, model.JobConfig(fan_in, (1 << fan_in) - 1, priority=1, ps_port=1))
-    switch = LoopSwitch(
-        sw, ps={JOB: ps_t.addr}, workers={JOB: [t.addr for t in wts]}, loss=loss, seed=7
-    ).start()
-    ps = ParameterServer(
-        ps_t, switch.addr, {JOB: Workers.of(fan_in)}, stall=stall, control=ps_c if control else None
-    )
-    stop = threading.Event()
-    ps_thread = threading.Thread(target=ps.serve, args=(stop.is_set,))
-    ps_thread.start()
+    seeds = itertools.count(100)
     traces = [Trace() for _ in range(fan_in)]
-    workers = [
-        Worker(
-            JOB, i, fan_in, switch.addr, wts[i], window=window, rto=rto,
-            control=wcs[i] if control else None, control_addr=ps_c.addr,
-        )
-        for i in range(fan_in)
-    ]  # fmt: skip
+    with LoopRig(
+        fan_in, job=JOB, loss=loss, stall=stall, agree=control,
+        sockets=lambda: LossyTransport(loss, next(seeds)),
+    ) as rig:  # fmt: skip
+        workers = [rig.worker(i, window=window, rto=rto) for i in range(fan_in)]
 
-    def body(i: int) -> None:
-        rng = np.random.default_rng(i)
-        for _ in range(iters):
-            drive(workers[i], rng.uniform(-1, 1, size).astype(np.float32), traces[i])
-        workers[i].linger(0.5)
+        def body(i: int) -> None:
+            rng = np.random.default_rng(i)
+            for _ in range(iters):
+                drive(workers[i], rng.uniform(-1, 1, size).astype(np.float32), traces[i])
+            workers[i].linger(0.5)
 
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(fan_in)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    ps_thread.join()
-    switch.stop()
-    for sock in [ps_t, ps_c, *wts, *wcs]:
-        sock.close()
+        in_threads(*[partial(body, i) for i in range(fan_in)], reraise=True)
+    [ps] = rig.loop.pses
     tr = traces[0]
     retx = sum(w.counters.retransmitted for w in workers) / fan_in / iters
     return (

@@ -62,3 +62,110 @@ class Workers:
         if mask is None and not 1 <= fan_in <= wire.MAX_WORKERS:
             raise ValueError(f"fan-in must be 1..{wire.MAX_WORKERS}, got {fan_in}")
         return cls(fan_in, (1 << fan_in) - 1 if mask is None else mask)
+
+
+MAX_PS_SHARDS = 8
+"""A job's chunks spread over at most this many PS hosts."""
+
+
+def valid_shards(n: int) -> bool:
+    """A PS shard count is a power of two, 1..``MAX_PS_SHARDS``: the switch
+    then finds a chunk's shard with one ternary match on the sequence
+    number's low bits."""
+    return 1 <= n <= MAX_PS_SHARDS and n & (n - 1) == 0
+
+
+def ps_shard(seq: int, shards: int) -> int:
+    """Which of a job's ``shards`` PS hosts owns chunk ``seq``: its low bits.
+    The worker addresses the chunk there, the switch routes an evicted or
+    fallen-back partial there, and that PS alone completes it."""
+    if not valid_shards(shards):
+        raise ValueError(f"PS shards must be a power of two 1..{MAX_PS_SHARDS}, got {shards}")
+    return seq & (shards - 1)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs, by host name: worker ``i`` on ``workers[i]`` (it owns
+    bit ``i``), chunk ``seq`` at ``ps[ps_shard(seq, len(ps))]``."""
+
+    workers: tuple[str, ...]
+    ps: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.workers) <= wire.MAX_WORKERS:
+            raise ValueError(f"a job has 1..{wire.MAX_WORKERS} workers, got {len(self.workers)}")
+        if not valid_shards(len(self.ps)):
+            raise ValueError(
+                f"a job has 1, 2, 4 or 8 PS hosts (a power of two up to {MAX_PS_SHARDS}), "
+                f"got {len(self.ps)}"
+            )
+        names = self.workers + self.ps
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"host(s) named twice in one job: {', '.join(dup)}")
+
+    def ps_for(self, seq: int) -> str:
+        return self.ps[ps_shard(seq, len(self.ps))]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job as a scenario describes it.  The simulator runs it and
+    the Mininet run starts it; each adds its own fields by composition (the
+    run its ``Placement``)."""
+
+    job: int
+    workers: int
+    values: int
+    """gradient length per iteration, in values (one per parameter)."""
+    iterations: int
+    priority: int | None = None
+    """static priority 0..255 (higher is more urgent); None: the controller's
+    automatic (SRPT) rank from the remaining volume."""
+    arrival_s: float = 0.0
+    compute_s: float = 0.0
+    """forward and backward time of one iteration on one worker."""
+    jitter: float = 0.0
+    """relative spread of ``compute_s`` between workers and iterations."""
+    name: str = ""
+    """what the job trains, for reports (a model name)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.job <= wire.MAX_JOB_ID:
+            raise ValueError(f"job id {self.job} is outside 1..{wire.MAX_JOB_ID}")
+        if not 1 <= self.workers <= wire.MAX_WORKERS:
+            raise ValueError(f"job {self.job}: workers must be 1..{wire.MAX_WORKERS}")
+        if self.values < 1 or self.iterations < 1:
+            raise ValueError(f"job {self.job}: values and iterations must be >= 1")
+        if self.priority is not None and not 0 <= self.priority <= 255:
+            raise ValueError(f"job {self.job}: priority must be 0..255, got {self.priority}")
+        if self.arrival_s < 0 or self.compute_s < 0 or not 0 <= self.jitter < 1:
+            raise ValueError(
+                f"job {self.job}: arrival_s and compute_s must be >= 0, jitter in [0, 1)"
+            )
+
+    @property
+    def chunks(self) -> int:
+        """Packets per worker per iteration."""
+        return -(-self.values // wire.K)
+
+    @property
+    def volume_bytes(self) -> int:
+        """What the job aggregates in all, as it declares it to the controller
+        (4-byte values)."""
+        return self.remaining_bytes(0)
+
+    def remaining_bytes(self, iters_done: int) -> int:
+        return 4 * self.values * (self.iterations - iters_done)
+
+    @property
+    def worker_set(self) -> Workers:
+        return Workers.of(self.workers)
+
+    def priority_spec(self, iters_done: int = 0) -> PrioritySpec:
+        """What the job tells the controller: its static priority, or its
+        remaining volume for the automatic rank."""
+        if self.priority is None:
+            return PrioritySpec.auto(self.remaining_bytes(iters_done))
+        return PrioritySpec.static(self.priority)

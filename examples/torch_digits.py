@@ -10,6 +10,9 @@ by Gloo's all-reduce.
     ESA_JOB=1 ESA_PS=10.0.0.3 torchrun --nnodes 2 --node-rank 0 \\
         --master-addr 10.0.0.1 examples/torch_digits.py --esa
 
+A job whose chunks are spread over several PS hosts lists them all, one per
+shard in shard order: ``ESA_PS=10.0.0.3,10.0.0.4``.
+
 Prints each epoch's mean training loss, then one JSON line: rank, test
 accuracy, training seconds and steps, the SHA-256 of the final parameters
 (the same on every worker) and, with ``--esa``, the worker agent's counters.

@@ -51,6 +51,8 @@ class Call:
         self.delivered = 0
         self.phase = STREAMING
         self.digest = 0
+        self.go = 0
+        """bitmap of the PS shards that said GO."""
 
     def index(self, seq: int) -> int | None:
         i = (seq - self.base) % SEQ_MOD
@@ -61,22 +63,36 @@ def bits(mask: int) -> list[int]:
     return [i for i in range(wire.MAX_WORKERS) if mask >> i & 1]
 
 
-def rejected(w: Worker, m: codec.Control, c: Call) -> CallRejected:
-    """The exception for the PS's REJECT ``m`` of call ``c``."""
+def ps_name(shard: int, shards: int) -> str:
+    """How a message names one of a job's PS hosts: "the PS" when it has one."""
+    return "the PS" if shards == 1 else f"PS shard {shard} of {shards}"
+
+
+def shard_list(shards: list[int], of: int) -> str:
+    if len(shards) == 1:
+        return ps_name(shards[0], of)
+    return f"PS shards {', '.join(map(str, shards))} of {of}"
+
+
+def rejected(w: Worker, m: codec.Control, c: Call, shard: int) -> CallRejected:
+    """The exception for the REJECT ``m`` of call ``c`` by the PS of ``shard``."""
     peer = None if m.peer == wire.NO_PEER else m.peer
     try:
         reason = RejectReason(m.code)
     except ValueError:
         what, name = f"reason code {m.code}", "unknown"
     else:
-        what, name = _why(w, reason, m, c, peer), reason.name.lower()
+        what, name = _why(w, reason, m, c, peer, shard), reason.name.lower()
+    by = ps_name(shard, w.shards)
     return CallRejected(
-        f"job {w.job} call {c.number} rejected by the PS: {what}", w.job, c.number, name, peer
+        f"job {w.job} call {c.number} rejected by {by}: {what}", w.job, c.number, name, peer, shard
     )
 
 
-def _why(w: Worker, reason: RejectReason, m: codec.Control, c: Call, peer: int | None) -> str:
-    ps = f"{w.control_addr[0]}:{w.control_addr[1]}"
+def _why(
+    w: Worker, reason: RejectReason, m: codec.Control, c: Call, peer: int | None, shard: int
+) -> str:
+    ps = "{}:{}".format(*w.control_addrs[shard])
     return {
         RejectReason.UNKNOWN_JOB: f"the PS at {ps} serves no job {w.job}",
         RejectReason.WORKER: f"worker index {w.index} is not in the PS's mask {m.mask:#x}",
@@ -94,30 +110,48 @@ def _why(w: Worker, reason: RejectReason, m: codec.Control, c: Call, peer: int |
 
 
 def timed_out(
-    job: int, c: Call, phase: int, timeout: float, report: codec.Control | None, asked: bool
+    w: Worker,
+    c: Call,
+    phase: int,
+    timeout: float,
+    waiting: list[int],
+    reports: dict[int, codec.Control | None],
 ) -> AllreduceTimeout:
-    """The exception for call ``c`` of ``job`` given up in ``phase``, with the
-    PS's ``report`` on it (None: no answer, or not ``asked``)."""
-    missing: list[int] | None = None
-    if report is None:
-        known = "the PS did not answer" if asked else "no control channel"
-        why = f"missing workers unknown ({known})"
-    elif report.code == ReportKind.NOT_ANNOUNCED:
-        missing = bits(report.missing)
-        why = f"workers {missing} have not started it (started: {bits(report.mask)})"
-    elif report.code == ReportKind.PARTIALS:
-        missing = bits(report.missing)
-        why = f"the PS's partial sums of {report.partials} chunks miss workers {missing}"
-    elif report.code == ReportKind.NOTHING_HELD:
-        why = "missing workers unknown (the PS holds no partial sum of the call)"
+    """The exception for call ``c`` given up in ``phase`` while ``waiting``
+    for the PS hosts of these shards, with each one's report on it (None: no
+    answer; none at all without a control channel)."""
+    missing: set[int] | None = None
+    whys = []
+    for s in waiting if w.control is not None else []:
+        why, lacking = _missing(reports.get(s))
+        if lacking is not None:
+            missing = (missing or set()) | set(lacking)
+        whys.append(why if w.shards == 1 else f"PS shard {s}: {why}")
+    if not whys:
+        whys.append("missing workers unknown (no control channel)")
+    pses = shard_list(waiting, w.shards)
+    if phase == ANNOUNCING:
+        where = "waiting for the PS's GO" if w.shards == 1 else f"waiting for the GO of {pses}"
     else:
-        why = "missing workers unknown (the PS has no record of the call)"
-    where = (
-        "waiting for the PS's GO"
-        if phase == ANNOUNCING
-        else f"{c.n - c.delivered} of {c.n} chunks without a sum"
-    )
+        where = f"{c.n - c.delivered} of {c.n} chunks without a sum"
+        if w.shards > 1:
+            where += f", at {pses}"
     return AllreduceTimeout(
-        f"job {job} call {c.number}: no sum after {timeout:g} s ({where}); {why}",
-        job, c.number, missing, timeout,
+        f"job {w.job} call {c.number}: no sum after {timeout:g} s ({where}); {'; '.join(whys)}",
+        w.job, c.number, None if missing is None else sorted(missing), timeout,
     )  # fmt: skip
+
+
+def _missing(report: codec.Control | None) -> tuple[str, list[int] | None]:
+    """What one PS's ``report`` says is missing, and the workers it names."""
+    if report is None:
+        return "missing workers unknown (the PS did not answer)", None
+    if report.code == ReportKind.NOT_ANNOUNCED:
+        missing = bits(report.missing)
+        return f"workers {missing} have not started it (started: {bits(report.mask)})", missing
+    if report.code == ReportKind.PARTIALS:
+        missing = bits(report.missing)
+        return f"the PS's partial sums of {report.partials} chunks miss workers {missing}", missing
+    if report.code == ReportKind.NOTHING_HELD:
+        return "missing workers unknown (the PS holds no partial sum of the call)", None
+    return "missing workers unknown (the PS has no record of the call)", None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from esa import wire
+from esa.job import MAX_PS_SHARDS, valid_shards
 from hosts.errors import AllreduceError
 from hosts.transport import Addr, UdpTransport, parse_addr
 from hosts.worker import FLOAT32_MAX
@@ -106,16 +107,71 @@ def address(default_port: int) -> Callable[[str], Addr]:
     return parse
 
 
+SHARDS_TEXT = f"1, 2, 4 or 8 (a power of two up to {MAX_PS_SHARDS})"
+
+
+def shards(text: str) -> int:
+    """A job's number of PS shards."""
+    value = int_in(1, MAX_PS_SHARDS, "shards")(text)
+    if not valid_shards(value):
+        raise argparse.ArgumentTypeError(f"shards {value} is not {SHARDS_TEXT}")
+    return value
+
+
+SHARD = int_in(0, MAX_PS_SHARDS - 1, "shard")
+
+
+def pses(default_port: int) -> Callable[[str], tuple[Addr, ...]]:
+    """``HOST[:PORT][,HOST[:PORT]...]``: a job's PS hosts, one per shard in
+    shard order."""
+    one = address(default_port)
+
+    def parse(text: str) -> tuple[Addr, ...]:
+        parts = text.split(",")
+        if "" in parts:
+            raise argparse.ArgumentTypeError(f"an empty address in {text!r}")
+        if not valid_shards(len(parts)):
+            raise argparse.ArgumentTypeError(
+                f"{len(parts)} addresses in {text!r}: a job has {SHARDS_TEXT} PS hosts"
+            )
+        return tuple(one(part) for part in parts)
+
+    return parse
+
+
 def add_worker_addresses(p: argparse.ArgumentParser) -> None:
-    """A worker's --ps, --control and --bind (esa-worker, esa-train)."""
-    p.add_argument("--ps", type=address(wire.UDP_PORT), required=True, help="PS HOST[:PORT]")
-    p.add_argument("--control", type=address(wire.CONTROL_PORT), help="PS control HOST[:PORT]")
+    """A worker's --ps, --control and --bind (esa-worker, esa-train); check
+    them with ``check_worker_addresses``."""
+    p.add_argument(
+        "--ps",
+        type=pses(wire.UDP_PORT),
+        required=True,
+        help="the job's PS hosts HOST[:PORT][,HOST[:PORT]...], one per shard in shard order",
+    )
+    p.add_argument(
+        "--control",
+        type=pses(wire.CONTROL_PORT),
+        help=f"their control HOST[:PORT],... in the same order (default: port {wire.CONTROL_PORT})",
+    )
     p.add_argument(
         "--bind",
         type=address(wire.UDP_PORT),
         default=("0.0.0.0", wire.UDP_PORT),
         help="HOST[:PORT] to listen on",
     )
+
+
+def check_worker_addresses(p: Parser, args: argparse.Namespace) -> None:
+    """One control address per PS host: ``--control``'s, or each PS host's
+    ``CONTROL_PORT``."""
+    if args.control is None:
+        args.control = tuple((host, wire.CONTROL_PORT) for host, _ in args.ps)
+    elif len(args.control) != len(args.ps):
+        n = len(args.control)
+        p.error(
+            f"argument --control: {n} address{'es' * (n > 1)} for {len(args.ps)} PS hosts "
+            "(one per --ps address)"
+        )
 
 
 def bind(addr: Addr, what: str) -> UdpTransport:

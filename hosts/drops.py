@@ -27,6 +27,8 @@ class Drop(str, enum.Enum):
     """flags the packet's sender never sets on its type."""
     SEQ = "seq"
     """PS: outside the calls the job agreed on."""
+    SHARD = "shard"
+    """PS: a chunk another of the job's PS shards owns (``esa.job.ps_shard``)."""
     STALE = "stale"
     """worker: outside the calls it keeps."""
     EARLY = "early"

@@ -17,13 +17,15 @@ class AllreduceError(RuntimeError):
 
 
 class CallRejected(AllreduceError):
-    """The PS refused the call before anything was sent: the job's workers
+    """A PS refused the call before anything was sent: the job's workers
     disagree on it (``reason`` names what, ``peer`` the worker that differs,
-    None when it is the PS's own job table)."""
+    None when it is the PS's own job table; ``shard`` is the refusing PS's)."""
 
-    def __init__(self, message: str, job: int, call: int, reason: str, peer: int | None) -> None:
+    def __init__(
+        self, message: str, job: int, call: int, reason: str, peer: int | None, shard: int
+    ) -> None:
         super().__init__(message, job, call)
-        self.reason, self.peer = reason, peer
+        self.reason, self.peer, self.shard = reason, peer, shard
 
 
 class AllreduceTimeout(AllreduceError, TimeoutError):

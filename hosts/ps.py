@@ -14,6 +14,13 @@ pulls and answers from the cache per worker per ``stall`` (a held result
 is acknowledged regardless: ATP needs one answer per chunk).  With a
 control transport the PS also agrees each call with the job's workers
 (``hosts.agreement``) and drops data outside the agreed calls.
+
+A job's chunks may be spread over several PS hosts: this one is shard
+``shard`` of ``shards`` and completes only the chunks ``esa.job.ps_shard``
+gives it.  It still agrees every call (each shard fences the whole call),
+drops another shard's contributions, partials and floats (``shard``), and
+ignores the copies of other shards' switch sums the switch may send it
+(counted in ``other_shard_results``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import wire
-from esa.job import Workers, popcount
+from esa.job import MAX_PS_SHARDS, Workers, popcount, ps_shard, valid_shards
 from esa.wire import ControlType, Flag, PacketType
 from hosts import codec, quant
 from hosts.agreement import CallBook
@@ -48,15 +55,12 @@ SENDER_FLAGS = {
 ints: the complement of an IntFlag keeps only the defined flags)."""
 
 
-JobSpec = Workers
-"""the PS's job table row under its former name, which ``hosts.loopjob`` and
-``sim.validate`` still import (they are being edited elsewhere)."""
-
-
 @dataclass
 class PSCounters:
     received: int = 0
     switch_results: int = 0
+    other_shard_results: int = 0
+    """switch sums of chunks another shard owns: not this PS's to record."""
     held_answered: int = 0
     fallbacks: int = 0
     partials: int = 0
@@ -124,7 +128,15 @@ class ParameterServer:
         control: Transport | None = None,
         budget: int = 512,
         max_open: int = 4096,
+        shard: int = 0,
+        shards: int = 1,
     ) -> None:
+        if not valid_shards(shards) or not 0 <= shard < shards:
+            raise ValueError(
+                f"PS shard {shard} of {shards}: shards must be 1, 2, 4 or 8 "
+                f"(up to {MAX_PS_SHARDS}) and the shard below them"
+            )
+        self.shard, self.shards = shard, shards
         self.transport, self.switch_addr, self.clock = transport, switch_addr, clock
         self.control = control
         self.stall, self.max_pulls, self.cache_size = stall, max_pulls, cache_size
@@ -192,10 +204,12 @@ class ParameterServer:
             return Drop.BITMAP
         if h.ptype == PacketType.RESULT and h.bitmap != spec.mask:
             return Drop.BITMAP
-        if h.ptype in (PacketType.FALLBACK, PacketType.FLOAT) and not _one_bit(h.bitmap):
+        if h.ptype == PacketType.FLOAT and not _one_bit(h.bitmap):
             return Drop.BITMAP
         if h.count != popcount(h.bitmap):
             return Drop.COUNT
+        if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
+            return Drop.SHARD
         book = self.books.get(h.job)
         if book is not None and not book.covers(h.seq):
             return Drop.SEQ
@@ -213,6 +227,9 @@ class ParameterServer:
             self._drop(Drop.JOB)
             return
         reason = self._check(h, spec)
+        if reason is Drop.SHARD and h.ptype == PacketType.RESULT:
+            self.counters.other_shard_results += 1
+            return
         if reason is not None:
             self._drop(reason)
             return

@@ -3,7 +3,9 @@
     esa-ps --job 1:2 --job 2:4 --switch-addr 10.0.0.254
 
 It listens for ESA datagrams on ``--bind`` and for the workers' control
-messages (call agreement) on ``--control-bind``.
+messages (call agreement) on ``--control-bind``.  A job whose chunks are
+spread over several PS hosts runs one per shard: ``--shard I --shards N``
+(every job of this PS has shard ``I`` here).
 """
 
 from __future__ import annotations
@@ -63,12 +65,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--cache", type=cli.COUNT, default=1 << 16, help="finished chunks kept for resends"
     )
+    p.add_argument(
+        "--shard", type=cli.SHARD, default=0, help="this PS's shard of its jobs' chunks (0)"
+    )
+    p.add_argument(
+        "--shards", type=cli.shards, default=1, help="PS hosts per job: 1, 2, 4 or 8 (1)"
+    )
     p.add_argument("--duration", type=cli.POSITIVE, help="stop after this many seconds")
     p.add_argument("--json", action="store_true", help="print counters as JSON on exit")
     args = p.parse_args(argv)
     ids = [job for job, _ in args.job]
     if len(set(ids)) != len(ids):
         p.error(f"argument --job: job {max(ids, key=ids.count)} given twice")
+    if args.shard >= args.shards:
+        p.error(f"argument --shard: {args.shard} is not below --shards {args.shards}")
     if args.control_bind is None:
         args.control_bind = (args.bind[0], wire.CONTROL_PORT)
     return args
@@ -83,6 +93,8 @@ def serve(args: argparse.Namespace) -> int:
         stall=args.stall,
         cache_size=args.cache,
         control=control,
+        shard=args.shard,
+        shards=args.shards,
     )
     stopping = False
 
@@ -93,7 +105,11 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     end = None if args.duration is None else time.monotonic() + args.duration
-    print(f"PS on {transport.addr}, control on {control.addr}, jobs {sorted(ps.jobs)}", flush=True)
+    shard = f", shard {ps.shard} of {ps.shards}" if ps.shards > 1 else ""
+    print(
+        f"PS on {transport.addr}, control on {control.addr}, jobs {sorted(ps.jobs)}{shard}",
+        flush=True,
+    )
     try:
         ps.serve(lambda: stopping or (end is not None and time.monotonic() >= end))
     finally:

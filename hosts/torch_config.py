@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from esa import wire
+from esa.job import valid_shards
 from hosts.transport import Addr, parse_addr
 
 T = TypeVar("T")
@@ -20,8 +21,10 @@ ENV_HELP = {
     "RANK": "this worker's index in the job (its bit), set by torchrun",
     "WORLD_SIZE": "the job's number of workers (fan-in), set by torchrun",
     "ESA_JOB": f"the job id the controller admitted, 1..{wire.MAX_JOB_ID}",
-    "ESA_PS": "the job's PS address HOST[:PORT] (the switch intercepts it)",
-    "ESA_CONTROL": f"the PS's control address HOST[:PORT] (ESA_PS's host:{wire.CONTROL_PORT})",
+    "ESA_PS": "the job's PS addresses HOST[:PORT][,HOST[:PORT]...], one per shard in shard "
+    "order: 1, 2, 4 or 8 (the switch intercepts them)",
+    "ESA_CONTROL": "the PS hosts' control addresses HOST[:PORT],... in the same order (each "
+    f"ESA_PS host:{wire.CONTROL_PORT})",
     "ESA_BOUND": "largest |gradient value| summed in the switch; beyond it, in float (1.0)",
     "ESA_WINDOW": "chunks in flight per worker (64)",
     "ESA_RTO": "initial retransmission timeout in seconds (0.05)",
@@ -40,21 +43,27 @@ class EsaConfig:
     job: int
     index: int
     fan_in: int
-    ps: Addr
+    ps: tuple[Addr, ...]
+    """one per PS shard, in shard order."""
     bound: float = 1.0
     window: int = 64
     rto: float = 0.05
     timeout: float = 30.0
     bind: Addr = ("0.0.0.0", wire.UDP_PORT)
     linger: float = 1.0
-    control: Addr | None = None
-    """where calls are agreed with the PS; None: the PS's host, ``CONTROL_PORT``."""
+    control: tuple[Addr, ...] | None = None
+    """where calls are agreed with each PS; None: each PS's host, ``CONTROL_PORT``."""
 
     def __post_init__(self) -> None:
         checks = [
             (1 <= self.job <= wire.MAX_JOB_ID, f"job must be 1..{wire.MAX_JOB_ID}"),
             (1 <= self.fan_in <= wire.MAX_WORKERS, f"fan-in must be 1..{wire.MAX_WORKERS}"),
             (0 <= self.index < self.fan_in, "worker index must be 0..fan-in - 1"),
+            (valid_shards(len(self.ps)), "a job has 1, 2, 4 or 8 PS hosts"),
+            (
+                self.control is None or len(self.control) == len(self.ps),
+                "one control address per PS host",
+            ),
             (self.bound > 0 and math.isfinite(self.bound), "bound must be positive and finite"),
             (self.window >= 1, "window must be at least 1"),
             (self.rto > 0, "rto must be positive"),
@@ -66,8 +75,8 @@ class EsaConfig:
                 raise EsaConfigError(f"{message}: {self}")
 
     @property
-    def control_addr(self) -> Addr:
-        return self.control or (self.ps[0], wire.CONTROL_PORT)
+    def control_addrs(self) -> tuple[Addr, ...]:
+        return self.control or tuple((host, wire.CONTROL_PORT) for host, _ in self.ps)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> EsaConfig:
@@ -91,10 +100,13 @@ class EsaConfig:
                 raise ValueError(text)
             return host, port
 
-        def control(text: str) -> Addr:
-            return addr(text, wire.CONTROL_PORT)
+        def addrs(text: str, default_port: int = wire.UDP_PORT) -> tuple[Addr, ...]:
+            return tuple(addr(part.strip(), default_port) for part in text.split(","))
 
-        ps = get("ESA_PS", addr)
+        def control(text: str) -> tuple[Addr, ...]:
+            return addrs(text, wire.CONTROL_PORT)
+
+        ps = get("ESA_PS", addrs)
         return cls(
             job=get("ESA_JOB", int),
             index=get("RANK", int),
@@ -106,5 +118,5 @@ class EsaConfig:
             timeout=get("ESA_TIMEOUT", float, cls.timeout),
             bind=get("ESA_BIND", addr, cls.bind),
             linger=get("ESA_LINGER", float, cls.linger),
-            control=get("ESA_CONTROL", control, (ps[0], wire.CONTROL_PORT)),
+            control=get("ESA_CONTROL", control, tuple((h, wire.CONTROL_PORT) for h, _ in ps)),
         )

@@ -16,11 +16,11 @@ launches a backward pass's buckets in index order and, when it rebuilds
 them after the first iteration, every rank takes rank 0's layout.  Both
 are checked: the hook refuses a bucket out of index order
 (``BucketMismatch``), and the worker agrees each call with the job's PS
-before it sends a value (``hosts.agreement``), so workers whose buckets
+hosts before it sends a value (``hosts.agreement``), so workers whose buckets
 differ in length, or that run with another bound or fan-in, all fail with
 ``CallRejected`` naming the difference.  A call with no sum within
 ``config.timeout`` fails with ``AllreduceTimeout`` naming the workers the
-PS misses.  Either reaches ``backward()`` through the bucket's future, and
+PS hosts miss.  Either reaches ``backward()`` through the bucket's future, and
 every later bucket fails too: the worker is out of step with its job.
 
 DDP compares the hook's annotations with ``dist.GradBucket`` and
@@ -114,7 +114,7 @@ class EsaHookState:
             window=config.window,
             rto=config.rto,
             control=self.control,
-            control_addr=config.control_addr,
+            control_addrs=config.control_addrs,
         )
         self.iteration = 0
         self.next_index = 0

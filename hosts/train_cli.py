@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from esa import wire
 from hosts import cli, training
 from hosts.worker import DEFAULT_TIMEOUT, Worker
 
@@ -36,8 +35,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.index >= args.workers:
         p.error(f"argument --index: {args.index} is not below --workers {args.workers}")
-    if args.control is None:
-        args.control = (args.ps[0], wire.CONTROL_PORT)
+    cli.check_worker_addresses(p, args)
     return args
 
 
@@ -49,7 +47,7 @@ def train(args: argparse.Namespace) -> int:
     try:
         worker = Worker(
             args.job, args.index, args.workers, args.ps, transport, bound=training.GRAD_BOUND,
-            control=control, control_addr=args.control,
+            control=control, control_addrs=args.control,
         )  # fmt: skip
         start = time.monotonic()
         training.train_blocking(

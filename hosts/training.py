@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from hosts.simnet import StepDriver
+from hosts.drivers import StepDriver
 from hosts.worker import Worker
 
 F32 = npt.NDArray[np.float32]

@@ -1,7 +1,7 @@
 """Datagram transports: plain non-blocking UDP sockets, no Scapy.
 
 Workers and the PS take any object with this shape, so tests can swap in
-``hosts.simnet`` (a simulated switch and lossy links) for real sockets.
+``testbed.simnet`` (a simulated switch and lossy links) for real sockets.
 """
 
 from __future__ import annotations

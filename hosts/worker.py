@@ -2,12 +2,14 @@
 
 ``allreduce`` is the blocking call applications use; it is built on
 ``begin`` / ``poll`` / ``done`` / ``result`` so a simulator can drive many
-workers in one thread on a virtual clock (``hosts.simnet``).
+workers in one thread on a virtual clock (``testbed.simnet``).
 
-With a control transport each call is first agreed with the PS (CALL,
+A job's chunks may be spread over several PS hosts, its shards: chunk
+``seq`` is addressed to the PS of ``esa.job.ps_shard(seq, shards)``.  With a
+control transport each call is first agreed with every shard's PS (CALL,
 then GO or REJECT; see ``hosts.agreement``): nothing is sent for a call its
 peers disagree on, and a call that does not finish in time ends in
-``AllreduceTimeout`` naming the workers the PS reports missing.
+``AllreduceTimeout`` naming the workers the PS hosts report missing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import wire
+from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
 from esa.wire import ControlType, Flag, PacketType
 from hosts import codec, quant
 from hosts.calls import (
@@ -40,6 +43,7 @@ from hosts.calls import (
 )
 from hosts.drops import Drop, new_drops
 from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.rto import RetransmitTimeout
 from hosts.transport import Addr, Transport, wait_any
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -86,12 +90,14 @@ class WorkerCounters:
 class Worker:
     """One worker of job ``job``: bit ``index`` of the job's worker bitmap.
 
-    ``ps_addr`` is where contributions go (the PS's IP and ``UDP_PORT``; the
-    switch intercepts them).  Every worker of a job must pass tensors of the
-    same sizes in the same order: sequence numbers are a per-job counter
-    (``base`` of a call = chunks of all earlier calls).  With ``control``
-    (a second transport) each call is agreed with the PS at ``control_addr``
-    (default: the PS's host, ``CONTROL_PORT``) before anything is sent.
+    ``ps`` holds the job's PS addresses, one per shard in shard order: chunk
+    ``seq`` goes to ``ps[ps_shard(seq, len(ps))]`` (the PS's IP and
+    ``UDP_PORT``; the switch intercepts it).  Every worker of a job must
+    pass tensors of the same sizes in the same order: sequence numbers are a
+    per-job counter (``base`` of a call = chunks of all earlier calls).
+    With ``control`` (a second transport) each call is agreed with every
+    shard's PS at ``control_addrs`` (default: each PS's host,
+    ``CONTROL_PORT``) before anything is sent.
     """
 
     def __init__(
@@ -99,7 +105,7 @@ class Worker:
         job: int,
         index: int,
         fan_in: int,
-        ps_addr: Addr,
+        ps: tuple[Addr, ...],
         transport: Transport,
         bound: float = 1.0,
         window: int = 64,
@@ -107,7 +113,7 @@ class Worker:
         worker_mask: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         control: Transport | None = None,
-        control_addr: Addr | None = None,
+        control_addrs: tuple[Addr, ...] | None = None,
     ) -> None:
         if not 1 <= job <= wire.MAX_JOB_ID:
             raise ValueError(f"job must be 1..{wire.MAX_JOB_ID}, got {job}")
@@ -122,22 +128,20 @@ class Worker:
             raise ValueError(f"bound must be a positive float32, got {bound}")
         if window < 1 or not rto > 0:
             raise ValueError(f"window must be >= 1 and rto > 0, got {window} and {rto}")
+        if not valid_shards(len(ps)):
+            raise ValueError(
+                f"a job has 1, 2, 4 or 8 PS hosts (up to {MAX_PS_SHARDS}), got {len(ps)}"
+            )
+        control_addrs = control_addrs or tuple((host, wire.CONTROL_PORT) for host, _ in ps)
+        if len(control_addrs) != len(ps):
+            raise ValueError(f"PS control addresses for {len(ps)} PS hosts: {control_addrs}")
         self.job, self.index, self.bit, self.fan_in = job, index, 1 << index, fan_in
-        self.ps_addr, self.transport, self.clock = ps_addr, transport, clock
+        self.ps, self.shards, self.control_addrs = ps, len(ps), control_addrs
+        self.transport, self.clock = transport, clock
         self.bound, self.scale = bound, quant.job_scale(bound, fan_in)
         self.window = window
-        self.min_rto, self.rto, self.max_rto = rto, rto, max(rto, MAX_RTO)
-        """``rto`` follows the measured time to a sum (RFC 6298 style, with
-        Karn's rule); it never drops below ``min_rto``.  It doubles only
-        when, within one timeout, more than half a window of chunks timed
-        out and none gave a sample: the sums take longer than the timeout,
-        and Karn's rule alone would keep it too low for ever.  A loss does
-        not double it: random loss must not slow the rest of the window."""
-        self.srtt: float | None = None
-        self.rttvar = 0.0
-        self.sampled, self.expired, self.backoff_at = False, 0, 0.0
-        """Whether a sample arrived, and how many chunks timed out, in the
-        timeout period that ends at ``backoff_at``."""
+        self.timeout = RetransmitTimeout(rto, MAX_RTO)
+        """follows the measured time to a sum (``hosts.rto``)."""
         self.sent_at: dict[int, float] = {}
         """first send time of chunks of the current call not retransmitted yet."""
         self.counters = WorkerCounters()
@@ -152,14 +156,16 @@ class Worker:
         self.frame = codec.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.control = control
-        self.control_addr = control_addr or (ps_addr[0], wire.CONTROL_PORT)
-        self.nonce = secrets.randbits(32)
-        """tells this process's control messages from another's with the same index."""
+        self.nonces = _nonces(self.shards)
+        """one per shard: tells this process's control messages from another's
+        with the same index, and which shard's PS an answer comes from."""
+        self.shard_of = {nonce: s for s, nonce in enumerate(self.nonces)}
         self.cbuf = bytearray(wire.CONTROL_BYTES + 1)
         self.call_rto = rto
         self.call_deadline = 0.0
         self.failure: CallRejected | None = None
-        self.report: codec.Control | None = None
+        self.reports: dict[int, codec.Control] = {}
+        """the REPORT of each shard's PS on the current call, while asking."""
 
     # -- the blocking API -------------------------------------------------
 
@@ -180,7 +186,7 @@ class Worker:
                 raise self._timed_out(timeout)
             deadline = self.poll(now)
             if not self.done:
-                wake = now + self.rto if deadline is None else deadline
+                wake = now + self.timeout.value if deadline is None else deadline
                 self.wait(min(wake, end) - self.clock())
         return self.result()
 
@@ -222,7 +228,7 @@ class Worker:
             call.digest = wire.config_digest(
                 self.fan_in, self.mask, self.bound, call.size, "float32"
             )
-            self.call_rto, self.call_deadline = self.rto, 0.0
+            self.call_rto, self.call_deadline = self.timeout.value, 0.0
 
     @property
     def done(self) -> bool:
@@ -252,7 +258,9 @@ class Worker:
             return None
         if c.phase == ANNOUNCING:
             if now >= self.call_deadline:
-                self._announce(c, ControlType.CALL)
+                for shard in range(self.shards):
+                    if not c.go >> shard & 1:
+                        self._announce(c, ControlType.CALL, shard)
                 self.call_deadline = now + self.call_rto
                 self.call_rto = min(2 * self.call_rto, MAX_CALL_RTO)
             return self.call_deadline
@@ -267,11 +275,7 @@ class Worker:
                 continue
             self.counters.retransmitted += 1
             self.sent_at.pop(i, None)
-            self.expired += 1
-            if now >= self.backoff_at:
-                if not self.sampled and 2 * self.expired > self.window:
-                    self.rto = min(2 * self.rto, self.max_rto)
-                self.sampled, self.expired, self.backoff_at = False, 0, now + self.rto
+            self.timeout.expired(now, self.window)
             if c.state[i] == FLOATING:
                 self._send_float(c, i, RETX, now)
             else:
@@ -367,28 +371,7 @@ class Worker:
             self.inflight.pop(i, None)
             sent = self.sent_at.pop(i, None)
             if sent is not None:
-                self._sample(now - sent)
-
-    def _sample(self, rtt: float) -> None:
-        """Fold one time-to-sum sample into the retransmission timeout.
-
-        A chunk sent once can still wait for a peer's retransmission, so
-        under loss some samples measure a peer's timeout rather than the
-        network; RFC 6298 would then feed the timeout back into itself
-        (each such sample raises ``rttvar`` and so the next timeout).  A
-        sample counts at most twice the smoothed time: a real slowdown
-        still raises ``srtt`` within a few samples, a lost peer packet no
-        longer drags the timeout to its cap.
-        """
-        if self.srtt is not None:
-            rtt = min(rtt, 2 * self.srtt)
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.rto = min(max(self.min_rto, self.srtt + 4 * self.rttvar), self.max_rto)
-        self.sampled = True
+                self.timeout.sample(now - sent)
 
     def _on_pull(self, h: codec.Header, c: Call, i: int, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""
@@ -410,8 +393,9 @@ class Worker:
         except codec.Malformed:
             self._drop(Drop.CONTROL)
             return
-        mine = (m.job, m.worker, m.nonce) == (self.job, self.index, self.nonce)
-        if m.ctype not in (ControlType.GO, ControlType.REJECT, ControlType.REPORT) or not mine:
+        shard = self.shard_of.get(m.nonce)
+        answer = m.ctype in (ControlType.GO, ControlType.REJECT, ControlType.REPORT)
+        if not answer or (m.job, m.worker) != (self.job, self.index) or shard is None:
             self._drop(Drop.STRANGER)
             return
         c = self.cur
@@ -419,7 +403,7 @@ class Worker:
             if c is None or m.call != c.number:
                 self._drop(Drop.STALE)
             else:
-                self.report = m
+                self.reports[shard] = m
             return
         if c is None or c.phase != ANNOUNCING or m.call != c.number:
             self._drop(Drop.STALE)
@@ -427,49 +411,60 @@ class Worker:
             if (m.base, m.chunks, m.length, m.digest) != (c.base, c.n, c.size, c.digest):
                 self._drop(Drop.STRANGER)
                 return
-            c.phase = STREAMING
+            c.go |= 1 << shard
+            if c.go == (1 << self.shards) - 1:
+                c.phase = STREAMING
         else:
             c.phase = FAILED
-            self.failure = rejected(self, m, c)
+            self.failure = rejected(self, m, c, shard)
 
-    def _announce(self, c: Call, ctype: ControlType) -> None:
+    def _announce(self, c: Call, ctype: ControlType, shard: int) -> None:
         assert self.control is not None
         msg = codec.Control(
-            ctype, 0, self.job, self.index, 0, self.nonce, c.number, c.base, c.n, c.size,
+            ctype, 0, self.job, self.index, 0, self.nonces[shard], c.number, c.base, c.n, c.size,
             self.fan_in, self.mask, 0, 0, c.digest,
         )  # fmt: skip
-        self.control.send(codec.encode_control(msg), self.control_addr)
+        self.control.send(codec.encode_control(msg), self.control_addrs[shard])
         self.counters.calls_sent += ctype == ControlType.CALL
 
     def _timed_out(self, timeout: float) -> AllreduceTimeout:
-        """Give up the current call, asking the PS whose contributions it misses."""
+        """Give up the current call, asking the PS hosts it waits for whose
+        contributions they miss."""
         c = self.cur
         assert c is not None
         phase, c.phase = c.phase, FAILED
-        report = self._ask_status(c)
-        return timed_out(self.job, c, phase, timeout, report, asked=self.control is not None)
+        if phase == ANNOUNCING:
+            waiting = [s for s in range(self.shards) if not c.go >> s & 1]
+        else:
+            undone = (c.base + i for i in range(c.n) if c.state[i] != DONE)
+            waiting = sorted({ps_shard(seq % SEQ_MOD, self.shards) for seq in undone})
+        return timed_out(self, c, phase, timeout, waiting, self._ask_status(c, waiting))
 
-    def _ask_status(self, c: Call) -> codec.Control | None:
+    def _ask_status(self, c: Call, shards: list[int]) -> dict[int, codec.Control | None]:
+        """The REPORT on call ``c`` of each of these shards' PS (None: no answer)."""
         if self.control is None:
-            return None
-        self.report = None
+            return {}
+        self.reports = {}
         for _ in range(STATUS_TRIES):
-            self._announce(c, ControlType.STATUS)
+            for s in shards:
+                if s not in self.reports:
+                    self._announce(c, ControlType.STATUS, s)
             end = time.monotonic() + STATUS_WAIT
-            while self.report is None and (left := end - time.monotonic()) > 0:
+            while not set(shards) <= set(self.reports) and (left := end - time.monotonic()) > 0:
                 self.wait(left)
                 self.poll(self.clock())
-            if self.report is not None:
-                return self.report
-        return None
+            if set(shards) <= set(self.reports):
+                break
+        return {s: self.reports.get(s) for s in shards}
 
     # -- send -------------------------------------------------------------
 
     def _send_contrib(self, c: Call, i: int, flags: int, now: float, arm: bool = True) -> None:
         if c.clipped[i]:
             flags |= OVERFLOW
-        h = codec.Header(PacketType.CONTRIB, flags, self.job, (c.base + i) % SEQ_MOD, self.bit, 1)
-        self.transport.send(self.frame.pack(h, c.q[i]), self.ps_addr)
+        seq = (c.base + i) % SEQ_MOD
+        h = codec.Header(PacketType.CONTRIB, flags, self.job, seq, self.bit, 1)
+        self.transport.send(self.frame.pack(h, c.q[i]), self._ps_for(seq))
         self.counters.sent += 1
         if c.state[i] == PENDING:
             c.state[i] = SENT
@@ -481,13 +476,26 @@ class Worker:
     def _send_float(self, c: Call, i: int, flags: int, now: float) -> None:
         seq = (c.base + i) % SEQ_MOD
         h = codec.Header(PacketType.FLOAT, flags, self.job, seq, self.bit, 1)
-        self.transport.send(self.frame.pack(h, quant.float_bits(c.floats[i])), self.ps_addr)
+        self.transport.send(self.frame.pack(h, quant.float_bits(c.floats[i])), self._ps_for(seq))
         self.counters.float_sent += 1
         c.state[i] = FLOATING
         if c is self.cur:
             self._arm(i, now)
 
+    def _ps_for(self, seq: int) -> Addr:
+        """Where chunk ``seq`` goes (``ps_shard`` is skipped on the fast path
+        of a job with one PS)."""
+        return self.ps[0] if self.shards == 1 else self.ps[ps_shard(seq, self.shards)]
+
     def _arm(self, i: int, now: float) -> None:
-        deadline = now + self.rto
+        deadline = now + self.timeout.value
         self.inflight[i] = deadline
         heapq.heappush(self.timers, (deadline, i))
+
+
+def _nonces(n: int) -> tuple[int, ...]:
+    """``n`` distinct random nonces."""
+    out: set[int] = set()
+    while len(out) < n:
+        out.add(secrets.randbits(32))
+    return tuple(out)

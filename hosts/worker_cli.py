@@ -2,8 +2,10 @@
 
     esa-worker --job 1 --index 0 --fan-in 2 --ps 10.0.0.9 --iters 10 --size 100000 --json
 
-Each call is first agreed with the PS over its control port (the PS's host,
-port ``CONTROL_PORT``, unless ``--control`` says otherwise).
+``--ps`` lists the job's PS hosts, one per shard (1, 2, 4 or 8): chunk
+``seq`` goes to the PS of shard ``esa.job.ps_shard(seq, shards)``.  Each
+call is first agreed with every one of them over its control port (its
+host, port ``CONTROL_PORT``, unless ``--control`` says otherwise).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from esa import wire
 from hosts import cli, quant
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.transport import UdpTransport
@@ -67,8 +68,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"argument --bound: {e}")
     if args.grad is not None:
         args.grad = load_gradients(p, args.grad)
-    if args.control is None:
-        args.control = (args.ps[0], wire.CONTROL_PORT)
+    cli.check_worker_addresses(p, args)
     return args
 
 
@@ -107,14 +107,14 @@ def iterate(args: argparse.Namespace, transport: UdpTransport, control: UdpTrans
         job=args.job,
         index=args.index,
         fan_in=args.fan_in,
-        ps_addr=args.ps,
+        ps=args.ps,
         transport=transport,
         bound=args.bound,
         window=args.window,
         rto=args.rto,
         worker_mask=args.mask,
         control=control,
-        control_addr=args.control,
+        control_addrs=args.control,
     )
     times: list[float] = []
     digests: list[str] = []

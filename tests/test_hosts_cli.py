@@ -51,6 +51,11 @@ def usage_error(main: Main, argv: list[str], capsys: pytest.CaptureFixture[str])
         ([*PS, "--stall", "0"], "argument --stall: must be > 0: 0"),
         ([*PS, "--bind", "0.0.0.0:70000"], "argument --bind: bad port '70000' in '0.0.0.0:70000'"),
         (["--job", "1:2"], "the following arguments are required: --switch-addr"),
+        ([*PS, "--shards", "3"], "argument --shards: shards 3 is not 1, 2, 4 or 8 "
+         "(a power of two up to 8)"),
+        ([*PS, "--shards", "16"], "argument --shards: shards 16 is not in 1..8"),
+        ([*PS, "--shard", "2", "--shards", "2"], "argument --shard: 2 is not below --shards 2"),
+        ([*PS, "--shard", "1"], "argument --shard: 1 is not below --shards 1"),
     ],
 )  # fmt: skip
 def test_ps_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,6 +79,14 @@ def test_ps_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFi
         ({"--jitter": "1"}, "argument --jitter: must be below 1: 1"),
         ({"--timeout": "-1"}, "argument --timeout: must be > 0: -1"),
         ({"--ps": "no.such.host.invalid"}, "argument --ps: can not resolve 'no.such.host.invalid'"),
+        ({"--ps": "127.0.0.1,127.0.0.2,127.0.0.3"},
+         "argument --ps: 3 addresses in '127.0.0.1,127.0.0.2,127.0.0.3': a job has 1, 2, 4 or 8 "
+         "(a power of two up to 8) PS hosts"),
+        ({"--ps": "127.0.0.1,"}, "argument --ps: an empty address in '127.0.0.1,'"),
+        ({"--ps": "127.0.0.1,127.0.0.1:70000"},
+         "argument --ps: bad port '70000' in '127.0.0.1:70000'"),
+        ({"--ps": "127.0.0.1,127.0.0.2", "--control": "127.0.0.1"},
+         "argument --control: 1 address for 2 PS hosts (one per --ps address)"),
     ],
 )  # fmt: skip
 def test_worker_usage_errors(
@@ -104,6 +117,25 @@ def test_train_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--job", "1", "--index", "2", "--workers", "2", "--ps", "127.0.0.1"]
     err = usage_error(train_cli.main, argv, capsys)
     assert err == "esa-train: error: argument --index: 2 is not below --workers 2"
+    argv = ["--job", "1", "--index", "0", "--workers", "2", "--ps", "127.0.0.1,127.0.0.2"]
+    err = usage_error(train_cli.main, [*argv, "--control", "127.0.0.1:9"], capsys)
+    assert err == (
+        "esa-train: error: argument --control: 1 address for 2 PS hosts (one per --ps address)"
+    )
+
+
+def test_worker_addresses_one_per_ps_shard() -> None:
+    args = worker_cli.parse_args([*WORKER[:-1], "127.0.0.1,127.0.0.2:9"])
+    assert args.ps == (("127.0.0.1", 0xE5A0), ("127.0.0.2", 9))
+    assert args.control == (("127.0.0.1", 0xE5A1), ("127.0.0.2", 0xE5A1))
+    args = worker_cli.parse_args(
+        [*WORKER[:-1], "127.0.0.1,127.0.0.2", "--control", "127.0.0.3:7,127.0.0.4"]
+    )
+    assert args.control == (("127.0.0.3", 7), ("127.0.0.4", 0xE5A1))
+    assert worker_cli.parse_args(WORKER).control == (("127.0.0.1", 0xE5A1),)
+    args = ps_cli.parse_args([*PS, "--shard", "3", "--shards", "4"])
+    assert (args.shard, args.shards) == (3, 4)
+    assert (ps_cli.parse_args(PS).shard, ps_cli.parse_args(PS).shards) == (0, 1)
 
 
 def taken_port() -> tuple[socket.socket, str]:

@@ -17,12 +17,13 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
-from hosts import codec, quant, simnet
+from hosts import codec, quant
+from hosts.drivers import IterDriver
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
+from testbed import simnet
 
-PS_ADDR = ("10.0.0.100", wire.UDP_PORT)
 SWITCH_ADDR = ("10.0.0.254", wire.UDP_PORT)
 Tensors = list[npt.NDArray[np.float32]]
 
@@ -31,9 +32,16 @@ Tensors = list[npt.NDArray[np.float32]]
 class Cluster:
     net: simnet.SimNet
     switch: model.SwitchModel
-    ps: ParameterServer
-    drivers: dict[tuple[int, int], simnet.IterDriver]
+    pses: list[ParameterServer]
+    """one per shard, each on host ``ps<shard>``."""
+    drivers: dict[tuple[int, int], IterDriver]
     data: dict[tuple[int, int], Tensors]
+
+    @property
+    def ps(self) -> ParameterServer:
+        """The PS of a cluster with one."""
+        [ps] = self.pses
+        return ps
 
     def run(self) -> None:
         self.net.run(lambda: all(d.finished for d in self.drivers.values()), max_time=30.0)
@@ -49,26 +57,35 @@ def cluster(
     pool: int = 4,
     overflow: bool = False,
     drop: simnet.Drop | None = None,
+    shards: int = 1,
 ) -> Cluster:
-    """Jobs (id -> fan-in; priority = id) sharing one PS and a ``pool``-slot switch."""
+    """Jobs (id -> fan-in; priority = id) sharing ``shards`` PS hosts and a
+    ``pool``-slot switch."""
     sw = model.SwitchModel(pool_size=pool, policy=policy, stale_us=2000)
     net = simnet.SimNet(sw, loss=loss, seed=seed, drop=drop)
-    ps_t = net.transport("ps")
-    ps = ParameterServer(
-        ps_t, SWITCH_ADDR, {j: Workers.of(f) for j, f in jobs.items()}, stall=0.004
-    )
-    net.add_agent(ps)
+    specs = {j: Workers.of(f) for j, f in jobs.items()}
+    ps_names = tuple(f"ps{s}" for s in range(shards))
+    pses = [
+        ParameterServer(
+            net.transport(name), SWITCH_ADDR, specs, stall=0.004, shard=s, shards=shards
+        )
+        for s, name in enumerate(ps_names)
+    ]
+    for ps in pses:
+        net.add_agent(ps)
+    ps_addrs = tuple(net.hosts[name].addr for name in ps_names)
     rng = np.random.default_rng(seed)
     drivers, data = {}, {}
     part = pool // len(jobs)
     for n, (job, fan_in) in enumerate(sorted(jobs.items())):
         names = [f"j{job}w{i}" for i in range(fan_in)]
         transports = [net.transport(name) for name in names]
-        net.route(job, "ps", names)
+        net.route(job, ps_names, names)
         sw.add_job(
             job,
             model.JobConfig(
-                fan_in, (1 << fan_in) - 1, priority=job, ps_port=net.port("ps"),
+                fan_in, (1 << fan_in) - 1, priority=job,
+                ps_ports=tuple(net.port(name) for name in ps_names),
                 part_base=n * part if policy is Policy.STATIC else 0,
                 part_size=part if policy is Policy.STATIC else 0,
             ),
@@ -77,11 +94,11 @@ def cluster(
             tensors = [rng.uniform(-1, 1, size).astype(np.float32) for _ in range(iters)]
             if overflow:
                 tensors[0][40 + i] = 1.5 + i
-            w = Worker(job, i, fan_in, PS_ADDR, transports[i], window=8, rto=0.001)
-            drivers[job, i] = simnet.IterDriver(w, tensors)
+            w = Worker(job, i, fan_in, ps_addrs, transports[i], window=8, rto=0.001)
+            drivers[job, i] = IterDriver(w, tensors)
             data[job, i] = tensors
             net.add_agent(drivers[job, i])
-    return Cluster(net, sw, ps, drivers, data)
+    return Cluster(net, sw, pses, drivers, data)
 
 
 def expected(inputs: Tensors, scale: float) -> npt.NDArray[np.float32]:
@@ -174,7 +191,7 @@ def test_pull_recovers_a_result_lost_to_a_worker_and_the_ps() -> None:
         h = codec.decode_header(data, len(data))
         rule = (
             (src == "j1w0" and h.ptype == PacketType.CONTRIB and not h.flags)
-            or (dst in ("j1w1", "ps") and h.ptype == PacketType.RESULT)
+            or (dst in ("j1w1", "ps0") and h.ptype == PacketType.RESULT)
         ) and h.seq == 0
         if rule:
             lost.append((src, dst, h.ptype))
@@ -187,7 +204,7 @@ def test_pull_recovers_a_result_lost_to_a_worker_and_the_ps() -> None:
     assert lost == [
         ("j1w0", "switch", PacketType.CONTRIB),
         ("switch", "j1w1", PacketType.RESULT),
-        ("switch", "ps", PacketType.RESULT),
+        ("switch", "ps0", PacketType.RESULT),
     ]
     w0, w1 = (c.drivers[1, i].worker.counters for i in range(2))
     assert (w0.retransmitted, w0.pulls_answered, w0.results_switch) == (1, 1, 2)
@@ -219,7 +236,7 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
 
     def drop(src: str, dst: str, data: bytes) -> bool:
         h = codec.decode_header(data, len(data))
-        return dst in ("j1w0", "ps") and h.ptype == PacketType.RESULT and h.seq == 0
+        return dst in ("j1w0", "ps0") and h.ptype == PacketType.RESULT and h.seq == 0
 
     c = cluster(Policy.ESA, {1: 2}, pool=1024, iters=1, size=64, drop=drop)
     forged = codec.encode(
@@ -234,3 +251,36 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
     assert (p.float_completed, p.completed, p.pulls_sent) == (0, 1, 2)
     assert p.floats == w0.float_sent and p.dropped[Drop.DUPLICATE] == w0.float_sent - 1
     assert c.ps.float_sums == {} and c.ps.partials == {}
+
+
+# -- two PS shards per job ----------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("policy", list(Policy))
+def test_two_ps_shards_sum_exactly_under_loss(policy: Policy, seed: int) -> None:
+    """Each job's even chunks are finished by ps0, its odd ones by ps1: the
+    overflowed chunk 1 of each job is summed in float at ps1, and no PS is
+    sent a chunk of the other's shard."""
+    c = cluster(policy, JOBS, loss=0.05, seed=seed, overflow=True, shards=2)
+    c.run()
+    check_exact(c, JOBS, iters=3)
+    assert [ps.counters.float_completed for ps in c.pses] == [0, len(JOBS)]
+    for s, ps in enumerate(c.pses):
+        assert junk(ps.counters.dropped) == {} and ps.counters.dropped[Drop.SHARD] == 0
+        assert ps.counters.other_shard_results == 0
+        assert {seq % 2 for _, seq in ps.done} == {s}
+
+
+def test_no_loss_atp_releases_on_each_shards_ps_result() -> None:
+    """Every held sum goes to its shard's PS, whose acknowledgement the
+    switch takes (and no other PS's)."""
+    c = cluster(Policy.ATP, {1: 2}, pool=1024, iters=1, size=320, shards=2)
+    c.run()
+    check_exact(c, {1: 2}, iters=1)
+    assert [ps.counters.held_answered for ps in c.pses] == [5, 5]
+    assert [sorted(seq for _, seq in ps.done) for ps in c.pses] == [
+        [0, 2, 4, 6, 8], [1, 3, 5, 7, 9]
+    ]  # fmt: skip
+    assert c.switch.events(1)[Event.RELEASED_BY_PS] == 10
+    assert sum(c.switch.drops) == 0

@@ -171,7 +171,7 @@ def go_for(w: Worker) -> tuple[bytes, tuple[str, int]]:
     c = w.cur
     assert c is not None
     go = codec.Control(
-        C.GO, 0, 3, 1, 0, w.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest
+        C.GO, 0, 3, 1, 0, w.nonces[0], c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest
     )
     return codec.encode_control(go), PS_ADDR
 
@@ -211,7 +211,7 @@ def test_worker_survives_junk_and_returns_the_exact_sum(
     before_go: list[tuple[bool, bytes]], after_go: list[tuple[bool, bytes]]
 ) -> None:
     rec, ctl = Recorder(), Mailbox()
-    w = Worker(3, 1, 2, PS_ADDR, rec, window=8, rto=1.0, control=ctl)
+    w = Worker(3, 1, 2, (PS_ADDR,), rec, window=8, rto=1.0, control=ctl)
     rng = np.random.default_rng(0)
     xs = [rng.uniform(-1, 1, 2 * K).astype(np.float32) for _ in range(2)]
     q = [quant.quantise(x, 1.0, w.scale).values.astype(np.int64) * 2 for x in xs]
@@ -262,8 +262,8 @@ def test_switch_model_takes_any_packet(
     policy: Policy, items: list[tuple[model.Packet, int, int]]
 ) -> None:
     sw = model.SwitchModel(pool_size=4, policy=policy, stale_us=1000)
-    sw.add_job(1, model.JobConfig(2, 0b11, priority=1, ps_port=1, part_size=2))
-    sw.add_job(2, model.JobConfig(3, 0b111, priority=2, ps_port=2, part_base=2, part_size=2))
+    sw.add_job(1, model.JobConfig(2, 0b11, priority=1, ps_ports=(1,), part_size=2))
+    sw.add_job(2, model.JobConfig(3, 0b111, priority=2, ps_ports=(2, 3), part_base=2, part_size=2))
     now = 0
     for pkt, port, step in items:
         now += step

@@ -6,6 +6,7 @@ from collections import deque
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,11 +53,18 @@ def pkt(
 
 
 def server(
-    jobs: dict[int, int], stall: float = 0.2, max_pulls: int = 50, cache_size: int = 1 << 16
+    jobs: dict[int, int],
+    stall: float = 0.2,
+    max_pulls: int = 50,
+    cache_size: int = 1 << 16,
+    shard: int = 0,
+    shards: int = 1,
 ) -> tuple[ParameterServer, Recorder]:
     rec = Recorder()
     specs = {j: Workers.of(f) for j, f in jobs.items()}
-    ps = ParameterServer(rec, SWITCH, specs, stall, max_pulls, cache_size)
+    ps = ParameterServer(
+        rec, SWITCH, specs, stall, max_pulls, cache_size, shard=shard, shards=shards
+    )
     return ps, rec
 
 
@@ -94,8 +102,9 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
     have, expect_merged, expect_rejected, expect_after = 0, 0, 0, 0
     for bitmap in order:
         vals = np.sum([contrib[b] for b in range(fan_in) if bitmap >> b & 1], axis=0)
-        single = bitmap & (bitmap - 1) == 0
-        feed(ps, rec, pkt(T.FALLBACK if single else T.PARTIAL, 1, 9, bitmap, vals))
+        # a fallback carries one worker's bit, or, from a switch of a fabric,
+        # a child's whole sum (several bits): odd bitmaps come as fallbacks
+        feed(ps, rec, pkt(T.FALLBACK if bitmap & 1 else T.PARTIAL, 1, 9, bitmap, vals))
         if have == mask:
             expect_after += 1
         elif have & bitmap:
@@ -279,7 +288,7 @@ def test_every_field_is_checked_against_the_job() -> None:
         Drop.PTYPE: [bytes(bad_type), raw(T.CONTRIB, 1, 0, 1, 1), raw(T.PULL, 1, 0, 1, 1),
                      raw(T.PS_RESULT, 1, 0, 3, 2)],
         Drop.JOB: [raw(T.FALLBACK, 7, 0, 1, 1), raw(T.FALLBACK, 0, 0, 1, 1)],
-        Drop.BITMAP: [raw(T.FALLBACK, 1, 0, 0b11, 2), raw(T.FALLBACK, 1, 0, 0b100, 1),
+        Drop.BITMAP: [raw(T.FALLBACK, 1, 0, 0b111, 3), raw(T.FALLBACK, 1, 0, 0b100, 1),
                       raw(T.PARTIAL, 1, 0, 0, 0), raw(T.RESULT, 1, 0, 0b01, 1),
                       raw(T.FLOAT, 1, 0, 0b11, 2)],
         Drop.COUNT: [raw(T.FALLBACK, 1, 0, 1, 255), raw(T.FALLBACK, 1, 0, 1, 0),
@@ -343,3 +352,44 @@ def test_a_retransmission_into_an_incomplete_chunk_pulls_at_once() -> None:
     feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b001, vec(0), flags=Flag.RETX), now=0.4)
     assert [(h.ptype, h.bitmap, h.count) for h, _, _ in rec.sent] == [(T.PULL, 0b011, 2)] * 2
     assert ps.counters.dropped[Drop.OVERLAP] == 2
+
+
+# -- one PS of several per job ------------------------------------------------
+
+
+def test_a_shard_takes_only_its_chunks_and_ignores_other_shards_sums() -> None:
+    """PS shard 1 of 2 owns the odd seqs: it completes seq 1, drops the
+    even seqs' contributions, partials and floats, and records no switch
+    sum of an even seq (nor acknowledges a held one)."""
+    ps, rec = server({1: 2}, shard=1, shards=2)
+    feed(ps, rec, pkt(T.FALLBACK, 1, 1, 0b01, vec(1)), pkt(T.PARTIAL, 1, 1, 0b10, vec(2)))
+    feed(
+        ps, rec, pkt(T.FALLBACK, 1, 0, 0b01, vec(0)), pkt(T.PARTIAL, 1, 2, 0b11, vec(0)),
+        pkt(T.FLOAT, 1, 4, 0b10, vec(0), flags=Flag.RETX),
+        pkt(T.RESULT, 1, 6, 0b11, vec(0)), pkt(T.RESULT, 1, 8, 0b11, vec(0), flags=Flag.HOLD),
+        pkt(T.RESULT, 1, 3, 0b11, vec(3)),
+    )  # fmt: skip
+    assert [(h.ptype, h.seq) for h, _, _ in rec.sent] == [(T.PS_RESULT, 1)]
+    c = ps.counters
+    assert {r: n for r, n in c.dropped.items() if n} == {Drop.SHARD: 3}
+    assert (c.completed, c.switch_results, c.other_shard_results) == (1, 1, 2)
+    assert list(ps.done) == [(1, 1), (1, 3)] and ps.partials == {} and ps.float_sums == {}
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.data())
+def test_a_shard_completes_exactly_the_seqs_whose_low_bits_name_it(
+    shards: int, data: st.DataObject
+) -> None:
+    shard = data.draw(st.integers(0, shards - 1))
+    seqs = data.draw(st.lists(st.integers(0, 2**32 - 1), max_size=20, unique=True))
+    ps, rec = server({1: 1}, shard=shard, shards=shards)
+    feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 1, vec(0)) for seq in seqs])
+    mine = [seq for seq in seqs if seq % shards == shard]
+    assert [h.seq for h, _, _ in rec.sent] == mine
+    assert ps.counters.dropped[Drop.SHARD] == len(seqs) - len(mine)
+
+
+@pytest.mark.parametrize(("shard", "shards"), [(0, 3), (2, 2), (-1, 2), (0, 16)])
+def test_a_shard_outside_its_count_is_refused(shard: int, shards: int) -> None:
+    with pytest.raises(ValueError, match=f"PS shard {shard} of {shards}: shards must be"):
+        server({1: 2}, shard=shard, shards=shards)

@@ -7,13 +7,15 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from esa import wire
-from esa.wire import ControlType, Flag, PacketType, RejectReason
+from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
 from hosts import codec, quant
-from hosts.calls import ANNOUNCING
+from hosts.calls import ANNOUNCING, STREAMING
 from hosts.drops import Drop
-from hosts.errors import CallRejected
+from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.transport import Addr, Bytes
 from hosts.worker import Worker
 from tests.test_hosts_agreement import Mailbox
@@ -22,12 +24,14 @@ from tests.test_hosts_ps import Recorder, pkt
 T = PacketType
 C = ControlType
 PS: Addr = ("10.0.0.9", wire.UDP_PORT)
+PS2: tuple[Addr, ...] = (PS, ("10.0.0.10", wire.UDP_PORT))
+"""A job's two PS shards."""
 K = wire.K
 
 
 def make(window: int = 4, rto: float = 1.0, index: int = 1) -> tuple[Worker, Recorder]:
     rec = Recorder()
-    return Worker(3, index, 2, PS, rec, bound=1.0, window=window, rto=rto), rec
+    return Worker(3, index, 2, (PS,), rec, bound=1.0, window=window, rto=rto), rec
 
 
 def tensor(chunks: int, seed: int = 0) -> np.ndarray:
@@ -71,7 +75,7 @@ def test_timeout_retransmits_with_retx_and_backs_off_only_without_samples() -> N
     assert sent(rec) == []
     assert w.poll(0.25) == 0.5
     assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX), (T.CONTRIB, 1, Flag.RETX)]
-    assert w.poll(0.5) == 1.0 and w.rto == 0.5
+    assert w.poll(0.5) == 1.0 and w.timeout.value == 0.5
     assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX), (T.CONTRIB, 1, Flag.RETX)]
     assert w.counters.retransmitted == 4 and w.counters.sent == 6
 
@@ -90,7 +94,7 @@ def test_a_lost_chunk_does_not_slow_the_others() -> None:
     for now in (0.125, 0.25, 0.375):
         w.poll(now)
     assert [seq for _, seq, flags in sent(rec) if flags] == [0, 0, 0]
-    assert w.rto == 0.125 and w.inflight == {0: 0.5}
+    assert w.timeout.value == 0.125 and w.inflight == {0: 0.5}
 
 
 def test_timeout_adapts_to_the_time_to_a_sum() -> None:
@@ -101,13 +105,13 @@ def test_timeout_adapts_to_the_time_to_a_sum() -> None:
     q = quant.quantise(x, 1.0, w.scale).values
     rec.inbox.append(result(0, q[0] * 2))
     w.poll(0.3)
-    assert w.srtt == pytest.approx(0.3)
-    assert w.rto == pytest.approx(0.3 + 4 * 0.15)
+    assert w.timeout.srtt == pytest.approx(0.3)
+    assert w.timeout.value == pytest.approx(0.3 + 4 * 0.15)
     rec.inbox.append(result(1, q[1] * 2))
     w.poll(0.4)
     srtt = 0.875 * 0.3 + 0.125 * 0.4
-    assert w.srtt == pytest.approx(srtt)
-    assert w.rto == pytest.approx(srtt + 4 * (0.75 * 0.15 + 0.25 * 0.1))
+    assert w.timeout.srtt == pytest.approx(srtt)
+    assert w.timeout.value == pytest.approx(srtt + 4 * (0.75 * 0.15 + 0.25 * 0.1))
 
 
 def test_results_delivered_exactly_once_and_seqs_continue_across_calls() -> None:
@@ -248,7 +252,7 @@ class Reflector:
 
 
 def test_allreduce_blocking_api() -> None:
-    w = Worker(3, 0, 2, PS, Reflector(), window=3, clock=lambda: 0.0)
+    w = Worker(3, 0, 2, (PS,), Reflector(), window=3, clock=lambda: 0.0)
     x = tensor(5).reshape(-1, 1)
     got = w.allreduce(x)
     assert got.shape == x.shape and got.dtype == np.float32
@@ -260,9 +264,13 @@ def test_allreduce_blocking_api() -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="bit 2"):
-        Worker(1, 2, 2, PS, Recorder())
+        Worker(1, 2, 2, (PS,), Recorder())
     with pytest.raises(ValueError, match="job"):
-        Worker(0, 0, 2, PS, Recorder())
+        Worker(0, 0, 2, (PS,), Recorder())
+    with pytest.raises(ValueError, match=r"a job has 1, 2, 4 or 8 PS hosts \(up to 8\), got 3"):
+        Worker(1, 0, 2, (PS,) * 3, Recorder())
+    with pytest.raises(ValueError, match=r"PS control addresses for 2 PS hosts: \(\('10"):
+        Worker(1, 0, 2, (PS, PS), Recorder(), control_addrs=(PS,))
     w, _ = make()
     with pytest.raises(RuntimeError):
         w.result()
@@ -273,17 +281,18 @@ def test_bad_arguments() -> None:
 
 def agreed_worker(window: int = 4) -> tuple[Worker, Recorder, Mailbox]:
     rec, ctl = Recorder(), Mailbox()
-    w = Worker(3, 1, 2, PS, rec, window=window, rto=0.25, control=ctl)
+    w = Worker(3, 1, 2, (PS,), rec, window=window, rto=0.25, control=ctl)
     return w, rec, ctl
 
 
-def answer(w: Worker, ctype: int = C.GO, **change: int) -> bytes:
-    """The PS's answer to ``w``'s current call, with fields changed."""
+def answer(w: Worker, ctype: int = C.GO, shard: int = 0, **change: int) -> bytes:
+    """The answer of ``shard``'s PS to ``w``'s current call, with fields changed."""
     c = w.cur
     assert c is not None
     msg = codec.Control(
-        ctype, 0, 3, w.index, 0, w.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest
-    )
+        ctype, 0, 3, w.index, 0, w.nonces[shard], c.number, c.base, c.n, c.size, 2, 3, 0, 0,
+        c.digest,
+    )  # fmt: skip
     return codec.encode_control(dataclasses.replace(msg, **change))
 
 
@@ -294,7 +303,7 @@ def test_a_call_is_announced_until_the_ps_says_go() -> None:
     assert w.poll(0.0) == 0.25
     [(m, to)] = ctl.sent
     digest = wire.config_digest(2, 0b11, 1.0, x.size, "float32")
-    assert m == codec.Control(C.CALL, 0, 3, 1, 0, w.nonce, 0, 0, 3, x.size, 2, 3, 0, 0, digest)
+    assert m == codec.Control(C.CALL, 0, 3, 1, 0, w.nonces[0], 0, 0, 3, x.size, 2, 3, 0, 0, digest)
     assert to == ("10.0.0.9", wire.CONTROL_PORT) and rec.sent == []
     assert w.poll(0.25) == 0.75 and w.poll(0.75) == 1.75 and w.poll(1.75) == 2.75
     assert len(ctl.sent) == 4 and w.counters.calls_sent == 4
@@ -307,7 +316,7 @@ def test_answers_for_another_process_or_shape_are_ignored() -> None:
     w, rec, ctl = agreed_worker()
     w.begin(tensor(2))
     w.poll(0.0)
-    for change in ({"nonce": w.nonce ^ 1}, {"worker": 0}, {"job": 4}, {"digest": 1},
+    for change in ({"nonce": w.nonces[0] ^ 1}, {"worker": 0}, {"job": 4}, {"digest": 1},
                    {"length": 1}, {"call": 1}, {"ctype": C.CALL}):  # fmt: skip
         ctl.inbox.append((answer(w, **change), PS))
     ctl.inbox.append((b"junk", PS))
@@ -328,7 +337,9 @@ def test_a_rejected_call_raises_once_and_sends_nothing() -> None:
     assert str(e.value) == (
         "job 3 call 0 rejected by the PS: this worker has 59 values, worker 0 has 99"
     )
-    assert (e.value.job, e.value.call, e.value.reason, e.value.peer) == (3, 0, "length", 0)
+    assert (e.value.job, e.value.call, e.value.reason, e.value.peer, e.value.shard) == (
+        3, 0, "length", 0, 0,
+    )  # fmt: skip
     assert w.poll(0.2) is None and rec.sent == [] and not w.done
     w.begin(tensor(1))
     w.poll(0.3)
@@ -370,7 +381,7 @@ class Ticking(Recorder):
 
 def test_linger_lasts_while_peers_pull() -> None:
     t = Ticking()
-    w = Worker(3, 1, 2, PS, t, window=4, rto=1.0, clock=lambda: t.now)
+    w = Worker(3, 1, 2, (PS,), t, window=4, rto=1.0, clock=lambda: t.now)
     x = tensor(2)
     w.begin(x)
     w.poll(0.0)
@@ -384,3 +395,127 @@ def test_linger_lasts_while_peers_pull() -> None:
     start = t.now
     w.linger(1.0, limit=5.0)
     assert t.now == start + 5.0
+
+
+# -- several PS hosts per job -------------------------------------------------
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.integers(1, 9), st.integers(1, 9))
+def test_each_chunk_goes_to_its_shards_ps(shards: int, first: int, second: int) -> None:
+    """Chunk ``seq`` goes to the PS ``seq % shards``, across calls (whose
+    first seq is where the last ended) and when resent as FLOAT."""
+    pses = tuple((f"10.0.0.{10 + s}", wire.UDP_PORT) for s in range(shards))
+    rec = Recorder()
+    w = Worker(3, 1, 2, pses, rec, window=16, rto=1.0)
+    x = tensor(first)
+    w.begin(x)
+    w.poll(0.0)
+    rec.inbox.extend(result(seq, [0] * K) for seq in range(first))
+    w.poll(0.1)
+    y = tensor(second, seed=1)
+    y[0] = 2.0
+    w.begin(y)
+    w.poll(0.2)
+    rec.inbox.append(result(first, [0] * K, flags=Flag.OVERFLOW))
+    w.poll(0.3)
+    got = [(h.ptype, h.seq, to) for h, _, to in rec.sent]
+    want = [(T.CONTRIB, seq, pses[seq % shards]) for seq in range(first + second)]
+    assert got == [*want, (T.FLOAT, first, pses[first % shards])]
+
+
+def sharded_worker() -> tuple[Worker, Recorder, Mailbox]:
+    rec, ctl = Recorder(), Mailbox()
+    return Worker(3, 1, 2, PS2, rec, window=4, rto=0.25, control=ctl), rec, ctl
+
+
+def test_a_call_streams_once_every_shards_ps_said_go() -> None:
+    w, rec, ctl = sharded_worker()
+    w.begin(tensor(3))
+    assert w.poll(0.0) == 0.25
+    control = [("10.0.0.9", wire.CONTROL_PORT), ("10.0.0.10", wire.CONTROL_PORT)]
+    assert [(m.ctype, m.nonce, to) for m, to in ctl.sent] == [
+        (C.CALL, w.nonces[0], control[0]), (C.CALL, w.nonces[1], control[1])
+    ]  # fmt: skip
+    assert w.nonces[0] != w.nonces[1]
+    ctl.sent.clear()
+    ctl.inbox.append((answer(w, shard=1), PS2[1]))
+    w.poll(0.1)
+    assert w.cur is not None and (w.cur.phase, w.cur.go) == (ANNOUNCING, 0b10)
+    assert w.poll(0.25) == 0.75
+    assert [(m.ctype, to) for m, to in ctl.sent] == [(C.CALL, control[0])]
+    ctl.inbox.extend([(answer(w, shard=1), PS2[1]), (answer(w, shard=0), PS2[0])])
+    w.poll(0.3)
+    assert w.cur.phase == STREAMING
+    assert [(h.seq, to) for h, _, to in rec.sent] == [(0, PS2[0]), (1, PS2[1]), (2, PS2[0])]
+    assert w.counters.calls_sent == 3
+    assert {r: n for r, n in w.counters.dropped.items() if n} == {}
+
+
+def test_a_reject_names_the_shard_whose_ps_sent_it() -> None:
+    w, rec, ctl = sharded_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    ctl.inbox.append((answer(w, shard=0), PS2[0]))
+    reject = answer(w, C.REJECT, shard=1, code=RejectReason.UNKNOWN_JOB, peer=wire.NO_PEER)
+    ctl.inbox.append((reject, PS2[1]))
+    with pytest.raises(CallRejected) as e:
+        w.poll(0.1)
+    assert str(e.value) == (
+        "job 3 call 0 rejected by PS shard 1 of 2: the PS at 10.0.0.10:58785 serves no job 3"
+    )
+    assert (e.value.reason, e.value.peer, e.value.shard) == ("unknown_job", None, 1)
+    assert rec.sent == []
+
+
+class Answering(Mailbox):
+    """A worker's control transport to PS shards that answer at once: GO to
+    a CALL from the shards in ``go``, ``reports[shard]`` (kind, announced,
+    missing, partials) to a STATUS."""
+
+    def __init__(self, go: set[int], reports: dict[int, tuple[int, int, int, int]]) -> None:
+        super().__init__()
+        self.go, self.reports = go, reports
+
+    def send(self, data: Bytes, to: Addr) -> None:
+        super().send(data, to)
+        m = self.sent[-1][0]
+        shard = [ps[0] for ps in PS2].index(to[0])
+        if m.ctype == C.CALL and shard in self.go:
+            self.inbox.append((codec.encode_control(dataclasses.replace(m, ctype=C.GO)), to))
+        elif m.ctype == C.STATUS and shard in self.reports:
+            kind, mask, missing, partials = self.reports[shard]
+            report = dataclasses.replace(
+                m, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials
+            )
+            self.inbox.append((codec.encode_control(report), to))
+
+    def wait(self, timeout: float) -> None:
+        pass
+
+
+def test_a_timeout_waiting_for_a_go_names_the_silent_shard() -> None:
+    t = Ticking()
+    ctl = Answering({0}, {1: (ReportKind.NOT_ANNOUNCED, 0b10, 0b01, 0)})
+    w = Worker(3, 1, 2, PS2, t, window=4, rto=0.25, clock=lambda: t.now, control=ctl)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(3), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (waiting for the GO of PS shard 1 of 2); "
+        "PS shard 1: workers [0] have not started it (started: [1])"
+    )
+    assert e.value.missing == [0]
+    assert [to[0] for m, to in ctl.sent if m.ctype == C.STATUS] == ["10.0.0.10"]
+
+
+def test_a_timeout_names_the_shards_of_the_chunks_without_a_sum() -> None:
+    t = Ticking()
+    t.due = [(0.2, result(0, [0] * K)), (0.3, result(2, [0] * K))]
+    ctl = Answering({0, 1}, {1: (ReportKind.PARTIALS, 0b11, 0b01, 2)})
+    w = Worker(3, 1, 2, PS2, t, window=4, rto=0.25, clock=lambda: t.now, control=ctl)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(4), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (2 of 4 chunks without a sum, at PS shard 1 of 2); "
+        "PS shard 1: the PS's partial sums of 2 chunks miss workers [0]"
+    )
+    assert e.value.missing == [0]

@@ -1,5 +1,5 @@
 """The DDP communication hook on loopback: the switch model behind a UDP
-socket and a PS thread (``hosts.loopjob``), workers as hook states in this
+socket and PS threads (``testbed.loopjob``), workers as hook states in this
 process or as DDP processes running the example script."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import torch
 from esa import wire
 from hosts import quant
 from hosts.errors import AllreduceTimeout, CallRejected
-from hosts.loopjob import LoopJob, ddp_env, free_port
 from hosts.torch_config import EsaConfig, EsaConfigError
 from hosts.torch_hook import BucketMismatch, EsaHookState, TensorBucket
+from testbed.loopjob import LoopJob, ddp_env, free_port
 from tests.test_hosts_e2e import expected
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,22 +36,22 @@ SCALE = quant.job_scale(1.0, 2)
 
 
 def states(bed: LoopJob, timeout: float = 10.0) -> list[EsaHookState]:
-    """The two workers of ``bed``'s job (bound 1.0), agreeing calls with its PS."""
+    """The two workers of ``bed``'s job (bound 1.0), agreeing calls with its PS hosts."""
     return [
         EsaHookState(
             EsaConfig(
-                JOB, i, 2, bed.switch_addr, bind=bed.workers[i], timeout=timeout, linger=0.1,
-                control=bed.control_addr,
+                JOB, i, 2, bed.ps_addrs, bind=bed.workers[i], timeout=timeout, linger=0.1,
+                control=bed.control_addrs,
             )
         )
         for i in range(2)
     ]  # fmt: skip
 
 
-@pytest.fixture
-def pair() -> Iterator[list[EsaHookState]]:
-    """Two workers of job JOB through the loopback switch."""
-    with LoopJob(JOB, 2) as bed:
+@pytest.fixture(params=[1, 2], ids=["one PS", "two PS shards"])
+def pair(request: pytest.FixtureRequest) -> Iterator[list[EsaHookState]]:
+    """Two workers of job JOB through the loopback switch, with one PS or two."""
+    with LoopJob(JOB, 2, shards=request.param) as bed:
         both = states(bed)
         yield both
         for s in both:
@@ -110,7 +110,7 @@ def test_half_precision_buckets_come_back_in_their_dtype(
 
 def test_other_dtypes_and_out_of_order_buckets_are_refused() -> None:
     ps, control = ("127.0.0.1", free_port()), ("127.0.0.1", free_port())
-    state = EsaHookState(EsaConfig(JOB, 0, 2, ps, bind=("127.0.0.1", 0), control=control))
+    state = EsaHookState(EsaConfig(JOB, 0, 2, (ps,), bind=("127.0.0.1", 0), control=(control,)))
     try:
         with pytest.raises(TypeError, match=r"bucket 0 holds torch\.float64"):
             state.submit(TensorBucket(0, torch.zeros(8, dtype=torch.float64), True))
@@ -127,8 +127,9 @@ def test_workers_disagreeing_on_a_bucket_fail_on_both(pair: list[EsaHookState]) 
     for fut, (n, peer, m) in zip(futures, [(40, 1, 50), (50, 0, 40)], strict=True):
         with pytest.raises(CallRejected) as info:
             fut.wait()
+        by = "the PS" if len(pair[0].config.ps) == 1 else f"PS shard {info.value.shard} of 2"
         assert str(info.value) == (
-            f"job 3 call 0 rejected by the PS: this worker has {n} values, worker {peer} has {m}"
+            f"job 3 call 0 rejected by {by}: this worker has {n} values, worker {peer} has {m}"
         )
         assert (info.value.reason, info.value.peer) == ("length", peer)
     later = pair[0].submit(TensorBucket(0, torch.zeros(40), True))
@@ -168,12 +169,21 @@ TORCHRUN_ENV = {
 def test_config_from_torchrun_environment() -> None:
     config = EsaConfig.from_env(TORCHRUN_ENV)
     assert config == EsaConfig(
-        7, 1, 4, ("10.0.0.3", 0xE5A0), bound=0.5, timeout=5.0, bind=("10.0.0.2", 4000),
-        control=("10.0.0.3", wire.CONTROL_PORT),
+        7, 1, 4, (("10.0.0.3", 0xE5A0),), bound=0.5, timeout=5.0, bind=("10.0.0.2", 4000),
+        control=(("10.0.0.3", wire.CONTROL_PORT),),
     )  # fmt: skip
     moved = EsaConfig.from_env({**TORCHRUN_ENV, "ESA_CONTROL": "10.0.0.9"})
-    assert moved.control_addr == ("10.0.0.9", 0xE5A1)
-    assert EsaConfig(7, 1, 4, ("10.0.0.3", 9)).control_addr == ("10.0.0.3", 0xE5A1)
+    assert moved.control_addrs == (("10.0.0.9", 0xE5A1),)
+    assert EsaConfig(7, 1, 4, (("10.0.0.3", 9),)).control_addrs == (("10.0.0.3", 0xE5A1),)
+
+
+def test_config_lists_one_address_per_ps_shard() -> None:
+    env = {**TORCHRUN_ENV, "ESA_PS": "10.0.0.3, 10.0.0.4:9"}
+    config = EsaConfig.from_env(env)
+    assert config.ps == (("10.0.0.3", 0xE5A0), ("10.0.0.4", 9))
+    assert config.control_addrs == (("10.0.0.3", 0xE5A1), ("10.0.0.4", 0xE5A1))
+    moved = EsaConfig.from_env({**env, "ESA_CONTROL": "10.0.0.8,10.0.0.9:7"})
+    assert moved.control_addrs == (("10.0.0.8", 0xE5A1), ("10.0.0.9", 7))
 
 
 @pytest.mark.parametrize(
@@ -183,7 +193,16 @@ def test_config_from_torchrun_environment() -> None:
         ({"RANK": ""}, "RANK is not set: this worker's index"),
         ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not valid"),
         ({"ESA_PS": "10.0.0.3:70000"}, "ESA_PS='10.0.0.3:70000' is not valid"),
-        ({"ESA_CONTROL": "10.0.0.3:x"}, "ESA_CONTROL='10.0.0.3:x' is not valid: the PS's control"),
+        (
+            {"ESA_CONTROL": "10.0.0.3:x"},
+            "ESA_CONTROL='10.0.0.3:x' is not valid: the PS hosts' control",
+        ),
+        ({"ESA_PS": "10.0.0.3,10.0.0.4,10.0.0.5"}, "a job has 1, 2, 4 or 8 PS hosts"),
+        ({"ESA_PS": "10.0.0.3,"}, "ESA_PS='10.0.0.3,' is not valid"),
+        (
+            {"ESA_PS": "10.0.0.3,10.0.0.4", "ESA_CONTROL": "10.0.0.3"},
+            "one control address per PS host",
+        ),
         ({"RANK": "4"}, "worker index must be 0..fan-in - 1"),
         ({"ESA_JOB": "256"}, "job must be 1..255"),
         ({"ESA_BOUND": "nan"}, "bound must be positive and finite"),
@@ -258,8 +277,9 @@ def test_ddp_training_through_the_switch_matches_gloo() -> None:
     assert abs(got[0]["accuracy"] - ref[0]["accuracy"]) <= 0.01
     steps = 3 * 23
     chunks = quant.chunks(2410) + (steps - 1) * (quant.chunks(330) + quant.chunks(2080))
-    assert bed.ps.counters.switch_results + bed.ps.counters.completed == chunks
-    assert bed.ps.counters.calls_agreed == 1 + (steps - 1) * 2
+    [ps] = bed.pses
+    assert ps.counters.switch_results + ps.counters.completed == chunks
+    assert ps.counters.calls_agreed == 1 + (steps - 1) * 2
 
 
 def test_training_stops_with_a_clear_error_when_nothing_answers() -> None:

@@ -7,9 +7,10 @@ import pytest
 from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
-from hosts import simnet, training
+from hosts import training
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
+from testbed import simnet
 
 WORKERS = 3
 STEPS = 150
@@ -27,11 +28,11 @@ def train_through_switch(policy: Policy, loss: float) -> float:
     net.add_agent(ps)
     names = [f"w{i}" for i in range(WORKERS)]
     transports = [net.transport(n) for n in names]
-    net.route(1, "ps", names)
+    net.route(1, ("ps",), names)
     sw.add_job(
         1,
         model.JobConfig(
-            WORKERS, (1 << WORKERS) - 1, priority=1, ps_port=net.port("ps"), part_size=8
+            WORKERS, (1 << WORKERS) - 1, priority=1, ps_ports=(net.port("ps"),), part_size=8
         ),
     )
     drivers = []
@@ -39,7 +40,7 @@ def train_through_switch(policy: Policy, loss: float) -> float:
         x, y = data.shard(i, WORKERS)
         trainer = training.Trainer(training.new_model(data), x, y, WORKERS)
         worker = Worker(
-            1, i, WORKERS, ("10.0.0.100", wire.UDP_PORT), transports[i],
+            1, i, WORKERS, (net.hosts["ps"].addr,), transports[i],
             bound=training.GRAD_BOUND, window=16, rto=0.001,
         )  # fmt: skip
         drivers.append(training.TrainDriver(trainer, worker, STEPS))

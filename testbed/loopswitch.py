@@ -2,8 +2,11 @@
 ``esa.model.SwitchModel`` and forwards what it outputs.
 
 For loopback tests and demos without BMv2: workers send to this switch's
-address instead of the PS's, and it unicasts or multicasts by the model's
-``Out`` (PS: the job's PS; ALL: workers and PS; WORKERS: workers).
+address instead of their PS hosts', and it unicasts or multicasts by the
+model's ``Out`` (PS: the PS of the chunk's shard; ALL: the workers and that
+PS; WORKERS: the workers).  The model checks what it takes from a PS by
+port: a job's PS hosts are on its ``JobConfig.ps_ports``, in shard order,
+the workers on a port none of them has.
 """
 
 from __future__ import annotations
@@ -11,17 +14,35 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Sequence
+from typing import TypeVar
 
 from esa import model, wire
+from esa.job import ps_shard
 from hosts import codec
 from hosts.transport import Addr, UdpTransport
 
+H = TypeVar("H")
+
+
+def destinations(out: model.Output, workers: Sequence[H], pses: Sequence[H]) -> list[H]:
+    """Where the switch sends ``out``, given its job's workers and PS hosts
+    in shard order: a sum to all goes to the workers and the PS of its
+    chunk's shard, as a unicast to the PS does."""
+    ps = [pses[ps_shard(out.packet.seq, len(pses))]] if pses else []
+    if out.to is model.Out.PS:
+        return ps
+    return [*workers, *ps] if out.to is model.Out.ALL else list(workers)
+
 
 class LoopSwitch:
+    """``ps`` maps a job to its PS addresses in shard order, ``workers`` to
+    its workers' addresses."""
+
     def __init__(
         self,
         switch: model.SwitchModel,
-        ps: dict[int, Addr],
+        ps: dict[int, tuple[Addr, ...]],
         workers: dict[int, list[Addr]],
         bind: Addr = ("127.0.0.1", 0),
         loss: float = 0.0,
@@ -61,19 +82,22 @@ class LoopSwitch:
                 pkt = codec.to_model(memoryview(buf)[:n])
             except codec.Malformed:
                 continue
-            cfg = self.switch.jobs.get(pkt.job)
-            in_port = 0 if cfg is None else cfg.ps_port + (src != self.ps.get(pkt.job))
+            port = self._port_of(pkt.job, src)
             now_us = int((time.monotonic() - t0) * 1e6)
-            for out in self.switch.process(pkt, now_us, in_port=in_port).outputs:
+            for out in self.switch.process(pkt, now_us, in_port=port).outputs:
                 self._forward(out)
 
+    def _port_of(self, job: int, src: Addr) -> int:
+        cfg = self.switch.jobs.get(job)
+        if cfg is None:
+            return 0
+        pses = self.ps.get(job, ())
+        return cfg.ps_ports[pses.index(src)] if src in pses else max(cfg.ps_ports) + 1
+
     def _forward(self, out: model.Output) -> None:
-        p = out.packet
-        payload = codec.from_model(p)
-        dsts = [] if out.to is model.Out.PS else list(self.workers.get(p.job, []))
-        if out.to is not model.Out.WORKERS and p.job in self.ps:
-            dsts.append(self.ps[p.job])
-        for d in dsts:
+        payload = codec.from_model(out.packet)
+        job = out.packet.job
+        for d in destinations(out, self.workers.get(job, []), self.ps.get(job, ())):
             if self.rng.random() < self.loss:
                 self.lost += 1
                 continue

@@ -3,7 +3,8 @@ around one switch that runs ``esa.model.SwitchModel``, on a virtual clock.
 
 Hosts see the same bytes they would on sockets: the switch decodes each
 datagram, lets the model decide, and encodes what the model sends, so the
-codec and the host agents run unchanged.
+codec and the host agents run unchanged.  ``hosts.drivers`` runs workers
+through their calls on it.
 """
 
 from __future__ import annotations
@@ -15,21 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from esa import model, wire
 from hosts import codec
 from hosts.transport import Addr, Bytes
-from hosts.worker import Worker
+from testbed.loopswitch import destinations
 
 
 class Agent(Protocol):
     def poll(self, now: float) -> float | None: ...
 
 
-@dataclass
+@dataclass(eq=False)
 class Host:
+    """A host on the network; hosts compare by identity."""
+
     name: str
     port: int
     addr: Addr
@@ -78,7 +78,7 @@ class SimNet:
         self.now = 0.0
         self.hosts: dict[str, Host] = {}
         self.by_port: dict[int, Host] = {}
-        self.ps_of: dict[int, Host] = {}
+        self.ps_of: dict[int, tuple[Host, ...]] = {}
         self.workers_of: dict[int, list[Host]] = {}
         self.events: list[tuple[float, int, Host | None, bytes, Host]] = []
         self.order = 0
@@ -96,9 +96,11 @@ class SimNet:
     def port(self, name: str) -> int:
         return self.hosts[name].port
 
-    def route(self, job: int, ps: str, workers: list[str]) -> None:
-        """The switch's multicast groups and PS route of ``job``."""
-        self.ps_of[job] = self.hosts[ps]
+    def route(self, job: int, ps: tuple[str, ...], workers: list[str]) -> None:
+        """The switch's multicast groups and PS routes of ``job``: chunk
+        ``seq`` goes to ``ps[ps_shard(seq, len(ps))]`` (the job's
+        ``JobConfig.ps_ports`` are these hosts' ``port``s, in this order)."""
+        self.ps_of[job] = tuple(self.hosts[name] for name in ps)
         self.workers_of[job] = [self.hosts[w] for w in workers]
 
     def add_agent(self, agent: Agent) -> None:
@@ -121,13 +123,10 @@ class SimNet:
         except codec.Malformed:
             return
         res = self.switch.process(pkt, int(self.now * 1e6), in_port=src.port)
-        ps = self.ps_of.get(pkt.job)
         for out in res.outputs:
             p = out.packet
             payload = codec.from_model(p)
-            dsts = [] if out.to is model.Out.PS else list(self.workers_of.get(p.job, []))
-            if out.to is not model.Out.WORKERS and ps is not None:
-                dsts.append(ps)
+            dsts = destinations(out, self.workers_of.get(p.job, []), self.ps_of.get(p.job, ()))
             for d in dsts:
                 self._schedule(d, payload, src)
 
@@ -150,53 +149,3 @@ class SimNet:
                 else:
                     self.delivered += 1
                     dst.inbox.append((data, src.addr))
-
-
-class StepDriver:
-    """Runs a worker through one allreduce after another, starting the next
-    the moment the last finishes (as a training loop would), and keeps it
-    polled afterwards so it still answers PULLs.  Subclasses say what to
-    reduce next and what to do with each sum."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.worker.begin(self.next_tensor())
-
-    @property
-    def finished(self) -> bool:
-        raise NotImplementedError
-
-    def next_tensor(self) -> npt.NDArray[np.float32]:
-        raise NotImplementedError
-
-    def deliver(self, result: npt.NDArray[np.float32]) -> None:
-        raise NotImplementedError
-
-    def poll(self, now: float) -> float | None:
-        nxt = self.worker.poll(now)
-        while self.worker.done and not self.finished:
-            self.deliver(self.worker.result())
-            if self.finished:
-                break
-            self.worker.begin(self.next_tensor())
-            nxt = self.worker.poll(now)
-        return nxt
-
-
-class IterDriver(StepDriver):
-    """Reduces a fixed list of tensors and keeps the sums."""
-
-    def __init__(self, worker: Worker, tensors: list[npt.NDArray[np.float32]]) -> None:
-        self.tensors = tensors
-        self.results: list[npt.NDArray[np.float32]] = []
-        super().__init__(worker)
-
-    @property
-    def finished(self) -> bool:
-        return len(self.results) == len(self.tensors)
-
-    def next_tensor(self) -> npt.NDArray[np.float32]:
-        return self.tensors[len(self.results)]
-
-    def deliver(self, result: npt.NDArray[np.float32]) -> None:
-        self.results.append(result)

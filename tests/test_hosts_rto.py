@@ -1,0 +1,67 @@
+"""The retransmission timeout shared by the worker and the packet simulator."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hosts.rto import RetransmitTimeout
+
+
+def test_first_sample_sets_srtt_and_half_variance() -> None:
+    t = RetransmitTimeout(0.01, 1.0)
+    t.sample(0.2)
+    assert (t.srtt, t.rttvar) == (0.2, 0.1)
+    assert t.value == pytest.approx(0.2 + 4 * 0.1)
+
+
+def test_never_below_initial_nor_above_cap() -> None:
+    t = RetransmitTimeout(0.5, 1.0)
+    t.sample(0.001)
+    assert t.value == 0.5
+    for _ in range(50):
+        t.sample(10.0)
+    assert t.value == 1.0
+
+
+def test_sample_counts_at_most_twice_srtt() -> None:
+    t = RetransmitTimeout(0.001, 10.0)
+    t.sample(0.1)
+    t.sample(5.0)
+    assert t.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 0.2)
+    assert t.rttvar == pytest.approx(0.75 * 0.05 + 0.25 * 0.1)
+
+
+def test_doubles_once_per_round_when_half_a_window_expires_unsampled() -> None:
+    t = RetransmitTimeout(0.1, 1.0)
+    t.expired(0.0, window=4)  # opens the round ending at 0.1
+    assert t.value == 0.1
+    for _ in range(3):
+        t.expired(0.05, window=4)
+    assert t.value == 0.1  # the round has not ended
+    t.expired(0.1, window=4)  # 4 expiries > 4 / 2, none sampled
+    assert t.value == 0.2
+    t.expired(0.15, window=4)
+    assert t.value == 0.2
+
+
+def test_a_sample_in_the_round_prevents_doubling() -> None:
+    t = RetransmitTimeout(0.1, 1.0)
+    t.expired(0.0, window=2)
+    t.sample(0.05)
+    assert t.value == pytest.approx(0.15)
+    t.expired(0.05, window=2)
+    t.expired(0.1, window=2)
+    assert t.value == pytest.approx(0.15)
+
+
+@given(st.lists(st.floats(1e-6, 100.0), max_size=40), st.floats(1e-4, 1.0))
+def test_bounds_hold_for_any_samples(samples: list[float], initial: float) -> None:
+    t = RetransmitTimeout(initial, 1.0)
+    for s in samples:
+        t.sample(s)
+        assert initial <= t.value <= max(initial, 1.0)
+
+
+def test_rejects_non_positive_initial() -> None:
+    with pytest.raises(ValueError, match="initial timeout must be > 0, got 0"):
+        RetransmitTimeout(0.0, 1.0)
