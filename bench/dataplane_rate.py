@@ -51,9 +51,9 @@ def esa_setup(sw: Bmv2Switch) -> None:
                 "table_set_default EsaIngress.admission.policy "
                 f"EsaIngress.admission.set_policy {int(Policy.ESA)} 1000000 1000000",
                 "table_add EsaIngress.admission.jobs EsaIngress.admission.set_job 1 => "
-                "2 3 1 2 1 2 0 0",
-                "table_add EsaIngress.forwarding.ps_route EsaIngress.forwarding.set_ps 1 => "
-                "2 02:00:00:00:00:02 10.0.0.2",
+                "2 3 1 0 2 2 0 0",
+                "table_add EsaIngress.forwarding.ps_route EsaIngress.forwarding.set_ps "
+                "1 0&&&0 => 2 02:00:00:00:00:02 10.0.0.2 1 1",
                 "mc_mgrp_create 1",
                 "mc_node_create 1 2",
                 "mc_node_associate 1 0",

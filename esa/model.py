@@ -13,10 +13,12 @@ import zlib
 from dataclasses import dataclass, field, replace
 
 from esa import wire
+from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
 from esa.spec import (
     COUNTER_SIZE,
     DEFAULT_POOL_SIZE,
     DEFAULT_STALE_US,
+    PS_SHARD_BITS,
     Drop,
     Event,
     Policy,
@@ -36,10 +38,19 @@ FROM_HOSTS = (PacketType.CONTRIB, PacketType.PS_RESULT, PacketType.PULL, PacketT
 """Packet types the switch accepts from a host; the others only it sends."""
 FROM_PS = (PacketType.PS_RESULT, PacketType.PULL)
 """Packet types accepted only from the job's PS port."""
+FROM_SWITCHES = (PacketType.RESULT, PacketType.FALLBACK, PacketType.PARTIAL)
+"""Packet types accepted only from another switch of the job: its up port
+or a child's port."""
 
 
 def sat_add(a: int, b: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, a + b))
+
+
+def route_key(job: int, seq: int) -> tuple[int, int]:
+    """What the ``ps_route`` table matches of a chunk: its job and the low
+    ``PS_SHARD_BITS`` bits of its seq."""
+    return job, seq & ((1 << PS_SHARD_BITS) - 1)
 
 
 def slot_hash(job: int, seq: int, pool: int) -> int:
@@ -65,11 +76,16 @@ class Out(enum.Enum):
     """Where an output packet goes."""
 
     PS = "ps"
-    """unicast to the parameter server of ``packet.job``."""
+    """unicast to the parameter server of ``packet``'s chunk: the PS of its
+    job's shard ``esa.job.ps_shard(packet.seq, shards)``."""
     ALL = "all"
-    """multicast to the job's workers and its PS."""
+    """multicast to the job's workers, its child switches and the PS of the
+    chunk's shard (unless that PS lies above or behind a child)."""
     WORKERS = "workers"
-    """multicast to the job's workers."""
+    """multicast to the job's workers, child switches and the device above,
+    never back out of the port the packet came in on."""
+    UP = "up"
+    """unicast to the job's up port: the device above."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +101,28 @@ class JobConfig:
     fan_in: int
     worker_mask: int
     priority: int
-    ps_port: int = 0
+    ps_ports: tuple[int, ...] = (0,)
+    """the port of each shard's PS; 1, 2, 4 or 8 of them."""
     part_base: int = 0
     part_size: int = 0
+    up_port: int = 0
+    """where a complete local sum goes; 0: the job completes here."""
+    children: tuple[tuple[int, int], ...] = ()
+    """(port, bitmap) of each child switch: its sum arrives on that port
+    with exactly those bits."""
+
+    def __post_init__(self) -> None:
+        if not valid_shards(len(self.ps_ports)):
+            raise ValueError(f"{len(self.ps_ports)} PS ports: a job has 1, 2, 4 or 8 PS hosts")
+
+    def child(self, port: int) -> int | None:
+        """The bitmap of the child switch on ``port``, if one is there."""
+        return dict(self.children).get(port)
+
+    def ps_port(self, seq: int) -> int:
+        """The one port a PS result or pull of chunk ``seq`` is accepted from
+        (rule A4): its shard's PS."""
+        return self.ps_ports[ps_shard(seq, len(self.ps_ports))]
 
 
 @dataclass
@@ -126,18 +161,20 @@ class SwitchModel:
         self.stale_us = stale_us
         self.squat_us = default_squat_us(policy) if squat_us is None else squat_us
         self.jobs: dict[int, JobConfig] = {}
-        self.ps_routes: set[int] = set()
+        self.ps_routes: set[tuple[int, int]] = set()
+        """the ``ps_route`` table, as the ``route_key``s it routes."""
         self.slots = [Slot() for _ in range(pool_size)]
         self.job_events = [0] * COUNTER_SIZE
         self.drops = [0] * (len(Drop) + 1)
 
     def add_job(self, job: int, cfg: JobConfig) -> None:
+        """The job's row and a route for each of its shards."""
         self.jobs[job] = cfg
-        self.ps_routes.add(job)
+        self.ps_routes |= {route_key(job, low) for low in range(MAX_PS_SHARDS)}
 
     def remove_job(self, job: int) -> None:
         self.jobs.pop(job, None)
-        self.ps_routes.discard(job)
+        self.ps_routes = {k for k in self.ps_routes if k[0] != job}
 
     def events(self, job: int) -> dict[Event, int]:
         return {e: self.job_events[counter_index(job, e)] for e in Event}
@@ -151,16 +188,26 @@ class SwitchModel:
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
-        if pkt.ptype not in FROM_HOSTS:
+        if pkt.ptype not in FROM_HOSTS + FROM_SWITCHES:
             return self._drop(Drop.BAD_TYPE)
         if cfg is None:
-            return self._drop(Drop.UNKNOWN_JOB)
+            return self._drop(Drop.BAD_TYPE if pkt.ptype in FROM_SWITCHES else Drop.UNKNOWN_JOB)
+        child = cfg.child(in_port)
         if pkt.ptype is PacketType.FLOAT:
             return self._route(Result(Verdict.TO_PS, (Output(Out.PS, pkt),)))
+        if pkt.ptype in FROM_SWITCHES:
+            from_up = cfg.up_port != 0 and in_port == cfg.up_port
+            if child is None and not from_up:
+                return self._drop(Drop.BAD_TYPE)
+            return self._route(self._passing(pkt, cfg, from_up, now_us))
         if pkt.ptype in FROM_PS:
             return self._from_ps(pkt, cfg, in_port)
         b = pkt.bitmap
-        if b == 0 or b & (b - 1) or b & ~cfg.worker_mask:
+        if child is not None:
+            spoofed = b != child
+        else:
+            spoofed = b == 0 or bool(b & (b - 1) or b & ~cfg.worker_mask)
+        if spoofed:
             self._count(pkt.job, Event.SPOOFED)
             return self._drop(Drop.SPOOFED_WORKER)
         idx = self.slot_index(pkt.job, pkt.seq, cfg)
@@ -168,7 +215,34 @@ class SwitchModel:
             return self._fallback(pkt)
         return self._route(self._contrib(pkt, cfg, self.slots[idx], now_us))
 
+    def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
+        """D1, T1-T3: a packet from another switch of the job."""
+        if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & Flag.HOLD:
+            return Result(Verdict.DOWN, (Output(Out.ALL, pkt),))
+        passed = Result(Verdict.TRANSIT, (Output(Out.PS, pkt),))
+        if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
+            return passed
+        idx = self.slot_index(pkt.job, pkt.seq, cfg)
+        if idx is None:
+            return passed
+        slot, key = self.slots[idx], owner_key(pkt.job, pkt.seq)
+        if slot.owner != key:
+            slot.gone = key
+            return passed
+        if slot.state & SlotState.DONE or slot.bitmap & pkt.bitmap:
+            return passed
+        summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
+        slot.bitmap |= pkt.bitmap
+        slot.count += 1
+        slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
+        self._count(pkt.job, Event.FLUSHED)
+        out = self._take(slot, PacketType.PARTIAL, summed)
+        slot.gone = key
+        return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
+        if cfg.fan_in == 1 and not pkt.flags & Flag.RETX:
+            return self._alone(pkt, cfg)
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
@@ -196,15 +270,7 @@ class SwitchModel:
         slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
         slot.ts = now
         if slot.count == cfg.fan_in:
-            self._count(pkt.job, Event.AGGREGATED)
-            self._count(pkt.job, Event.COMPLETED)
-            if self.policy is Policy.ATP:
-                out = self._result(slot, summed, PacketType.RESULT)
-                out = replace(out, flags=out.flags | Flag.HOLD)
-                slot.state |= SlotState.DONE
-                return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
-            out = self._take(slot, PacketType.RESULT, summed)
-            return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
+            return self._complete(pkt.job, cfg, slot, summed)
         if retx:
             self._count(pkt.job, Event.FLUSHED)
             out = self._take(slot, PacketType.PARTIAL, summed)
@@ -213,6 +279,42 @@ class SwitchModel:
         self._count(pkt.job, Event.AGGREGATED)
         slot.values = summed
         return Result(Verdict.ADD)
+
+    def _complete(self, job: int, cfg: JobConfig, slot: Slot, summed: list[int]) -> Result:
+        """S5: below the top the sum goes up as one contribution; at the top
+        the result goes to all (ATP: to the PS, held).  ATP holds the slot
+        until the PS's result comes back, ESA and STATIC free it now."""
+        self._count(job, Event.AGGREGATED)
+        self._count(job, Event.COMPLETED)
+        up = cfg.up_port != 0
+        ptype = PacketType.CONTRIB if up else PacketType.RESULT
+        if self.policy is Policy.ATP:
+            out = self._result(slot, summed, ptype)
+            slot.state |= SlotState.DONE
+            if up:
+                return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+            out = replace(out, flags=out.flags | Flag.HOLD)
+            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
+        out = self._take(slot, ptype, summed)
+        return Result(Verdict.COMPLETE, (Output(Out.UP if up else Out.ALL, out),))
+
+    def _alone(self, pkt: Packet, cfg: JobConfig) -> Result:
+        """S0: the only contributor this device sums (fan-in 1) sends the
+        complete sum; it goes on as S5 says without a slot."""
+        self._count(pkt.job, Event.AGGREGATED)
+        self._count(pkt.job, Event.COMPLETED)
+        flags = pkt.flags & Flag.OVERFLOW
+        if flags or any(v in (INT32_MAX, INT32_MIN) for v in pkt.values):
+            flags = Flag.OVERFLOW
+            self._count(pkt.job, Event.OVERFLOW)
+        out = replace(pkt, count=pkt.bitmap.bit_count(), flags=int(flags))
+        if cfg.up_port:
+            return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+        out = replace(out, ptype=PacketType.RESULT)
+        if self.policy is Policy.ATP:
+            out = replace(out, flags=out.flags | Flag.HOLD)
+            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
+        return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
@@ -253,7 +355,7 @@ class SwitchModel:
         return Result(verdict, outputs)
 
     def _from_ps(self, pkt: Packet, cfg: JobConfig, in_port: int) -> Result:
-        if in_port != cfg.ps_port:
+        if in_port != cfg.ps_port(pkt.seq):
             return self._drop(Drop.BAD_TYPE)
         if pkt.ptype is PacketType.PULL:
             return Result(Verdict.PS_PASS, (Output(Out.WORKERS, pkt),))
@@ -281,7 +383,7 @@ class SwitchModel:
             job=slot.owner >> 32,
             seq=slot.owner & 0xFFFFFFFF,
             bitmap=slot.bitmap,
-            count=slot.count,
+            count=slot.bitmap.bit_count(),
             flags=int(flags),
             values=tuple(values),
         )
@@ -304,10 +406,12 @@ class SwitchModel:
         return self._route(Result(Verdict.FALLBACK, (Output(Out.PS, out),)))
 
     def _route(self, res: Result) -> Result:
-        """Drop PS-bound outputs of jobs that have no PS route any more."""
+        """Drop outputs to a PS of a chunk that has no PS route (its job was
+        removed): the unicast to it and the result to all."""
         kept = []
         for o in res.outputs:
-            if o.to is Out.PS and o.packet.job not in self.ps_routes:
+            routed = route_key(o.packet.job, o.packet.seq) in self.ps_routes
+            if o.to in (Out.PS, Out.ALL) and not routed:
                 self.drops[Drop.NO_PS_ROUTE] += 1
             else:
                 kept.append(o)

@@ -15,6 +15,8 @@ SET_POLICY = "EsaIngress.admission.set_policy"
 JOBS_TABLE = "EsaIngress.admission.jobs"
 SET_JOB = "EsaIngress.admission.set_job"
 UNKNOWN_JOB = "EsaIngress.admission.unknown_job"
+CHILDREN_TABLE = "EsaIngress.admission.children"
+SET_CHILD = "EsaIngress.admission.set_child"
 L2_TABLE = "EsaIngress.forwarding.l2"
 TO_PORT = "EsaIngress.forwarding.to_port"
 FLOOD = "EsaIngress.forwarding.flood"
@@ -43,6 +45,7 @@ SLOT_OWNER = register("slot_owner")
 TABLES = {
     POLICY_TABLE: (SET_POLICY,),
     JOBS_TABLE: (SET_JOB, UNKNOWN_JOB),
+    CHILDREN_TABLE: (SET_CHILD, NO_ACTION),
     L2_TABLE: (TO_PORT, FLOOD, L2_DROP),
     PS_TABLE: (SET_PS, NO_PS_ROUTE),
     REPLICAS_TABLE: (SET_DST, NO_ACTION),

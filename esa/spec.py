@@ -9,9 +9,11 @@ them.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from esa import wire
+from esa.job import MAX_PS_SHARDS
 
 DEFAULT_POOL_SIZE = 1024
 """Aggregator slots compiled into the switch (``make build POOL=n`` changes it)."""
@@ -130,6 +132,12 @@ class Verdict(enum.IntEnum):
     """a PS result passed to the workers and released the chunk's slot."""
     TO_PS = 11
     """a FLOAT packet passed to the job's PS."""
+    DOWN = 12
+    """a result from the device above (in on the job's up port) passed down
+    to this device's workers, child switches and local PS."""
+    TRANSIT = 13
+    """a packet bound for a PS (a fallback, a partial, a result for the PS)
+    came in from another switch of the job and passed on toward its PS."""
 
 
 class Dest(enum.IntEnum):
@@ -140,9 +148,13 @@ class Dest(enum.IntEnum):
     PS = 1
     """unicast to the PS of the job in the header (after any rewrite)."""
     ALL = 2
-    """multicast: the job's workers and its PS."""
+    """multicast: the job's workers and its PS (in a fabric: and the job's
+    child switches)."""
     WORKERS = 3
-    """multicast: the job's workers."""
+    """multicast: the job's workers (and, in a fabric, its child switches and
+    the device above, never back out of the port the packet came in on)."""
+    UP = 4
+    """unicast to the job's up port: a complete local sum to the device above."""
 
 
 @dataclass(frozen=True)
@@ -166,16 +178,41 @@ CHUNK_KEY_T = P4Type("chunk_key_t", 48, "job (16 bits) ++ seq (32 bits); 0 = no 
 USEC_T = P4Type("usec_t", 48, "switch time in microseconds")
 SLOT_STATE_T = P4Type("slot_state_t", 8, "SlotState bits")
 MCAST_GRP_T = P4Type("mcast_grp_t", 16, "multicast group id")
-P4_TYPES = (PRIO_T, SLOT_IDX_T, CHUNK_KEY_T, USEC_T, SLOT_STATE_T, MCAST_GRP_T)
+PORT_T = P4Type("port_t", 9, "a switch port (v1model's egress_spec)")
+PS_SHARD_BITS = (MAX_PS_SHARDS - 1).bit_length()
+"""The sequence number's low bits that name a chunk's PS shard
+(``esa.job.ps_shard``): the ``ps_route`` table matches them ternary."""
+SHARD_T = P4Type("shard_t", PS_SHARD_BITS, "a chunk's PS shard: the low bits of its seq")
+PS_PORTS_T = P4Type(
+    "ps_ports_t",
+    PORT_T.bits * MAX_PS_SHARDS,
+    f"the PS port of each shard, shard s in bits {PORT_T.bits}s and up",
+)
+P4_TYPES = (
+    PRIO_T,
+    SLOT_IDX_T,
+    CHUNK_KEY_T,
+    USEC_T,
+    SLOT_STATE_T,
+    MCAST_GRP_T,
+    PORT_T,
+    SHARD_T,
+    PS_PORTS_T,
+)
 """Declared in ``codes.p4``; the header fields' types and ``value_t`` are in ``wire.p4``."""
 VALUE_T = P4Type(wire.VALUE_TYPE, 32, "one int32 value lane, two's complement")
 
 JOB_TABLE_SIZE = wire.MAX_JOB_ID + 1
-"""Entries of the ``jobs`` and ``ps_route`` tables: one per job id."""
+"""Entries of the ``jobs`` table: one per job id."""
+PS_ROUTE_TABLE_SIZE = JOB_TABLE_SIZE * MAX_PS_SHARDS
+"""Entries of the ``ps_route`` table: one per PS shard of every job."""
+CHILDREN_TABLE_SIZE = 4096
+"""Entries of the ``children`` table: one per (job, port of a child switch
+below which the job has workers)."""
 L2_TABLE_SIZE = 1024
 """Entries of the ``l2`` table: one per host MAC, plus broadcast."""
 REPLICAS_TABLE_SIZE = 4096
-"""Entries of the ``replicas`` table: one per job member (workers and PS)."""
+"""Entries of the ``replicas`` table: one per job member (workers and PS hosts)."""
 
 
 @dataclass(frozen=True)
@@ -223,14 +260,17 @@ def default_squat_us(policy: Policy) -> int:
 BCAST_MGID = 1
 """Multicast group that floods L2 broadcast to every host port (rid 0)."""
 RID_STRIDE = 64
-"""Egress replication ids per job: one per worker, one for the PS."""
+"""Egress replication ids per job: one per worker, one per PS host."""
 PS_MEMBER = wire.MAX_WORKERS
-"""Member number of a job's PS in ``rid``."""
+"""Member number in ``rid`` of a job's PS of shard 0; shard ``s`` is ``PS_MEMBER + s``."""
+MGID_SHARD_STRIDE = 2 * (wire.MAX_JOB_ID + 1)
+"""Group ids per shard: shard 0's groups are those of a job with one PS."""
 
 
-def mgid_all(job: int) -> int:
-    """Multicast group of a job's workers and its PS (results completed in the switch)."""
-    return 2 * job
+def mgid_all(job: int, shard: int = 0) -> int:
+    """Multicast group of a job's workers and the PS of one of its shards:
+    where a sum completed in the switch goes (the chunk's shard)."""
+    return 2 * job + shard * MGID_SHARD_STRIDE
 
 
 def mgid_workers(job: int) -> int:
@@ -239,10 +279,21 @@ def mgid_workers(job: int) -> int:
 
 
 def rid(job: int, member: int) -> int:
-    """Egress replication id of worker ``member`` (0..31) or of the PS
-    (``PS_MEMBER``) of ``job``; the ``replicas`` table rewrites each copy to
-    that host's addresses."""
+    """Egress replication id of worker ``member`` (0..31) or of the PS of
+    shard ``s`` (``PS_MEMBER + s``) of ``job``; the ``replicas`` table
+    rewrites each copy to that host's addresses."""
     return job * RID_STRIDE + 1 + member
+
+
+def pack_ps_ports(ports: Sequence[int]) -> int:
+    """The ``ps_ports`` argument of ``set_job``: the PS port of shard ``s`` in
+    bits ``PORT_T.bits * s`` and up."""
+    return sum(p << (PORT_T.bits * s) for s, p in enumerate(ports))
+
+
+def unpack_ps_ports(packed: int, shards: int) -> tuple[int, ...]:
+    mask = (1 << PORT_T.bits) - 1
+    return tuple((packed >> (PORT_T.bits * s)) & mask for s in range(shards))
 
 
 def owner_key(job: int, seq: int) -> int:

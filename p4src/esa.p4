@@ -51,7 +51,7 @@ control EsaEgress(inout headers_t hdr, inout metadata_t meta,
     ReplicaRewrite() rewrite;
 
     apply {
-        rewrite.apply(hdr.ethernet, hdr.ipv4, hdr.udp, hdr.esa.isValid(), meta.outcome, std);
+        rewrite.apply(hdr.ethernet, hdr.ipv4, hdr.udp, hdr.esa, meta.outcome, std);
     }
 }
 

@@ -18,7 +18,7 @@ from p4.v1 import p4runtime_pb2
 from controller.switch import Op
 from esa.p4names import JOB_EVENTS
 from testbed.refswitch_pipeline import Pipeline
-from testbed.refswitch_tables import Call, Counter, Key, Program, Refused, Table, Tables
+from testbed.refswitch_tables import EXACT, Call, Counter, Key, Program, Refused, Table, Tables
 
 _OPS = {
     p4runtime_pb2.Update.INSERT: Op.INSERT,
@@ -68,8 +68,6 @@ class Entities:
 
     def _write_table(self, op: Op, te: Any) -> None:
         table = self._table(te.table_id)
-        if te.priority:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "exact tables take no priority")
         if te.is_default_action:
             if len(te.match):
                 raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "the default entry has no key")
@@ -81,7 +79,7 @@ class Entities:
             )
         else:
             call = None if op is Op.DELETE else self._call(te.action)
-            self.tables.write_entry(op, table, self._key(table, te.match), call)
+            self.tables.write_entry(op, table, self._key(table, te.match, te.priority), call)
 
     def _write_counter(self, op: Op, entry: Any) -> None:
         if op is not Op.MODIFY:
@@ -122,7 +120,7 @@ class Entities:
                 entry = self._entry(table, (), self.tables.defaults[table.name], default=True)
                 rep.entities.add().table_entry.CopyFrom(entry)
                 continue
-            only = self._key(table, want.match) if len(want.match) else None
+            only = self._key(table, want.match, want.priority) if len(want.match) else None
             for key, call in self.tables.entries[table.name].items():
                 if only is None or key == only:
                     rep.entities.add().table_entry.CopyFrom(self._entry(table, key, call))
@@ -165,21 +163,56 @@ class Entities:
         return pre.multicast_group_entry
 
     @staticmethod
-    def _key(table: Table, match: Any) -> Key:
+    def _key(table: Table, match: Any, priority: int) -> Key:
+        """The entry's ``Key``, refused as BMv2 refuses it."""
         given = {m.field_id: m for m in match}
-        if len(given) != len(match) or set(given) != {k.id for k in table.keys}:
+        if len(given) != len(match) or not set(given) <= {k.id for k in table.keys}:
             raise Refused(
-                grpc.StatusCode.INVALID_ARGUMENT, f"the key of {table.name} is its exact fields"
+                grpc.StatusCode.INVALID_ARGUMENT, f"the key of {table.name} is its match fields"
             )
-        out = []
+        out: list[int] = []
         for k in table.keys:
-            m = given[k.id]
-            if m.WhichOneof("field_match_type") != "exact":
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{k.name} is an exact match")
-            value = _int(m.exact.value, k.name)
-            if value >= 1 << k.bits:
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{k.name} is {k.bits} bits")
-            out.append(value)
+            m = given.get(k.id)
+            kind = "exact" if k.match == EXACT else "ternary"
+            if m is None and kind == "ternary":
+                out += [0, 0]
+                continue
+            if m is None or m.WhichOneof("field_match_type") != kind:
+                article = "an" if kind == "exact" else "a"
+                raise Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"{k.name} is {article} {kind} match"
+                )
+            if kind == "exact":
+                values = [_int(m.exact.value, k.name)]
+            else:
+                values = [_int(m.ternary.value, k.name), _int(m.ternary.mask, k.name)]
+            if any(v >= 1 << k.bits for v in values):
+                raise Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Bytestring provided does not fit within {k.bits} bits",
+                )
+            if kind == "ternary":
+                value, mask = values
+                if mask == 0:
+                    raise Refused(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "Invalid representation of 'don't care' ternary match, "
+                        "omit match field instead of using 0 mask",
+                    )
+                if value & mask != value:
+                    raise Refused(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "Invalid ternary value, make sure value & mask == value",
+                    )
+            out += values
+        if table.ternary:
+            if not priority:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "Zero priority for ternary match")
+            out.append(priority)
+        elif priority:
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT, "Non-zero priority for non-ternary match"
+            )
         return tuple(out)
 
     def _call(self, table_action: Any) -> Call:
@@ -202,8 +235,17 @@ class Entities:
 
     def _entry(self, table: Table, key: Key, call: Call, default: bool = False) -> Any:
         te = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=default)
-        for field, value in zip(table.keys, key, strict=True):
-            te.match.add(field_id=field.id).exact.value = _bytes(value)
+        rest = list(key)
+        for k in () if default else table.keys:
+            if k.match == EXACT:
+                te.match.add(field_id=k.id).exact.value = _bytes(rest.pop(0))
+                continue
+            value, mask = rest.pop(0), rest.pop(0)
+            if mask:
+                ternary = te.match.add(field_id=k.id).ternary
+                ternary.value, ternary.mask = _bytes(value), _bytes(mask)
+        if rest:
+            te.priority = rest.pop()
         action = self.program.actions[call.action]
         te.action.action.action_id = action.id
         for p in action.params:

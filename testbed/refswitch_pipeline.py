@@ -11,9 +11,11 @@ emits it:
   parser's error) is dropped and counted (rule A0, ``Drop.MALFORMED``);
 * ``forwarding.p4``: the ``l2`` table for non-ESA frames (unicast or a flood
   group); for ESA packets the UDP checksum is zeroed, a PS-bound packet gets
-  the ``ps_route`` entry of the job *in its header* (after a preemption, the
-  evicted job's), a RESULT to all takes the PS's address as its source and
-  the job's "all" group, a PULL or PS result the "workers" group;
+  the ``ps_route`` entry of the chunk *in its header* (its job exact, the low
+  bits of its seq ternary, the highest priority of those that match; after
+  a preemption, the evicted chunk's), a RESULT to all takes the PS's address
+  as its source and the group of that entry, a PULL or PS result the
+  arriving job's "workers" group;
 * ``replicas.p4``: each multicast copy with a rid is rewritten to the
   ``replicas`` entry of that rid (MAC, IP, UDP port); a non-ESA copy never
   leaves by the port it came in on;
@@ -33,8 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from esa import wire
-from esa.model import JobConfig, Out, Output, Packet, SwitchModel
+from esa.model import JobConfig, Out, Output, Packet, SwitchModel, route_key
 from esa.p4names import (
+    CHILDREN_TABLE,
     FLOOD,
     JOBS_TABLE,
     L2_TABLE,
@@ -43,9 +46,9 @@ from esa.p4names import (
     REPLICAS_TABLE,
     SET_DST,
 )
-from esa.spec import Drop, Policy
+from esa.spec import PS_SHARD_BITS, Drop, Policy, unpack_ps_ports
 from esa.wire import PacketType
-from testbed.refswitch_tables import Replicas, Tables
+from testbed.refswitch_tables import Call, Key, Replicas, Tables
 
 ESA_AT = 14 + 20 + 8
 """Offset of the ESA header: Ethernet, IPv4 without options, UDP."""
@@ -105,10 +108,13 @@ class Config:
 
     l2: Mapping[bytes, tuple[int, int]] = field(default_factory=dict)
     """destination MAC -> (egress port, multicast group); group 0: unicast."""
-    mgids: Mapping[int, tuple[int, int]] = field(default_factory=dict)
-    """job -> its "all" and "workers" groups."""
-    ps_routes: Mapping[int, tuple[int, bytes, bytes]] = field(default_factory=dict)
-    """job -> PS port, MAC, IP."""
+    mgid_workers: Mapping[int, int] = field(default_factory=dict)
+    """job -> its "workers" group."""
+    up_ports: Mapping[int, int] = field(default_factory=dict)
+    """job -> its up port (0: the job completes here)."""
+    ps_routes: Mapping[tuple[int, int], tuple[int, bytes, bytes, int]] = field(default_factory=dict)
+    """``esa.model.route_key`` -> PS port, MAC, IP and "all" group: the
+    ``ps_route`` entry that matches, for every value of the bits it matches."""
     replicas: Mapping[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
     """rid -> MAC, IP, UDP port."""
     groups: Mapping[int, Replicas] = field(default_factory=dict)
@@ -118,34 +124,52 @@ def _b(value: int, size: int) -> bytes:
     return value.to_bytes(size, "big")
 
 
+def _routes(rows: Mapping[Key, Call]) -> dict[tuple[int, int], tuple[int, bytes, bytes, int]]:
+    """The ``ps_route`` entries by the chunks they route (highest priority first)."""
+    out = {}
+    best: dict[tuple[int, int], int] = {}
+    for (job, value, mask, priority), c in rows.items():
+        for low in range(1 << PS_SHARD_BITS):
+            key = route_key(job, low)
+            if low & mask == value and priority > best.get(key, 0):
+                best[key] = priority
+                a = c.args
+                out[key] = (a["port"], _b(a["mac"], 6), _b(a["ip"], 4), a["mgid_all"])
+    return out
+
+
 def _config(tables: Tables) -> tuple[Config, dict[int, JobConfig]]:
     e = tables.entries
     l2 = {
         _b(k[0], 6): (0, c.args["mgid"]) if c.action == FLOOD else (c.args["port"], 0)
         for k, c in e[L2_TABLE].items()
     }
+    children: dict[int, list[tuple[int, int]]] = {}
+    for (job, port), c in e[CHILDREN_TABLE].items():
+        children.setdefault(job, []).append((port, c.args["bitmap"]))
     jobs = {
         k[0]: JobConfig(
             fan_in=c.args["fan_in"],
             worker_mask=c.args["worker_mask"],
             priority=c.args["prio"],
-            ps_port=c.args["ps_port"],
+            ps_ports=unpack_ps_ports(c.args["ps_ports"], c.args["shard_mask"] + 1),
             part_base=c.args["part_base"],
             part_size=c.args["part_size"],
+            up_port=c.args["up_port"],
+            children=tuple(sorted(children.get(k[0], ()))),
         )
         for k, c in e[JOBS_TABLE].items()
     }
-    mgids = {k[0]: (c.args["mgid_all"], c.args["mgid_workers"]) for k, c in e[JOBS_TABLE].items()}
-    ps_routes = {
-        k[0]: (c.args["port"], _b(c.args["mac"], 6), _b(c.args["ip"], 4))
-        for k, c in e[PS_TABLE].items()
-    }
+    mgid_workers = {k[0]: c.args["mgid_workers"] for k, c in e[JOBS_TABLE].items()}
     replicas = {
         k[0]: (_b(c.args["mac"], 6), _b(c.args["ip"], 4), _b(c.args["udp_port"], 2))
         for k, c in e[REPLICAS_TABLE].items()
         if c.action == SET_DST
     }
-    return Config(l2, mgids, ps_routes, replicas, dict(tables.groups)), jobs
+    up_ports = {k[0]: c.args["up_port"] for k, c in e[JOBS_TABLE].items()}
+    routes = _routes(e[PS_TABLE])
+    config = Config(l2, mgid_workers, up_ports, routes, replicas, dict(tables.groups))
+    return config, jobs
 
 
 class Pipeline:
@@ -204,7 +228,7 @@ class Pipeline:
             config = self.config
         out: Frames = []
         for o in outputs:
-            out += _emit(config, frame, pkt, o)
+            out += _emit(config, frame, pkt, o, in_port)
         return out
 
 
@@ -215,8 +239,9 @@ def _copies(config: Config, egress_spec: int, mcast_grp: int) -> Replicas:
     return ((egress_spec, 0),)
 
 
-def _emit(config: Config, frame: bytes, arrived: Packet, o: Output) -> Frames:
-    """The copies of one model output, as forwarding.p4 and replicas.p4 write them."""
+def _emit(config: Config, frame: bytes, arrived: Packet, o: Output, in_port: int) -> Frames:
+    """The copies of one model output, as forwarding.p4 and replicas.p4 write
+    them: a PS result or pull never goes back out of the port it came in on."""
     p = o.packet
     buf = bytearray(frame)
     HEADER.pack_into(buf, ESA_AT, p.ptype, p.flags, p.job, p.seq, p.bitmap, p.count)
@@ -225,16 +250,22 @@ def _emit(config: Config, frame: bytes, arrived: Packet, o: Output) -> Frames:
     buf[40:42] = b"\x00\x00"
     rewritten = False
     if o.to is Out.PS:
-        port, mac, ip = config.ps_routes[p.job]
+        port, mac, ip, _ = config.ps_routes[route_key(p.job, p.seq)]
         buf[0:6], buf[30:34] = mac, ip
         egress_spec, mcast_grp, rewritten = port, 0, True
     elif o.to is Out.ALL:
         buf[26:30] = buf[30:34]  # results come from the PS's address
-        egress_spec, mcast_grp, rewritten = 0, config.mgids[arrived.job][0], True
+        mgid_all = config.ps_routes[route_key(p.job, p.seq)][3]
+        egress_spec, mcast_grp, rewritten = 0, mgid_all, True
+    elif o.to is Out.UP:
+        egress_spec, mcast_grp = config.up_ports[arrived.job], 0
     else:
-        egress_spec, mcast_grp = 0, config.mgids[arrived.job][1]
+        egress_spec, mcast_grp = 0, config.mgid_workers[arrived.job]
+    spread = p.ptype in (PacketType.PS_RESULT, PacketType.PULL)
     out: Frames = []
     for port, rid in _copies(config, egress_spec, mcast_grp):
+        if spread and port == in_port:
+            continue
         copy = buf
         replica = config.replicas.get(rid) if rid else None
         if replica is not None:

@@ -11,9 +11,11 @@ keeps), is refused: a change to p4src the reference switch does not follow
 fails at the push instead of being half executed.  Actions no table names
 (the slot pool's own) are the program's inside, which ``esa.model`` states.
 
-One write BMv2 takes is refused: a ``set_policy`` code that is none of
+Two writes BMv2 takes are refused: a ``set_policy`` code that is none of
 ``esa.spec.Policy`` (BMv2 would run a shared pool without preemption under
-it; the model knows the three policies only).
+it; the model knows the three policies only), and a ``set_job`` whose
+``shard_mask`` is not a PS shard count less one (``esa.job.valid_shards``;
+the model knows jobs of 1, 2, 4 or 8 PS hosts only).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import grpc
 from p4.config.v1 import p4info_pb2
 
 from controller.switch import Op
+from esa.job import valid_shards
 from esa.p4names import (
+    CHILDREN_TABLE,
     COUNTERS,
     FLOOD,
     JOBS_TABLE,
@@ -37,6 +41,7 @@ from esa.p4names import (
     POLICY_TABLE,
     PS_TABLE,
     REPLICAS_TABLE,
+    SET_CHILD,
     SET_DST,
     SET_JOB,
     SET_POLICY,
@@ -66,10 +71,16 @@ class Call:
     args: Mapping[str, int] = field(default_factory=dict)
 
 
+EXACT = p4info_pb2.MatchField.EXACT
+TERNARY = p4info_pb2.MatchField.TERNARY
+
+
 @dataclass(frozen=True)
 class TableSpec:
-    keyed: bool
-    """one exact key field (its name and width are the P4Info's), or none."""
+    match: tuple[int, ...]
+    """the match kind of each key field (their names and widths are the
+    P4Info's); a table with a ternary field is one whose entries have a
+    priority."""
     default: Call
     """the program's default action (p4src), in force after every push."""
     default_writable: bool = False
@@ -78,30 +89,32 @@ class TableSpec:
 
 SPECS: dict[str, TableSpec] = {
     POLICY_TABLE: TableSpec(
-        False,
+        (),
         Call(
             SET_POLICY,
             {"policy": Policy.ESA, "stale_us": DEFAULT_STALE_US, "squat_us": DEFAULT_SQUAT_US},
         ),
         default_writable=True,
     ),
-    JOBS_TABLE: TableSpec(True, Call(UNKNOWN_JOB)),
-    L2_TABLE: TableSpec(True, Call(L2_DROP)),
-    PS_TABLE: TableSpec(True, Call(NO_PS_ROUTE)),
-    REPLICAS_TABLE: TableSpec(True, Call(NO_ACTION)),
+    JOBS_TABLE: TableSpec((EXACT,), Call(UNKNOWN_JOB)),
+    CHILDREN_TABLE: TableSpec((EXACT, EXACT), Call(NO_ACTION)),
+    L2_TABLE: TableSpec((EXACT,), Call(L2_DROP)),
+    PS_TABLE: TableSpec((EXACT, TERNARY), Call(NO_PS_ROUTE)),
+    REPLICAS_TABLE: TableSpec((EXACT,), Call(NO_ACTION)),
 }
 """The tables the reference switch executes (``esa.p4names.TABLES``)."""
 PARAMS: dict[str, tuple[str, ...]] = {
     SET_POLICY: ("policy", "stale_us", "squat_us"),
     SET_JOB: (
-        "fan_in", "worker_mask", "prio", "ps_port",
-        "mgid_all", "mgid_workers", "part_base", "part_size",
+        "fan_in", "worker_mask", "prio", "shard_mask", "ps_ports",
+        "mgid_workers", "part_base", "part_size", "up_port",
     ),
     UNKNOWN_JOB: (),
+    SET_CHILD: ("bitmap",),
     TO_PORT: ("port",),
     FLOOD: ("mgid",),
     L2_DROP: (),
-    SET_PS: ("port", "mac", "ip"),
+    SET_PS: ("port", "mac", "ip", "mgid_all"),
     NO_PS_ROUTE: (),
     SET_DST: ("mac", "ip", "udp_port"),
     NO_ACTION: (),
@@ -120,6 +133,12 @@ class Field:
 
 
 @dataclass(frozen=True)
+class KeyField(Field):
+    match: int
+    """``p4info_pb2.MatchField.MatchType``."""
+
+
+@dataclass(frozen=True)
 class Action:
     id: int
     name: str
@@ -130,11 +149,16 @@ class Action:
 class Table:
     id: int
     name: str
-    keys: tuple[Field, ...]
+    keys: tuple[KeyField, ...]
     scopes: Mapping[int, int]
     """action id -> ``p4info_pb2.ActionRef`` scope."""
     size: int
     spec: TableSpec
+
+    @property
+    def ternary(self) -> bool:
+        """Its entries have a priority."""
+        return TERNARY in self.spec.match
 
 
 @dataclass(frozen=True)
@@ -197,14 +221,12 @@ class Program:
     def _table(t: Any, actions: Mapping[int, Action]) -> Table:
         name = t.preamble.name
         spec = SPECS[name]
-        keys = tuple(Field(m.id, m.name, m.bitwidth) for m in t.match_fields)
-        if len(keys) != int(spec.keyed) or any(
-            m.match_type != p4info_pb2.MatchField.EXACT for m in t.match_fields
-        ):
-            want = "one exact field" if spec.keyed else "none"
+        keys = tuple(KeyField(m.id, m.name, m.bitwidth, m.match_type) for m in t.match_fields)
+        if tuple(k.match for k in keys) != spec.match:
+            kinds = ", ".join(p4info_pb2.MatchField.MatchType.Name(m).lower() for m in spec.match)
             raise Refused(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"the P4Info's key of {name} is not the program's ({want})",
+                f"the P4Info's key of {name} is not the program's ({kinds or 'none'})",
             )
         _differ(f"actions of {name}", (actions[r.id].name for r in t.action_refs), TABLES[name])
         scopes = {r.id: r.scope for r in t.action_refs}
@@ -222,6 +244,9 @@ class Program:
 
 
 Key = tuple[int, ...]
+"""An entry's key: each exact field's value, each ternary field's value and
+mask (0 and 0 when the field is left out: don't care), then, in a table
+with a ternary field, the priority."""
 Replicas = tuple[tuple[int, int], ...]
 """A multicast group's ``(egress port, rid)`` pairs in the order written."""
 
@@ -271,6 +296,11 @@ class Tables:
         if call is None:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "an entry needs an action")
         self.check_call(table, call, default=False)
+        if call.action == SET_JOB and not valid_shards(call.args["shard_mask"] + 1):
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"shard_mask {call.args['shard_mask']} is not a PS shard count less one",
+            )
         if op is Op.INSERT and len(rows) >= table.size:
             raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, f"table {table.name} is full")
         rows[key] = call

@@ -1,9 +1,15 @@
 """A BMv2 switch running p4src/esa.p4 beside esa.model, fed the same packets.
 
-Six ports: job 1 (low priority) has workers on ports 1 and 2 and its PS on
-port 3; job 2 (high priority) has workers on 4 and 5 and its PS on 6.  The
-switch is programmed through the controller's switch API and entry plan
-(``controller.plan``), the very entries the controller writes.
+Sixteen ports, four jobs of two workers each, on hosts of their own: job 1
+(LOW, priority 1) has workers on ports 1 and 2 and its PS on 3; job 2 (HIGH,
+priority 5) workers on 4 and 5, PS on 6; job 3 (TWO, priority 3) workers on
+7 and 8 and its chunks on two PS hosts, ports 9 and 10; job 4 (FOUR,
+priority 2) workers on 11 and 12 and four PS hosts on 13 to 16.  The rig's
+jobs are the controller's ``JobPlan``s, chunk ``seq`` of a job belonging to
+``plan.ps_for(seq)`` (``esa.job.ps_shard``); the switch is programmed
+through the controller's switch API and entry plan (``controller.plan``),
+the very entries the controller writes, and the model's job rows come from
+the same entries (``testbed.fabric_model.job_configs``).
 """
 
 from __future__ import annotations
@@ -20,17 +26,21 @@ from scapy.layers.l2 import Ether
 from controller.entries import PolicyEntry, SwitchEntries
 from controller.plan import JobPlan, desired
 from controller.reconcile import reconcile
-from controller.switch import P4RuntimeSwitch
+from controller.switch import Counters, P4RuntimeSwitch
 from controller.topology import Host
 from esa import spec, wire
-from esa.model import JobConfig, Out, Packet, SwitchModel
+from esa.model import Out, Packet, SwitchModel
 from esa.p4names import register
 from esa.spec import Policy
 from esa.toolchain import compile_p4
 from testbed.bmv2_veth import Bmv2Switch
+from testbed.fabric_model import job_configs
 from testbed.paths import ROOT
 
-POOL = 8
+POOL = 16
+PORTS = 16
+PROBE = 0x88B6
+"""Ethertype of the L2 frame that follows each packet (``Rig.send``)."""
 HEADER = struct.Struct(wire.struct_format())
 VALUES = struct.Struct(f"!{wire.K}i")
 
@@ -41,27 +51,34 @@ def host(port: int, udp_port: int = 0) -> Host:
     )
 
 
-def config(job: JobPlan) -> JobConfig:
-    """The model's row of ``job``, as the plan's ``set_job`` entry holds it."""
-    return JobConfig(
-        fan_in=len(job.workers),
-        worker_mask=(1 << len(job.workers)) - 1,
-        priority=job.prio,
-        ps_port=job.ps.port,
-        part_base=job.part_base,
-        part_size=job.part_size,
-    )
+def ps_hosts(*ports: int) -> tuple[Host, ...]:
+    return tuple(host(p, wire.UDP_PORT) for p in ports)
 
 
-LOW = JobPlan(1, (host(1), host(2)), host(3, wire.UDP_PORT), 1, 0, 4)
-HIGH = JobPlan(2, (host(4), host(5)), host(6, wire.UDP_PORT), 5, 4, 4)
-JOBS = {j.job: j for j in (LOW, HIGH)}
-HOSTS = [h for j in JOBS.values() for h in (*j.workers, j.ps)]
+LOW = JobPlan(1, (host(1), host(2)), ps_hosts(3), 1, 0, 4)
+HIGH = JobPlan(2, (host(4), host(5)), ps_hosts(6), 5, 4, 4)
+TWO = JobPlan(3, (host(7), host(8)), ps_hosts(9, 10), 3, 8, 4)
+FOUR = JobPlan(4, (host(11), host(12)), ps_hosts(13, 14, 15, 16), 2, 12, 4)
+JOBS = {j.job: j for j in (LOW, HIGH, TWO, FOUR)}
+HOSTS = [h for j in JOBS.values() for h in (*j.workers, *j.ps)]
 
 
 def entries(policy: PolicyEntry) -> SwitchEntries:
-    """What the controller's plan writes for the rig's two jobs."""
+    """What the controller's plan writes for the rig's jobs."""
     return desired(HOSTS, list(JOBS.values()), policy)
+
+
+def counter_arrays(c: Counters) -> tuple[list[int], list[int]]:
+    """Counters as the model keeps them: the event counter array indexed by
+    ``spec.counter_index``, and the drop counter array indexed by reason."""
+    events = [0] * spec.COUNTER_SIZE
+    for job, counts in c.events.items():
+        for ev, n in counts.items():
+            events[spec.counter_index(job, ev)] = n
+    drops = [0] * (len(spec.Drop) + 1)
+    for d, n in c.drops.items():
+        drops[d] = n
+    return events, drops
 
 
 def frame(pkt: Packet, src: Host, dst_ip: str) -> bytes:
@@ -97,11 +114,13 @@ def parse(port: int, data: bytes) -> Seen | None:
 
 
 def expected(out_to: Out, pkt: Packet) -> list[Seen]:
-    """The frames the switch should emit for one model output."""
+    """The frames the switch should emit for one model output: a PS-bound
+    packet and a result to all reach the PS of the chunk's shard."""
     job = JOBS[pkt.job]
+    ps = job.ps_for(pkt.seq)
     if out_to is Out.PS:
-        return [Seen(job.ps.port, pkt, job.ps.mac, job.ps.ip, wire.UDP_PORT)]
-    dests: Sequence[Host] = job.workers + ((job.ps,) if out_to is Out.ALL else ())
+        return [Seen(ps.port, pkt, ps.mac, ps.ip, wire.UDP_PORT)]
+    dests: Sequence[Host] = job.workers + ((ps,) if out_to is Out.ALL else ())
     return [Seen(h.port, pkt, h.mac, h.ip, h.udp_port) for h in dests]
 
 
@@ -115,14 +134,17 @@ class Rig:
     through BMv2's Thrift CLI, which BMv2 forces."""
 
     def __init__(self, program: tuple[Path, Path]) -> None:
-        self.sw = Bmv2Switch(ports=6)
+        self.sw = Bmv2Switch(ports=PORTS)
         self.sw.start()
         self.p4rt = P4RuntimeSwitch.connect(self.sw.grpc_addr)
         self.p4rt.push_pipeline(*program)
         self.model = SwitchModel(pool_size=POOL)
+        self.probes = 0
+        self.pending: dict[int, list[bytes]] = {p: [] for p in range(1, PORTS + 1)}
+        """frames taken off a port while waiting for a probe, not yet collected."""
         self.base = self._read_counters()
-        for job in JOBS.values():
-            self.model.add_job(job.job, config(job))
+        for job, cfg in job_configs(entries(PolicyEntry())).items():
+            self.model.add_job(job, cfg)
         self.set_policy(Policy.ESA)
 
     def set_policy(
@@ -151,27 +173,50 @@ class Rig:
         self.model.job_events = [0] * spec.COUNTER_SIZE
         self.model.drops = [0] * (len(spec.Drop) + 1)
         self.sw.flush()
+        self.pending = {p: [] for p in self.pending}
 
-    def send(
-        self, pkt: Packet, src: Host, dst_ip: str | None = None, gap: float = 0.002
-    ) -> list[Seen]:
+    def send(self, pkt: Packet, src: Host, dst_ip: str | None = None) -> list[Seen]:
         """Send one packet to the switch and the model; returns what the model
-        says must come out."""
-        dst = dst_ip or (JOBS[pkt.job].ps.ip if pkt.job in JOBS else LOW.ps.ip)
+        says must come out.  Returns once the switch has taken the packet: a
+        probe sent after it on its port, an L2 frame to the next port, has
+        come out.  BMv2 takes each port's frames in order, but one that falls
+        behind (a loaded machine) takes frames of different ports in the
+        order it reaches them, and the slot rules would give another outcome."""
+        dst = dst_ip or JOBS.get(pkt.job, LOW).ps_for(pkt.seq).ip
+        to = src.port % self.sw.ports + 1
+        self.probes += 1
+        probe = bytes(Ether(src=src.mac, dst=host(to).mac, type=PROBE))
+        probe += self.probes.to_bytes(4, "big")
         self.sw.send(src.port, frame(pkt, src, dst))
+        self.sw.send(src.port, probe)
         res = self.model.process(pkt, int(time.monotonic() * 1e6), in_port=src.port)
-        time.sleep(gap)
-        return [s for o in res.outputs for s in expected(o.to, o.packet)]
+        deadline = time.monotonic() + 5
+        while True:
+            got = self.sw.recv(to, timeout=0.001)
+            self.pending[to] += [f for f in got if f != probe]
+            if probe in got:
+                return [s for o in res.outputs for s in expected(o.to, o.packet)]
+            assert time.monotonic() < deadline, f"probe {self.probes} did not come back"
 
-    def collect(self, timeout: float = 0.5) -> list[Seen]:
-        """Every ESA frame that left the switch, port by port in arrival order."""
-        seen: list[Seen] = []
-        for p in range(1, self.sw.ports + 1):
-            for data in self.sw.recv(p, timeout=timeout if p == 1 else 0.05):
-                s = parse(p, data)
-                if s is not None:
-                    seen.append(s)
-        return seen
+    def collect(self, want: int = 0, quiet: float = 0.25, timeout: float = 5.0) -> list[Seen]:
+        """Every ESA frame that left the switch, port by port in arrival order:
+        until ``want`` came and then none for ``quiet`` seconds, or until
+        ``timeout`` passed (BMv2 on a loaded machine may lag behind a trace)."""
+        frames: dict[int, list[Seen]] = {p: [] for p in range(1, self.sw.ports + 1)}
+        start = last = time.monotonic()
+        n = 0
+        while time.monotonic() - start < timeout:
+            for p, seen in frames.items():
+                got, self.pending[p] = self.pending[p] + self.sw.recv(p, timeout=0.001), []
+                for data in got:
+                    s = parse(p, data)
+                    last = time.monotonic()
+                    if s is not None:
+                        seen.append(s)
+                        n += 1
+            if n >= want and time.monotonic() - last >= quiet:
+                break
+        return [s for seen in frames.values() for s in seen]
 
     def run(self, trace: Iterable[tuple[Packet, Host]]) -> list[Seen]:
         """Send a trace; assert the switch emitted exactly what the model says
@@ -179,21 +224,13 @@ class Rig:
         want: list[Seen] = []
         for pkt, src in trace:
             want += self.send(pkt, src)
-        got = self.collect()
+        got = self.collect(len(want))
         assert by_port(got) == by_port(want)
         assert self.counters() == (self.model.job_events, self.model.drops)
         return got
 
     def _read_counters(self) -> tuple[list[int], list[int]]:
-        c = self.p4rt.read_counters()
-        events = [0] * spec.COUNTER_SIZE
-        for job, counts in c.events.items():
-            for ev, n in counts.items():
-                events[spec.counter_index(job, ev)] = n
-        drops = [0] * (len(spec.Drop) + 1)
-        for d, n in c.drops.items():
-            drops[d] = n
-        return events, drops
+        return counter_arrays(self.p4rt.read_counters())
 
     def counters(self) -> tuple[list[int], list[int]]:
         """Job events and drops counted since the last ``reset``, indexed as

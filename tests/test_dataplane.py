@@ -17,7 +17,7 @@ from esa import spec, wire
 from esa.model import INT32_MAX, Packet, slot_hash
 from esa.spec import Drop, Event, Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, POOL, Rig
+from tests.dataplane import FOUR, HIGH, LOW, POOL, TWO, Rig
 
 pytestmark = pytest.mark.bmv2
 
@@ -77,7 +77,7 @@ def test_atp_release_by_ps_result(rig: Rig) -> None:
     rig.reset(Policy.ATP)
     rig.run([contrib(LOW, 5, 0), contrib(LOW, 5, 1), contrib(LOW, 5, 1, flags=Flag.RETX)])
     ps = Packet(PacketType.PS_RESULT, LOW.job, 5, 0b11, vals(2), count=2)
-    got = rig.run([(ps, LOW.ps)])
+    got = rig.run([(ps, LOW.ps_for(5))])
     assert sorted(s.port for s in got) == [1, 2]
     assert events(rig, LOW)[Event.RELEASED_BY_PS] == 1
 
@@ -199,7 +199,9 @@ def test_unknown_job_spoofed_worker_and_switch_only_types(rig: Rig) -> None:
     unknown = Packet(PacketType.CONTRIB, 77, 1, 1, vals(1), count=1)
     outsider = Packet(PacketType.CONTRIB, LOW.job, 1, 1 << 4, vals(1), count=1)
     forged = Packet(PacketType.RESULT, LOW.job, 1, 3, vals(1), count=2)
-    assert rig.run([(unknown, LOW.workers[0]), (outsider, LOW.workers[0]), (forged, LOW.ps)]) == []
+    assert (
+        rig.run([(unknown, LOW.workers[0]), (outsider, LOW.workers[0]), (forged, LOW.ps[0])]) == []
+    )
     drops = rig.counters()[1]
     assert (drops[Drop.UNKNOWN_JOB], drops[Drop.SPOOFED_WORKER], drops[Drop.BAD_TYPE]) == (1, 1, 1)
     assert all(s.owner == 0 for s in rig.model.slots)
@@ -217,9 +219,101 @@ def test_float_and_pull_pass_through(rig: Rig) -> None:
     rig.reset(Policy.ESA)
     fl = Packet(PacketType.FLOAT, LOW.job, 4, 1, vals(1), count=1)
     pull = Packet(PacketType.PULL, LOW.job, 4, 1, vals(0))
-    got = rig.run([(fl, LOW.workers[0]), (pull, LOW.ps)])
+    got = rig.run([(fl, LOW.workers[0]), (pull, LOW.ps_for(4))])
     assert sorted((g.port, g.packet.ptype) for g in got) == [
         (1, PacketType.PULL),
         (2, PacketType.PULL),
         (3, PacketType.FLOAT),
     ]
+
+
+def evictable(job: JobPlan, shards: list[int]) -> list[tuple[int, int]]:
+    """For each shard in ``shards``, a seq of ``job`` of that shard and a seq
+    of HIGH sharing its slot; every pair in a slot of its own."""
+    out: list[tuple[int, int]] = []
+    for shard in shards:
+        taken = {slot_hash(job.job, s, POOL) for s, _ in out}
+        out.append(
+            next(
+                (s, t)
+                for s in range(shard, 400, len(job.ps))
+                for t in range(400)
+                if slot_hash(job.job, s, POOL) == slot_hash(HIGH.job, t, POOL)
+                and slot_hash(job.job, s, POOL) not in taken
+            )
+        )
+    return out
+
+
+def test_evicted_partials_reach_the_ps_of_their_shard(rig: Rig) -> None:
+    """TWO's chunks belong to its PS on port 9 (even seqs) and port 10 (odd):
+    HIGH preempts three of them, and each partial, and the rest of its chunk
+    after it, goes to the PS of that chunk's shard."""
+    rig.reset(Policy.ESA)
+    pairs = evictable(TWO, [0, 1, 1])
+    got = rig.run([contrib(TWO, s, 0, s + 1) for s, _ in pairs])
+    got += rig.run([contrib(HIGH, t, 0) for _, t in pairs])
+    got += rig.run([contrib(TWO, s, 1, 100) for s, _ in pairs])
+    to_ps = sorted((g.port, g.packet.seq, g.packet.ptype) for g in got if g.port in (9, 10))
+    assert to_ps == sorted(
+        (9 + s % 2, s, ptype)
+        for s, _ in pairs
+        for ptype in (PacketType.PARTIAL, PacketType.FALLBACK)
+    )
+    assert [sum(g.port == p for g in got) for p in (9, 10)] == [2, 4]
+    assert all(g.ip == f"10.0.0.{g.port}" for g in got if g.port in (9, 10))
+    two = events(rig, TWO)
+    assert (two[Event.PREEMPT_SUFFERED], two[Event.FOLLOWED]) == (3, 3)
+
+
+def test_ps_result_and_pull_only_from_the_ps_of_the_chunks_shard(rig: Rig) -> None:
+    """A PS of shard 0 may not answer (or pull) a chunk of shard 1: its
+    PS_RESULT would release the slot and reach the workers."""
+    rig.reset(Policy.ATP)
+    rig.run([contrib(TWO, 3, 0), contrib(TWO, 3, 1)])
+    ps = Packet(PacketType.PS_RESULT, TWO.job, 3, 0b11, vals(2), count=2)
+    pull = Packet(PacketType.PULL, TWO.job, 3, 0b01, vals(0))
+    shard0, shard1 = TWO.ps
+    assert rig.run([(ps, shard0), (pull, shard0)]) == []
+    assert rig.counters()[1][Drop.BAD_TYPE] == 2
+    assert rig.model.slots[slot_hash(TWO.job, 3, POOL)].owner == (TWO.job << 32) | 3
+    got = rig.run([(ps, shard1), (pull, shard1)])
+    assert sorted((g.port, g.packet.ptype) for g in got) == [
+        (7, PacketType.PS_RESULT),
+        (7, PacketType.PULL),
+        (8, PacketType.PS_RESULT),
+        (8, PacketType.PULL),
+    ]
+    assert events(rig, TWO)[Event.RELEASED_BY_PS] == 1
+
+
+def test_a_result_goes_to_the_workers_and_the_ps_of_its_shard_only(rig: Rig) -> None:
+    """FOUR's chunks 0..7 complete in the switch: each result makes
+    fan-in + 1 copies, whatever the number of PS hosts, and each PS receives
+    exactly the chunks of its shard."""
+    rig.reset(Policy.ESA)
+    got = rig.run([contrib(FOUR, seq, w) for seq in range(8) for w in range(2)])
+    assert len(got) == 8 * (len(FOUR.workers) + 1)
+    assert {
+        p: sorted(g.packet.seq for g in got if g.port == p) for p in (11, 12, 13, 14, 15, 16)
+    } == {
+        11: list(range(8)),
+        12: list(range(8)),
+        13: [0, 4],
+        14: [1, 5],
+        15: [2, 6],
+        16: [3, 7],
+    }
+    assert all(
+        (g.ip, g.udp_port) == (f"10.0.0.{g.port}", wire.UDP_PORT) for g in got if g.port >= 13
+    )
+
+
+def test_float_resends_go_to_the_ps_of_their_shard(rig: Rig) -> None:
+    rig.reset(Policy.ESA)
+    floats = [
+        (Packet(PacketType.FLOAT, FOUR.job, seq, 1, vals(seq), count=1), FOUR.workers[0])
+        for seq in range(4)
+    ]
+    got = rig.run(floats)
+    assert [(g.port, g.packet.seq) for g in got] == [(13 + seq, seq) for seq in range(4)]

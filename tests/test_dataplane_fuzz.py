@@ -41,7 +41,7 @@ def legit_iteration(rig: Rig, seqs: range) -> None:
 
 def junk_templates() -> list[tuple[bytes, Drop, int]]:
     """(frame, the drop reason it must be counted under, its ingress port)."""
-    w0, ps = LOW.workers[0], LOW.ps
+    w0, ps = LOW.workers[0], LOW.ps[0]
     ones = (1,) * wire.K
 
     def esa(ptype: int, job: int, bitmap: int) -> bytes:

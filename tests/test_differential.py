@@ -12,27 +12,35 @@ from esa import wire
 from esa.model import Packet
 from esa.spec import Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import HIGH, LOW, Rig
+from tests.dataplane import JOBS, Rig
 
 pytestmark = pytest.mark.bmv2
 
 
 def trace(seed: int, n: int) -> list[tuple[Packet, Host]]:
-    """Contributions of both jobs over a few seqs (so they collide in the small
-    pool), each worker's first send plain and later ones retransmissions,
-    a few saturating values, PS results for some chunks, and stray packets."""
+    """Contributions of the rig's jobs (one, two and four PS hosts) over a few
+    seqs, so they collide in the small pool, each worker's first send plain
+    and later ones retransmissions, a few saturating values; PS results and
+    pulls, mostly from the PS of the chunk's shard and at times from another
+    shard's PS or a worker; float resends and stray packets."""
     rng = random.Random(seed)
     sent: set[tuple[int, int, int]] = set()
     out: list[tuple[Packet, Host]] = []
     for _ in range(n):
-        job = rng.choice((LOW, HIGH))
+        job = rng.choice(list(JOBS.values()))
         seq = rng.randrange(12)
         roll = rng.random()
-        if roll < 0.08:
-            ps = Packet(PacketType.PS_RESULT, job.job, seq, 0b11, (0,) * wire.K, count=2)
-            out.append((ps, job.ps))
-            continue
         if roll < 0.1:
+            ptype = PacketType.PS_RESULT if roll < 0.07 else PacketType.PULL
+            src = rng.choice((job.ps_for(seq),) * 4 + job.ps + job.workers[:1])
+            out.append((Packet(ptype, job.job, seq, 0b11, (0,) * wire.K, count=2), src))
+            continue
+        if roll < 0.12:
+            w = rng.randrange(2)
+            fl = Packet(PacketType.FLOAT, job.job, seq, 1 << w, (w,) * wire.K, count=1)
+            out.append((fl, job.workers[w]))
+            continue
+        if roll < 0.14:
             stray = Packet(PacketType.CONTRIB, 200, seq, 1, (1,) * wire.K, count=1)
             out.append((stray, job.workers[0]))
             continue
@@ -50,5 +58,6 @@ def trace(seed: int, n: int) -> list[tuple[Packet, Host]]:
 @pytest.mark.parametrize("policy", list(Policy))
 def test_switch_equals_model(rig: Rig, policy: Policy) -> None:
     rig.reset(policy)
-    got = rig.run(trace(seed=int(policy), n=150))
-    assert len(got) > 20
+    got = rig.run(trace(seed=int(policy), n=300))
+    assert len(got) > 100
+    assert {s.port for s in got} == set(range(1, 17))

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esa import wire
+from esa.job import MAX_PS_SHARDS
 from esa.model import (
     INT32_MAX,
     JobConfig,
     Out,
     Packet,
     SwitchModel,
+    route_key,
     slot_hash,
 )
 from esa.spec import DEFAULT_SQUAT_US, Drop, Event, Policy, Verdict
@@ -50,8 +53,8 @@ def next_in_slot(job: int, seq: int) -> int:
 def switch(policy: Policy = Policy.ESA, fan_in: int = 2) -> SwitchModel:
     sw = SwitchModel(pool_size=POOL, policy=policy, stale_us=1000)
     mask = (1 << fan_in) - 1
-    sw.add_job(LOW, JobConfig(fan_in, mask, priority=1, ps_port=PS_PORT, part_base=0, part_size=4))
-    sw.add_job(HIGH, JobConfig(fan_in, mask, priority=5, ps_port=PS_PORT, part_base=4, part_size=4))
+    sw.add_job(LOW, JobConfig(fan_in, mask, 1, ps_ports=(PS_PORT,), part_base=0, part_size=4))
+    sw.add_job(HIGH, JobConfig(fan_in, mask, 5, ps_ports=(PS_PORT,), part_base=4, part_size=4))
     return sw
 
 
@@ -288,3 +291,75 @@ def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
     assert res.verdict is Verdict.FALLBACK
     assert sw.events(LOW)[Event.FOLLOWED] == 1
     assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+
+
+SHARDED = 3
+SHARD_PORTS = (20, 21, 22, 23)
+
+
+def sharded(policy: Policy = Policy.ESA) -> SwitchModel:
+    """``switch`` and job SHARDED (priority 3) with four PS hosts."""
+    sw = switch(policy)
+    sw.add_job(SHARDED, JobConfig(2, 0b11, 3, ps_ports=SHARD_PORTS))
+    return sw
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from((PS_PORT, *SHARD_PORTS)))
+def test_ps_result_and_pull_only_from_the_ps_of_the_chunks_shard(seq: int, port: int) -> None:
+    sw = sharded()
+    ps = Packet(PacketType.PS_RESULT, SHARDED, seq, 0b11, vals(0), count=2)
+    pull = Packet(PacketType.PULL, SHARDED, seq, 0, vals(0))
+    mine = port == SHARD_PORTS[seq % 4]
+    for pkt in (ps, pull):
+        res = sw.process(pkt, 0, in_port=port)
+        assert res.drop is (None if mine else Drop.BAD_TYPE)
+        assert [o.to for o in res.outputs] == ([Out.WORKERS] if mine else [])
+    assert sw.drops[Drop.BAD_TYPE] == (0 if mine else 2)
+    assert sw.events(SHARDED)[Event.PS_RESULT] == int(mine)
+
+
+def test_an_evicted_partial_is_addressed_by_its_own_chunk() -> None:
+    """Out.PS goes to the PS of the packet's chunk: the evicted chunk's job
+    and seq, whatever the chunk that evicted it."""
+    sw = sharded()
+    seq, high = next(
+        (s, t)
+        for s in range(1, 1000)
+        for t in range(1000)
+        if s % 4 == 3 and slot_hash(SHARDED, s, POOL) == slot_hash(HIGH, t, POOL)
+    )
+    sw.process(contrib(SHARDED, seq, 0, 5), 0)
+    (out,) = sw.process(contrib(HIGH, high, 0), 1).outputs
+    assert (out.to, out.packet.job, out.packet.seq) == (Out.PS, SHARDED, seq)
+    assert sw.jobs[SHARDED].ps_port(out.packet.seq) == SHARD_PORTS[3]
+
+
+def test_a_chunk_without_a_route_is_dropped_whether_to_its_ps_or_to_all() -> None:
+    """The switch finds the PS, and the group of a result to all, in the
+    ``ps_route`` entry of the chunk's shard."""
+    sw = sharded()
+    sw.ps_routes.discard(route_key(SHARDED, 1))
+    sw.process(contrib(SHARDED, 1, 0), 0)
+    res = sw.process(contrib(SHARDED, 1, 1), 1)
+    assert (res.verdict, res.outputs) == (Verdict.COMPLETE, ())
+    fl = Packet(PacketType.FLOAT, SHARDED, 9, 1, vals(0))
+    assert sw.process(fl, 2).outputs == ()
+    assert sw.drops[Drop.NO_PS_ROUTE] == 2
+    sw.process(contrib(SHARDED, 2, 0), 3)
+    assert [o.to for o in sw.process(contrib(SHARDED, 2, 1), 4).outputs] == [Out.ALL]
+
+
+def test_routes_follow_the_job() -> None:
+    sw = sharded()
+    keys = {route_key(SHARDED, low) for low in range(MAX_PS_SHARDS)}
+    assert keys <= sw.ps_routes
+    sw.remove_job(SHARDED)
+    assert not keys & sw.ps_routes and route_key(LOW, 0) in sw.ps_routes
+    assert route_key(SHARDED, 2**32 - 1) == (SHARDED, MAX_PS_SHARDS - 1)
+
+
+@pytest.mark.parametrize("ports", [(), (1, 2, 3), (1, 2, 3, 4, 5, 6)])
+def test_a_job_has_1_2_4_or_8_ps_hosts(ports: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match=rf"^{len(ports)} PS ports: a job has 1, 2, 4 or 8"):
+        JobConfig(2, 0b11, 1, ps_ports=ports)

@@ -9,6 +9,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from esa import p4names, spec
+from esa.job import MAX_PS_SHARDS
 from esa.toolchain import compile_p4
 from testbed.paths import ROOT
 
@@ -36,3 +37,33 @@ def test_counters_and_registers(p4info: p4info_pb2.P4Info) -> None:
         p4names.register(r.name) for r in spec.SLOT_REGISTERS
     }
     assert p4names.SLOT_OWNER in {r.preamble.name for r in p4info.registers}
+
+
+def test_table_sizes_and_keys(p4info: p4info_pb2.P4Info) -> None:
+    """Sizes from esa.spec; the PS route matches a chunk's job exactly and
+    the low bits of its seq ternary (one entry per shard), and the job
+    table's PS ports hold every shard's."""
+    exact, ternary = p4info_pb2.MatchField.EXACT, p4info_pb2.MatchField.TERNARY
+    tables = {t.preamble.name: t for t in p4info.tables}
+    assert {name: tables[name].size for name in p4names.TABLES} == {
+        p4names.POLICY_TABLE: 1,
+        p4names.JOBS_TABLE: spec.JOB_TABLE_SIZE,
+        p4names.CHILDREN_TABLE: spec.CHILDREN_TABLE_SIZE,
+        p4names.L2_TABLE: spec.L2_TABLE_SIZE,
+        p4names.PS_TABLE: spec.PS_ROUTE_TABLE_SIZE,
+        p4names.REPLICAS_TABLE: spec.REPLICAS_TABLE_SIZE,
+    }
+    assert spec.PS_ROUTE_TABLE_SIZE == spec.JOB_TABLE_SIZE * MAX_PS_SHARDS
+    ps_key = [(m.name, m.bitwidth, m.match_type) for m in tables[p4names.PS_TABLE].match_fields]
+    assert ps_key == [("job", 16, exact), ("shard", spec.PS_SHARD_BITS, ternary)]
+    assert 1 << spec.PS_SHARD_BITS == MAX_PS_SHARDS
+    params = {a.preamble.name: {p.name: p.bitwidth for p in a.params} for a in p4info.actions}
+    assert params[p4names.SET_JOB]["ps_ports"] == spec.PORT_T.bits * MAX_PS_SHARDS
+    assert params[p4names.SET_JOB]["shard_mask"] == spec.PS_SHARD_BITS
+    assert params[p4names.SET_PS] == {"port": 9, "mac": 48, "ip": 32, "mgid_all": 16}
+    assert params[p4names.SET_JOB]["up_port"] == spec.PORT_T.bits
+    assert params[p4names.SET_CHILD] == {"bitmap": 32}
+    child_key = [
+        (m.name, m.bitwidth, m.match_type) for m in tables[p4names.CHILDREN_TABLE].match_fields
+    ]
+    assert child_key == [("job", 16, exact), ("port", spec.PORT_T.bits, exact)]

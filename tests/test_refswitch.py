@@ -8,13 +8,17 @@
   out here byte for byte from the rules (esa.model's verdicts, forwarding.p4
   and replicas.p4), through the switch in process and the switch process;
 * where BMv2 exists, one random trace through BMv2 and the reference switch
-  gives the same frames on every port and the same counters.
+  gives the same frames on every port and the same counters;
+* and a device with a fabric's roles (a ToR's up port, a top's children),
+  written by the controller's plan, gives BMv2's frames step by step, each
+  step's packets written out here from the tier rules (docs/dataplane.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import socket
 import struct
@@ -33,17 +37,19 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4runtime_sh.context import P4Type
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import PolicyEntry, SwitchEntries
+from controller.entries import JobEntry, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
+from controller.fabric import JobRole
 from controller.plan import JobPlan, desired
 from controller.reconcile import reconcile
 from controller.switch import P4RuntimeSwitch
 from controller.topology import Host, Topology
 from esa import p4names, wire
-from esa.model import slot_hash
+from esa.model import FROM_PS, Packet, slot_hash
 from esa.p4names import JOB_EVENTS
 from esa.spec import DEFAULT_POOL_SIZE, Drop, Event, Policy
 from esa.toolchain import compile_p4
@@ -55,6 +61,7 @@ from testbed.refswitch_p4rt import Device, RefSwitchP4Runtime, device_config
 from testbed.refswitch_proc import RefSwitch
 from testbed.refswitch_tables import PARAMS, SPECS
 from tests import dataplane
+from tests.dataplane import Seen, parse
 from tests.esa_ctl import esa_ctl
 from tests.test_differential import trace as esa_trace
 
@@ -165,8 +172,8 @@ def two_jobs(policy: Policy = Policy.ESA) -> SwitchEntries:
     """The controller's plan for job 1 (priority 1: workers h1 h2, PS h3) and
     job 2 (priority 5: h4 h5, PS h6), each with half the pool."""
     jobs = [
-        JobPlan(1, (H["h1"], H["h2"]), H["h3"], 1, 0, POOL // 2),
-        JobPlan(2, (H["h4"], H["h5"]), H["h6"], 5, POOL // 2, POOL // 2),
+        JobPlan(1, (H["h1"], H["h2"]), (H["h3"],), 1, 0, POOL // 2),
+        JobPlan(2, (H["h4"], H["h5"]), (H["h6"],), 5, POOL // 2, POOL // 2),
     ]
     return desired(list(H.values()), jobs, PolicyEntry(policy, LONG_US, LONG_US))
 
@@ -416,6 +423,73 @@ def test_p4runtime_rules(device: tuple[Device, str], program: tuple[Path, Path])
     backup.close()
 
 
+def raw_entry(sw: P4RuntimeSwitch, table: str, key: list[Any], priority: int) -> Any:
+    """A table entry written field by field: ``key`` holds an int (exact), a
+    (value, mask) pair (ternary) or None (left out) per key field; the
+    action is the table's first, every argument 1."""
+    s = sw.session
+    te = p4runtime_pb2.TableEntry(table_id=s.id_of(P4Type.table, table), priority=priority)
+    for (field_id, bits), k in zip(s.key_fields(table), key, strict=True):
+        if isinstance(k, int):
+            te.match.add(field_id=field_id).exact.value = k.to_bytes((bits + 7) // 8, "big")
+        elif k is not None:
+            t = te.match.add(field_id=field_id).ternary
+            t.value, t.mask = k[0].to_bytes(1, "big"), k[1].to_bytes(1, "big")
+    action = p4names.TABLES[table][0]
+    te.action.action.action_id = s.id_of(P4Type.action, action)
+    for pid, _, bits in s.action_params(action):
+        te.action.action.params.add(param_id=pid, value=(1).to_bytes((bits + 7) // 8, "big"))
+    return te
+
+
+def test_ps_route_entries_as_bmv2_answers_them(
+    device: tuple[Device, str], program: tuple[Path, Path]
+) -> None:
+    """The ternary ``ps_route`` takes a priority, a don't-care shard left out
+    and a value inside its mask; an exact table takes no priority; a job's
+    shard mask is a shard count less one.  BMv2's messages, as
+    simple_switch_grpc gives them."""
+    _, addr = device
+    sw = P4RuntimeSwitch.connect(addr)
+    sw.ensure_pipeline(*program)
+    ps, jobs = p4names.PS_TABLE, p4names.JOBS_TABLE
+    refused: list[tuple[str, list[Any], int, str]] = [
+        (ps, [1, (1, 1)], 0, "Zero priority for ternary match"),
+        (ps, [1, None], 0, "Zero priority for ternary match"),
+        (ps, [1, (3, 1)], 1, "Invalid ternary value, make sure value & mask == value"),
+        (
+            ps,
+            [1, (0, 0)],
+            1,
+            "Invalid representation of 'don't care' ternary match, "
+            "omit match field instead of using 0 mask",
+        ),
+        (ps, [1, (8, 8)], 1, "Bytestring provided does not fit within 3 bits"),
+        (jobs, [1], 1, "Non-zero priority for non-ternary match"),
+    ]
+    for table, key, priority, message in refused:
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        update.entity.table_entry.CopyFrom(raw_entry(sw, table, key, priority))
+        with pytest.raises(
+            SwitchError, match=rf"^switch refused the request: {re.escape(message)}$"
+        ):
+            sw.session.write([update])
+    for key, priority in (([1, (1, 1)], 1), ([1, (1, 1)], 2), ([1, None], 1)):
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        update.entity.table_entry.CopyFrom(raw_entry(sw, ps, key, priority))
+        sw.session.write([update])
+    assert sorted(sw.read_entries().ps_routes) == [ShardKey(1, 0, 0), ShardKey(1, 1, 1)]
+    bad = JobEntry(2, 0b11, 1, (1, 2, 3), 3, 0, 0)
+    with pytest.raises(SwitchError, match=r"shard_mask 2 is not a PS shard count less one$"):
+        sw.write_job(1, bad)
+    sw.push_pipeline(*program)
+    want = dataplane.entries(PolicyEntry(Policy.ESA))
+    assert {k.mask for k in want.ps_routes} == {0, 1, 3}
+    reconcile(sw, want, sw.read_entries())
+    assert sw.read_entries() == want
+    sw.close()
+
+
 def run_steps(deliver: Callable[[int, bytes], dict[int, list[bytes]]], trace: list[Step]) -> None:
     for step in trace:
         got = deliver(step.port, step.frame)
@@ -565,7 +639,7 @@ def bmv2_trace(seed: int) -> list[tuple[int, bytes]]:
     options on the ESA port."""
     frames: list[tuple[int, bytes]] = []
     for pkt, src in esa_trace(seed, 150):
-        dst = dataplane.JOBS[pkt.job].ps.ip if pkt.job in dataplane.JOBS else dataplane.LOW.ps.ip
+        dst = dataplane.JOBS.get(pkt.job, dataplane.LOW).ps_for(pkt.seq).ip
         frames.append((src.port, dataplane.frame(pkt, src, dst)))
     h1, h3 = dataplane.host(1), dataplane.host(3)
     udp = Ether(src=h1.mac, dst=h3.mac) / IP(src=h1.ip, dst=h3.ip)
@@ -605,7 +679,7 @@ def send_in_step(
     another order than they were sent, and the slot rules give another
     outcome.
     """
-    to = port % PORTS + 1
+    to = port % switches[0].ports + 1
     src, dst = dataplane.host(port), dataplane.host(to)
     probe = bytes(Ether(src=src.mac, dst=dst.mac, type=PROBE)) + n.to_bytes(4, "big")
     for sw in switches:
@@ -656,16 +730,16 @@ def first_difference(bmv2: dict[int, list[bytes]], ref: dict[int, list[bytes]]) 
 def twins(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]]:
-    """BMv2 and the reference switch, six ports each, and the compiled program."""
+    """BMv2 and the reference switch with the rig's ports, and the compiled program."""
     program = compile_p4(
         ROOT / "p4src" / "esa.p4", tmp_path_factory.mktemp("p4"), pool=dataplane.POOL
     )
-    bmv2 = Bmv2Switch(PORTS)
+    bmv2 = Bmv2Switch(dataplane.PORTS)
     ref = None
     try:
         bmv2.start()
         bmv2.flush()
-        ref = RefSwitchProcess(PORTS, dataplane.POOL)
+        ref = RefSwitchProcess(dataplane.PORTS, dataplane.POOL)
         yield bmv2, ref, program
     finally:
         bmv2.close()
@@ -695,7 +769,229 @@ def test_same_frames_as_bmv2(
         assert sum(len(f) for f in got[0].values()) > 100
         counters = [s.read_counters() for s in sessions]
         assert counters[1] == counters[0]
-        assert counters[0].drops[Drop.BAD_TYPE] == 1
+        not_from_their_ps = sum(
+            pkt.ptype in FROM_PS and src != dataplane.JOBS[pkt.job].ps_for(pkt.seq)
+            for pkt, src in esa_trace(int(policy), 150)
+        )
+        assert not_from_their_ps > 0
+        assert counters[0].drops[Drop.BAD_TYPE] == 1 + not_from_their_ps
+    finally:
+        for s in sessions:
+            s.close()
+
+
+# -- a device with roles of a fabric, against BMv2 --
+
+
+def _remote(n: int, port: int, net: int) -> Host:
+    """A host behind ``port``: a worker of another rack (net 1, reached up)
+    or a worker under a child switch (net 3)."""
+    return Host(f"x{net}.{n}", port, f"02:00:00:00:{net:02x}:{n:02x}", f"10.0.{net}.{n}", 40000 + n)
+
+
+UP, CHILD_A, CHILD_B = 16, 13, 14
+"""The device's port toward the spine and its two child switches' ports."""
+W = dataplane.host
+PS_UP = Host("ps-up", UP, "02:00:00:00:02:01", "10.0.2.1", wire.UDP_PORT)
+"""The PS of the jobs the device is a leaf of, above it."""
+PS_HERE = dataplane.ps_hosts(6)[0]
+"""The PS of the job the device is the top of, on its port 6."""
+LEAF = JobPlan(
+    1,
+    (W(1), W(2), _remote(1, UP, 1), _remote(2, UP, 1)),
+    (PS_UP,),
+    1,
+    0,
+    4,
+    JobRole({1: 0b01, 2: 0b10}, {}, UP),
+)
+"""A ToR's role in a job across racks: bits 0 and 1 here, 2 and 3 in another rack."""
+TOP = JobPlan(
+    2,
+    (
+        _remote(1, CHILD_A, 3),
+        _remote(2, CHILD_A, 3),
+        _remote(3, CHILD_B, 3),
+        _remote(4, CHILD_B, 3),
+        W(4),
+    ),
+    (PS_HERE,),
+    3,
+    4,
+    4,
+    JobRole({4: 0b10000}, {CHILD_A: 0b0011, CHILD_B: 0b1100}, None),
+)
+"""The top of a job: two children of two workers each and a local worker (fan-in 3)."""
+ALONE = JobPlan(3, (W(3), _remote(3, UP, 1)), (PS_UP,), 2, 8, 4, JobRole({3: 0b1}, {}, UP))
+"""A ToR with one worker of a job across racks (fan-in 1, S0)."""
+
+
+def tier_entries() -> SwitchEntries:
+    """What the controller's plan writes for the device's three roles."""
+    hosts = {h.mac: h for j in (LEAF, TOP, ALONE) for h in (*j.workers, *j.ps)}
+    hosts |= {W(p).mac: W(p) for p in range(1, dataplane.PORTS + 1) if p != PS_HERE.port}
+    return desired(
+        list(hosts.values()), [LEAF, TOP, ALONE], PolicyEntry(Policy.ESA, LONG_US, LONG_US)
+    )
+
+
+@dataclass(frozen=True)
+class TierStep:
+    what: str
+    port: int
+    packet: Packet
+    out: dict[int, list[Seen]]
+    """the ESA packets that must leave, by egress port, with where each is addressed."""
+
+
+def tier_steps() -> list[TierStep]:
+    """ToR (S7, S5 up, S0, D1, D2, A1) and top (A6, A1, T2 flush, S13, T3,
+    S5 to all, T2 not own) in turn."""
+    sent_to = "02:00:00:00:00:ff"  # tests.dataplane.frame's destination MAC
+    ps_up, ps_here = PS_UP.ip, PS_HERE.ip
+
+    def p(ptype: PacketType, job: int, seq: int, bitmap: int, x: int, count: int = 1) -> Packet:
+        return Packet(ptype, job, seq, bitmap, vals(x), count=count)
+
+    def at(port: int, pkt: Packet, h: Host | None = None, ip: str = "") -> Seen:
+        """``pkt`` out of ``port``, addressed to ``h`` (a replica or a PS
+        route) or, unaddressed, as it came in to ``ip``."""
+        if h is None:
+            return Seen(port, pkt, sent_to, ip, wire.UDP_PORT)
+        return Seen(port, pkt, h.mac, h.ip, h.udp_port)
+
+    c, r, ps_result = PacketType.CONTRIB, PacketType.RESULT, PacketType.PS_RESULT
+    part, fb = PacketType.PARTIAL, PacketType.FALLBACK
+    local_sum = p(c, 1, 0, 0b11, 3, count=2)
+    down = p(r, 1, 0, 0b1111, 10, count=4)
+    from_ps = p(ps_result, 1, 1, 0b1111, 11, count=4)
+    flushed = p(part, 2, 5, 0b1111, 11, count=4)
+    common = p(part, 2, 6, 0b0011, 8, count=2)
+    done = p(r, 2, 6, 0b11111, 6, count=5)
+    not_own = p(part, 2, 7, 0b0011, 9, count=2)
+    return [
+        TierStep("leaf: the first local worker claims", 1, p(c, 1, 0, 0b01, 1), {}),
+        TierStep(
+            "S5 up: the rack's sum leaves as one CONTRIB with the rack's bitmap",
+            2,
+            p(c, 1, 0, 0b10, 2),
+            {UP: [at(UP, local_sum, ip=ps_up)]},
+        ),
+        TierStep(
+            "S0: the rack's one worker goes up at once",
+            3,
+            p(c, 3, 0, 0b1, 4),
+            {UP: [at(UP, p(c, 3, 0, 0b1, 4), ip=ps_up)]},
+        ),
+        TierStep(
+            "D1: a RESULT from the up port to the local workers, each addressed",
+            UP,
+            down,
+            {1: [at(1, down, W(1))], 2: [at(2, down, W(2))]},
+        ),
+        TierStep("A1: a RESULT from a host's port is dropped", 1, down, {}),
+        TierStep(
+            "D2: a PS result from above to the local workers, not back up",
+            UP,
+            from_ps,
+            {1: [at(1, from_ps, W(1))], 2: [at(2, from_ps, W(2))]},
+        ),
+        TierStep("top: a child's sum claims", CHILD_A, p(c, 2, 5, 0b0011, 5, count=2), {}),
+        TierStep(
+            "A6: a child's sum with a bitmap not the child's", CHILD_B, p(c, 2, 5, 0b0100, 6), {}
+        ),
+        TierStep("A1: a PARTIAL from a host's port is dropped", 4, p(part, 2, 5, 0b10000, 6), {}),
+        TierStep(
+            "T2: a child's PARTIAL flushes the chunk's slot, summed, to the PS",
+            CHILD_B,
+            p(part, 2, 5, 0b1100, 6, count=2),
+            {PS_HERE.port: [at(PS_HERE.port, flushed, PS_HERE)]},
+        ),
+        TierStep(
+            "S13: the chunk's last contribution follows",
+            4,
+            p(c, 2, 5, 0b10000, 7),
+            {PS_HERE.port: [at(PS_HERE.port, p(fb, 2, 5, 0b10000, 7), PS_HERE)]},
+        ),
+        TierStep("a child's sum claims", CHILD_A, p(c, 2, 6, 0b0011, 1, count=2), {}),
+        TierStep(
+            "T3: a PARTIAL with a bit in common passes unchanged",
+            CHILD_A,
+            common,
+            {PS_HERE.port: [at(PS_HERE.port, common, PS_HERE)]},
+        ),
+        TierStep("the other child's sum adds", CHILD_B, p(c, 2, 6, 0b1100, 2, count=2), {}),
+        TierStep(
+            "S5 at the top: to the local worker and the PS addressed, to the children as is",
+            4,
+            p(c, 2, 6, 0b10000, 3),
+            {
+                4: [at(4, done, W(4))],
+                PS_HERE.port: [at(PS_HERE.port, done, PS_HERE)],
+                CHILD_A: [at(CHILD_A, done, ip=ps_here)],
+                CHILD_B: [at(CHILD_B, done, ip=ps_here)],
+            },
+        ),
+        TierStep(
+            "T2: a PARTIAL of a chunk without a slot passes unchanged",
+            CHILD_A,
+            not_own,
+            {PS_HERE.port: [at(PS_HERE.port, not_own, PS_HERE)]},
+        ),
+        TierStep(
+            "S13: and the chunk's next sum follows it",
+            CHILD_B,
+            p(c, 2, 7, 0b1100, 1, count=2),
+            {PS_HERE.port: [at(PS_HERE.port, p(fb, 2, 7, 0b1100, 1, count=2), PS_HERE)]},
+        ),
+    ]
+
+
+def tier_frame(step: TierStep) -> bytes:
+    """The step's packet as the host or switch on its port sends it, to the job's PS."""
+    job = {j.job: j for j in (LEAF, TOP, ALONE)}[step.packet.job]
+    return dataplane.frame(step.packet, W(step.port), job.ps_for(step.packet.seq).ip)
+
+
+@pytest.mark.bmv2
+def test_tier_roles_as_bmv2(twins: tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]) -> None:
+    """One device with a ToR's role in two jobs across racks (a leaf with an
+    up port, and one with a single worker) and the top's role, with
+    children, in a third: the controller's entries through P4Runtime to
+    BMv2 and the reference switch, the same frames into both, step by step."""
+    bmv2, ref, program = twins
+    bmv2.restart()
+    switches: list[Ports] = [bmv2, ref]
+    sessions = []
+    try:
+        for sw in switches:
+            fresh(sw.grpc_addr, program)
+            sessions.append(P4RuntimeSwitch.connect(sw.grpc_addr))
+            reconcile(sessions[-1], tier_entries(), sessions[-1].read_entries())
+            assert sessions[-1].read_entries() == tier_entries()
+        for n, step in enumerate(tier_steps()):
+            got: list[dict[int, list[bytes]]] = [{}, {}]
+            send_in_step(switches, n, step.port, tier_frame(step), got)
+            want = sum(len(s) for s in step.out.values())
+            for sw, out in zip(switches, got, strict=True):
+                have = sum(len(f) for f in without_probes(out).values())
+                for port, frames in collect(sw, want - have, quiet=0.05, timeout=2).items():
+                    out.setdefault(port, []).extend(frames)
+            bmv2_out, ref_out = (without_probes(out) for out in got)
+            assert ref_out == bmv2_out, f"{step.what}\n{first_difference(bmv2_out, ref_out)}"
+            seen = {port: [parse(port, f) for f in frames] for port, frames in bmv2_out.items()}
+            assert seen == step.out, step.what
+        counters = [s.read_counters() for s in sessions]
+        assert counters[1] == counters[0]
+        leaf = {Event.AGGREGATED: 2, Event.COMPLETED: 1, Event.PS_RESULT: 1}
+        top = {Event.AGGREGATED: 4, Event.COMPLETED: 1, Event.SPOOFED: 1, Event.FLUSHED: 1}
+        top |= {Event.FALLBACK: 2, Event.FOLLOWED: 2}
+        alone = {Event.AGGREGATED: 1, Event.COMPLETED: 1}
+        assert counters[0].events == {
+            j: {e: d.get(e, 0) for e in Event} for j, d in ((1, leaf), (2, top), (3, alone))
+        }
+        drops = {Drop.BAD_TYPE: 2, Drop.SPOOFED_WORKER: 1}
+        assert counters[0].drops == {d: drops.get(d, 0) for d in Drop}
     finally:
         for s in sessions:
             s.close()

@@ -8,8 +8,11 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from esa import codegen, spec, wire
+from esa.job import MAX_PS_SHARDS, ps_shard
 from esa.toolchain import compile_p4
 from testbed.paths import ROOT
 
@@ -51,6 +54,31 @@ def test_layout_is_whole_bytes_and_struct_agrees() -> None:
     assert offsets["ptype"] == (0, 1)
     assert sum(w for _, w in offsets.values()) == wire.HEADER_BYTES
     assert wire.PAYLOAD_BYTES == wire.HEADER_BYTES + 4 * wire.K
+
+
+def test_groups_and_replication_ids_are_distinct_and_fit() -> None:
+    """Every job's groups (workers, and one "all" group per shard) and every
+    member's rid (workers, one PS per shard) are its own."""
+    jobs = range(1, wire.MAX_JOB_ID + 1)
+    groups = [spec.mgid_workers(j) for j in jobs]
+    groups += [spec.mgid_all(j, s) for j in jobs for s in range(MAX_PS_SHARDS)]
+    assert len(set(groups)) == len(groups) and spec.BCAST_MGID not in groups
+    assert min(groups) > 0 and max(groups) < 1 << spec.MCAST_GRP_T.bits
+    members = [*range(wire.MAX_WORKERS), *(spec.PS_MEMBER + s for s in range(MAX_PS_SHARDS))]
+    rids = [spec.rid(j, m) for j in jobs for m in members]
+    assert len(set(rids)) == len(rids) and min(rids) > 0 and max(rids) < 1 << 16
+    assert spec.mgid_all(7) == 14 and spec.rid(7, spec.PS_MEMBER) == 481  # as with one PS
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.data())
+def test_ps_ports_pack_and_unpack(shards: int, data: st.DataObject) -> None:
+    ports = data.draw(st.lists(st.integers(0, 510), min_size=shards, max_size=shards))
+    packed = spec.pack_ps_ports(ports)
+    assert 0 <= packed < 1 << spec.PS_PORTS_T.bits
+    assert spec.unpack_ps_ports(packed, shards) == tuple(ports)
+    for seq in range(2 * MAX_PS_SHARDS):
+        shard = seq & (shards - 1)
+        assert (packed >> (spec.PORT_T.bits * shard)) & 0x1FF == ports[ps_shard(seq, shards)]
 
 
 def test_codes_are_distinct_and_fit() -> None:

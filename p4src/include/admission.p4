@@ -1,6 +1,6 @@
-// Admission: policy, job table, packet-type and worker checks, slot index.
-// Rules A1-A7 of docs/dataplane.md.  Priority comes from the job table, never
-// from the packet.
+// Admission: policy, job table, children table, packet-type, link and worker
+// checks, slot index.  Rules A1-A7, D1 and T1 of docs/dataplane.md.
+// Priority comes from the job table, never from the packet.
 #ifndef ESA_ADMISSION_P4
 #define ESA_ADMISSION_P4
 
@@ -19,17 +19,18 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         size = 1;
     }
 
-    action set_job(bit<8> fan_in, bit<32> worker_mask, bit<8> prio, port_t ps_port,
-                   bit<16> mgid_all, bit<16> mgid_workers,
-                   bit<32> part_base, bit<32> part_size) {
+    action set_job(bit<8> fan_in, bit<32> worker_mask, bit<8> prio, shard_t shard_mask,
+                   ps_ports_t ps_ports, bit<16> mgid_workers,
+                   bit<32> part_base, bit<32> part_size, port_t up_port) {
         job.fan_in = fan_in;
         job.worker_mask = worker_mask;
         job.prio = prio;
-        job.ps_port = ps_port;
-        job.mgid_all = mgid_all;
+        job.shard_mask = shard_mask;
+        job.ps_ports = ps_ports;
         job.mgid_workers = mgid_workers;
         job.part_base = part_base;
         job.part_size = part_size;
+        job.up_port = up_port;
     }
 
     action reject(drop_t reason) {
@@ -48,6 +49,23 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         size = JOB_TABLE_SIZE;
     }
 
+    // The workers below a child switch: its sum arrives with exactly these bits.
+    bitmap_t child_bitmap = 0;
+
+    action set_child(bitmap_t bitmap) {
+        child_bitmap = bitmap;
+    }
+
+    table children {
+        key = {
+            esa.job: exact @name("job");
+            ingress_port: exact @name("port");
+        }
+        actions = { set_child; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = CHILDREN_TABLE_SIZE;
+    }
+
     action hash_index() {
         hash(slot.idx, HashAlgorithm.crc32, (slot_idx_t)0, { esa.job, esa.seq },
              (bit<32>)POOL_SIZE);
@@ -59,46 +77,95 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         hash(slot.idx, HashAlgorithm.identity, job.part_base, { esa.seq }, job.part_size);
     }
 
+    // The port of the PS of the packet's chunk: its shard's.
+    action shard_ps_port(out port_t port) {
+        bit<8> shard = (bit<8>)(esa.seq[PS_SHARD_BITS - 1:0] & job.shard_mask);
+        port = (port_t)(job.ps_ports >> (shard * PORT_BITS));
+    }
+
     apply {
         job.id = esa.job;
         policy.apply();
+        bool switch_only = esa.ptype == PTYPE_RESULT || esa.ptype == PTYPE_FALLBACK ||
+                           esa.ptype == PTYPE_PARTIAL;
         if (esa.ptype != PTYPE_CONTRIB && esa.ptype != PTYPE_PS_RESULT &&
-            esa.ptype != PTYPE_PULL && esa.ptype != PTYPE_FLOAT) {
-            // A1: switch-only types (RESULT, FALLBACK, PARTIAL) and unknown ones.
+            esa.ptype != PTYPE_PULL && esa.ptype != PTYPE_FLOAT && !switch_only) {
+            // A1: unknown types.
             reject(drop_t.BAD_TYPE);
-        } else if (jobs.apply().hit) {
+        } else if (!jobs.apply().hit) {
+            if (switch_only) {
+                reject(drop_t.BAD_TYPE);  // A1: never from a host
+            }
+        } else {
+            bool from_child = children.apply().hit;
+            bool from_up = job.up_port != 0 && ingress_port == job.up_port;
             if (esa.ptype == PTYPE_FLOAT) {
                 // A3: float resends go to the PS untouched.
                 outcome.verdict = verdict_t.TO_PS;
                 outcome.dest = dest_t.PS;
-            } else if (esa.ptype != PTYPE_CONTRIB && ingress_port != job.ps_port) {
-                // A4: PS_RESULT and PULL only from the job's PS port.
-                reject(drop_t.BAD_TYPE);
-            } else if (esa.ptype == PTYPE_PULL) {
-                // A5: a PULL goes on to the workers.
-                outcome.verdict = verdict_t.PS_PASS;
-                outcome.dest = dest_t.WORKERS;
-            } else if (esa.ptype == PTYPE_CONTRIB &&
-                       (esa.bitmap == 0 || (esa.bitmap & (esa.bitmap - 1)) != 0 ||
-                        (esa.bitmap & ~job.worker_mask) != 0)) {
-                // A6: one bit, inside the job's worker set.
-                reject(drop_t.SPOOFED_WORKER);
-                outcome.ev1 = event_t.SPOOFED;
-            } else {
-                // A7: the chunk's slot (CONTRIB, PS_RESULT).  STATIC: in the
-                // job's own partition; a job without one has no slot.
-                // ESA, ATP: a hash over the whole pool.
-                slot.to_pool = true;
-                if (job.policy != policy_t.STATIC) {
-                    hash_index();
-                } else if (job.part_size != 0) {
-                    partition_index();
+            } else if (esa.ptype == PTYPE_CONTRIB) {
+                if (from_child) {
+                    // A6: a child's sum carries exactly the bits below it.
+                    if (esa.bitmap != child_bitmap) {
+                        reject(drop_t.SPOOFED_WORKER);
+                        outcome.ev1 = event_t.SPOOFED;
+                    } else {
+                        slot.to_pool = true;
+                    }
+                } else if (esa.bitmap == 0 || (esa.bitmap & (esa.bitmap - 1)) != 0 ||
+                           (esa.bitmap & ~job.worker_mask) != 0) {
+                    // A6: one bit, inside the job's worker set.
+                    reject(drop_t.SPOOFED_WORKER);
+                    outcome.ev1 = event_t.SPOOFED;
                 } else {
-                    slot.no_slot = true;
+                    slot.to_pool = true;
+                }
+            } else if (switch_only) {
+                if (!from_child && !from_up) {
+                    // A1: switch-only types only from another switch of the job.
+                    reject(drop_t.BAD_TYPE);
+                } else if (esa.ptype == PTYPE_RESULT && from_up && job.fan_in != 0 &&
+                           (esa.flags & FLAG_HOLD) == 0) {
+                    // D1: the sum completed above comes down to this device's group.
+                    outcome.verdict = verdict_t.DOWN;
+                    outcome.dest = dest_t.ALL;
+                } else if (esa.ptype == PTYPE_RESULT || job.fan_in == 0) {
+                    // T1: bound for the PS, passing through.
+                    outcome.verdict = verdict_t.TRANSIT;
+                    outcome.dest = dest_t.PS;
+                } else {
+                    // T2: a fallback or partial passing through meets its slot.
+                    slot.transit = true;
+                    slot.to_pool = true;
+                }
+            } else {
+                port_t ps_port;
+                shard_ps_port(ps_port);
+                if (ingress_port != ps_port) {
+                    // A4: PS_RESULT and PULL only from the PS of the chunk's shard.
+                    reject(drop_t.BAD_TYPE);
+                } else if (esa.ptype == PTYPE_PULL) {
+                    // A5: a PULL goes on to the workers.
+                    outcome.verdict = verdict_t.PS_PASS;
+                    outcome.dest = dest_t.WORKERS;
+                } else {
+                    slot.to_pool = true;
                 }
             }
         }
         // A2: an unknown job was rejected by the jobs table's default action.
+        if (slot.to_pool) {
+            // A7: the chunk's slot (CONTRIB, PS_RESULT, T2).  STATIC: in the
+            // job's own partition; a job without one has no slot.  ESA,
+            // ATP: a hash over the whole pool.
+            if (job.policy != policy_t.STATIC) {
+                hash_index();
+            } else if (job.part_size != 0) {
+                partition_index();
+            } else {
+                slot.no_slot = true;
+            }
+        }
     }
 }
 

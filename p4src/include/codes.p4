@@ -11,6 +11,10 @@
 #define COUNTER_SIZE 4096
 #define DROP_REASONS 6
 #define JOB_TABLE_SIZE 256
+#define PS_ROUTE_TABLE_SIZE 2048
+#define CHILDREN_TABLE_SIZE 4096
+#define PS_SHARD_BITS 3
+#define PORT_BITS 9
 #define L2_TABLE_SIZE 1024
 #define REPLICAS_TABLE_SIZE 4096
 
@@ -20,6 +24,9 @@ typedef bit<48> chunk_key_t;  // job (16 bits) ++ seq (32 bits); 0 = no chunk
 typedef bit<48> usec_t;  // switch time in microseconds
 typedef bit<8> slot_state_t;  // SlotState bits
 typedef bit<16> mcast_grp_t;  // multicast group id
+typedef bit<9> port_t;  // a switch port (v1model's egress_spec)
+typedef bit<3> shard_t;  // a chunk's PS shard: the low bits of its seq
+typedef bit<72> ps_ports_t;  // the PS port of each shard, shard s in bits 9s and up
 
 const usec_t DEFAULT_STALE_US = 20000;
 const usec_t DEFAULT_SQUAT_US = 5000;
@@ -45,13 +52,16 @@ enum bit<8> verdict_t {
     RECLAIM = 8,
     PS_PASS = 9,
     PS_RELEASE = 10,
-    TO_PS = 11
+    TO_PS = 11,
+    DOWN = 12,
+    TRANSIT = 13
 }
 enum bit<8> dest_t {
     DROP = 0,
     PS = 1,
     ALL = 2,
-    WORKERS = 3
+    WORKERS = 3,
+    UP = 4
 }
 enum bit<32> event_t {
     NONE = 0,

@@ -25,11 +25,17 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
         size = L2_TABLE_SIZE;
     }
 
-    action set_ps(port_t port, mac_t mac, ip4_t ip) {
-        std.egress_spec = port;
-        ethernet.dst = mac;
-        ipv4.dst = ip;
-        outcome.ip_rewritten = true;
+    // The PS of the chunk in the header and the group of its result.
+    port_t ps_port = 0;
+    mac_t ps_mac = 0;
+    ip4_t ps_ip = 0;
+    mcast_grp_t ps_mgid_all = 0;
+
+    action set_ps(port_t port, mac_t mac, ip4_t ip, mcast_grp_t mgid_all) {
+        ps_port = port;
+        ps_mac = mac;
+        ps_ip = ip;
+        ps_mgid_all = mgid_all;
     }
 
     action no_ps_route() {
@@ -37,13 +43,17 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
         outcome.drop_reason = drop_t.NO_PS_ROUTE;
     }
 
-    // Keyed by the job in the header: after a preemption that is the
-    // evicted job, whose PS receives the partial.
+    // Keyed by the chunk in the header: after a preemption or a reclaim
+    // that is the evicted chunk (job and seq), whose shard's PS receives
+    // the partial.  One entry per shard: seq & (shards - 1) == shard.
     table ps_route {
-        key = { esa.job: exact @name("job"); }
+        key = {
+            esa.job: exact @name("job");
+            esa.seq[PS_SHARD_BITS - 1:0]: ternary @name("shard");
+        }
         actions = { set_ps; @defaultonly no_ps_route; }
         default_action = no_ps_route();
-        size = JOB_TABLE_SIZE;
+        size = PS_ROUTE_TABLE_SIZE;
     }
 
     apply {
@@ -51,15 +61,24 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
             l2.apply();
         } else {
             udp.checksum = 0;
-            if (outcome.dest == dest_t.PS) {
+            if (outcome.dest == dest_t.PS || outcome.dest == dest_t.ALL) {
                 ps_route.apply();
+            }
+            if (outcome.dest == dest_t.PS) {
+                std.egress_spec = ps_port;
+                ethernet.dst = ps_mac;
+                ipv4.dst = ps_ip;
+                outcome.ip_rewritten = true;
             } else if (outcome.dest == dest_t.ALL) {
-                // Results come from the PS's address, as a PS result would.
+                // Results come from the PS's address, as a PS result would;
+                // the copies go to the workers and the PS of the chunk's shard.
                 ipv4.src = ipv4.dst;
                 outcome.ip_rewritten = true;
-                std.mcast_grp = job.mgid_all;
+                std.mcast_grp = ps_mgid_all;
             } else if (outcome.dest == dest_t.WORKERS) {
                 std.mcast_grp = job.mgid_workers;
+            } else if (outcome.dest == dest_t.UP) {
+                std.egress_spec = job.up_port;
             }
             if (outcome.dest == dest_t.DROP) {
                 mark_to_drop(std);

@@ -10,7 +10,6 @@ const bit<8> IPPROTO_UDP = 17;
 
 typedef bit<48> mac_t;
 typedef bit<32> ip4_t;
-typedef bit<9> port_t;
 
 header ethernet_h {
     mac_t dst;
@@ -57,17 +56,19 @@ struct job_meta_t {
     count_t fan_in;
     bitmap_t worker_mask;
     prio_t prio;
-    port_t ps_port;
-    mcast_grp_t mgid_all;
+    shard_t shard_mask;  // a chunk's PS shard is seq & shard_mask
+    ps_ports_t ps_ports;
     mcast_grp_t mgid_workers;
     slot_idx_t part_base;
     slot_idx_t part_size;
+    port_t up_port;      // where a complete local sum goes; 0: the job completes here
 }
 
 // The chunk's slot and what was read from it.
 struct slot_meta_t {
     bool to_pool;        // Admission passed the packet on to the slot pool
     bool no_slot;        // STATIC policy, job without a partition
+    bool transit;        // a fallback or partial from another switch, bound for its PS
     slot_idx_t idx;
     chunk_key_t owner;
     bitmap_t bitmap;

@@ -1,10 +1,11 @@
 // Egress: each multicast copy of a result is addressed to its host, so
-// workers and the PS receive it on an ordinary UDP socket.
+// workers and the PS receive it on an ordinary UDP socket; a copy to a child
+// switch (rid 0) leaves as it is, and that switch addresses its own copies.
 #ifndef ESA_REPLICAS_P4
 #define ESA_REPLICAS_P4
 
 control ReplicaRewrite(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp,
-                       in bool is_esa, inout outcome_t outcome, inout standard_metadata_t std) {
+                       in esa_h esa, inout outcome_t outcome, inout standard_metadata_t std) {
     action set_dst(mac_t mac, ip4_t ip, bit<16> udp_port) {
         ethernet.dst = mac;
         ipv4.dst = ip;
@@ -21,8 +22,11 @@ control ReplicaRewrite(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h
     }
 
     apply {
-        if (is_esa) {
-            if (std.egress_rid != 0) {
+        if (esa.isValid()) {
+            if ((esa.ptype == PTYPE_PS_RESULT || esa.ptype == PTYPE_PULL) &&
+                std.egress_port == std.ingress_port) {
+                mark_to_drop(std);  // D2: a PS result spreads over the job's tree, never back
+            } else if (std.egress_rid != 0) {
                 replicas.apply();
             }
         } else if (std.egress_port == std.ingress_port) {

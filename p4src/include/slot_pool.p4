@@ -1,22 +1,25 @@
-// The slot pool: its registers, and rules S1-S13 of docs/dataplane.md for
-// contributions and PS results.  A contribution goes through three steps:
-// read what the rules need of its slot, decide the rule (OwnChunkRules,
-// OtherChunkRules: no register access), then carry the rule out as one
-// SlotOp of register and header actions.
+// The slot pool: its registers, and rules S0-S13, T2 and T3 of
+// docs/dataplane.md for contributions, PS results and packets passing
+// through.  A contribution goes through three steps: read what the rules
+// need of its slot, decide the rule (OwnChunkRules, OtherChunkRules: no
+// register access), then carry the rule out as one SlotOp of register and
+// header actions.
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
 // What a rule does to the slot and the packet.
 enum SlotOp {
     NONE,              // nothing (S4; S12 sets its outcome directly)
+    PASS_SUM,          // S0: the contribution alone is the complete sum
     FALLBACK,          // the contribution goes to its PS unchanged (S1, S2, S13)
     DIVERT,            // S8: so does the rest of its chunk (slot_gone := the chunk)
+    PASS_GONE,         // T2: a packet passing through to its PS; slot_gone := its chunk
     CLAIM,             // S9: the contribution starts the slot
     ADD,               // S7: add into the slot, keep waiting
     COMPLETE_RELEASE,  // S5 (ESA, STATIC): the sum goes out, the slot is free
-    COMPLETE_HOLD,     // S5 (ATP): the sum goes to the PS, the slot is held
+    COMPLETE_HOLD,     // S5 (ATP): the sum goes to the PS or up, the slot is held
     FLUSH_HELD,        // S3: the slot's partial (without the packet) to the PS
-    FLUSH_WITH,        // S6: the slot's partial plus the packet to the PS
+    FLUSH_WITH,        // S6, T2: the slot's partial plus the packet to the PS
     TAKE               // S10, S11: the packet takes the slot; the holder's partial leaves
 }
 
@@ -46,7 +49,9 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
             slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
             if (slot.count == job.fan_in) {
                 // S5: the sum is complete.  ATP holds the slot until the PS's
-                // result returns; ESA and STATIC free it now, result to all.
+                // result returns; ESA and STATIC free it now.  Below the top
+                // the sum goes up as one contribution; at the top the result
+                // goes to all (ATP: to the PS).
                 outcome.verdict = verdict_t.COMPLETE;
                 outcome.ev1 = event_t.AGGREGATED;
                 outcome.ev2 = event_t.COMPLETED;
@@ -56,6 +61,9 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
                 } else {
                     op = SlotOp.COMPLETE_RELEASE;
                     outcome.dest = dest_t.ALL;
+                }
+                if (job.up_port != 0) {
+                    outcome.dest = dest_t.UP;
                 }
             } else if (retx) {
                 // S6: a retransmission flushes the partial (with it) to the PS.
@@ -154,6 +162,16 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         slot_state.read(slot.state, slot.idx);
     }
 
+    // The number of bits of `b`: a sum carries as many contributions as
+    // workers (what the PS checks), while a slot counts its direct
+    // contributors (a child's sum is one) toward the fan-in.
+    action workers_in(in bitmap_t b, out count_t n) {
+        bitmap_t c = b - ((b >> 1) & 0x55555555);
+        c = (c & 0x33333333) + ((c >> 2) & 0x33333333);
+        c = (c + (c >> 4)) & 0x0F0F0F0F;
+        n = (count_t)((c * 0x01010101) >> 24);
+    }
+
     // The packet's header becomes that of the sum that leaves the slot
     // (owner, bitmap, count and state as read into `slot`).
     action sum_header(ptype_t ptype) {
@@ -161,7 +179,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         esa.job = slot.owner[47:32];
         esa.seq = slot.owner[31:0];
         esa.bitmap = slot.bitmap;
-        esa.count = slot.count;
+        workers_in(slot.bitmap, esa.count);
         esa.flags = slot.state & FLAG_OVERFLOW;
         outcome.sum_out = true;
     }
@@ -176,13 +194,59 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     apply {
         chunk_key_t key = esa.job ++ esa.seq;
         SlotOp op = SlotOp.NONE;
+        // S5: a complete sum goes to the device above as one contribution,
+        // or, where the job completes, as the result.
+        ptype_t complete = PTYPE_RESULT;
+        if (job.up_port != 0) {
+            complete = PTYPE_CONTRIB;
+        }
         if (slot.no_slot) {
-            if (esa.ptype == PTYPE_CONTRIB) {
+            if (slot.transit) {
+                outcome.verdict = verdict_t.TRANSIT;  // T2 without a slot.
+                outcome.dest = dest_t.PS;
+            } else if (esa.ptype == PTYPE_CONTRIB) {
                 op = SlotOp.FALLBACK;  // S1: STATIC job without a partition.
             } else {
                 outcome.verdict = verdict_t.PS_PASS;  // S12 without a slot to release.
                 outcome.ev1 = event_t.PS_RESULT;
                 outcome.dest = dest_t.WORKERS;
+            }
+        } else if (esa.ptype == PTYPE_CONTRIB && job.fan_in == 1 &&
+                   (esa.flags & FLAG_RETX) == 0) {
+            // S0: the only contribution this device sums (a ToR with one
+            // worker of the job, a switch with one child) is the complete
+            // sum: it goes on as S5 says, and no slot is touched.
+            op = SlotOp.PASS_SUM;
+            outcome.verdict = verdict_t.COMPLETE;
+            outcome.ev1 = event_t.AGGREGATED;
+            outcome.ev2 = event_t.COMPLETED;
+            outcome.dest = dest_t.ALL;
+            if (job.up_port != 0) {
+                outcome.dest = dest_t.UP;
+            } else if (job.policy == policy_t.ATP) {
+                outcome.dest = dest_t.PS;
+            }
+        } else if (slot.transit) {
+            // T2: a fallback or partial of another switch passes through on
+            // its way to the PS, so its chunk can not complete here: a slot
+            // holding it flushes it along (as a retransmission would, S6),
+            // and the chunk's later contributions follow it (S13).  T3: a
+            // complete (ATP) or overlapping slot lets it pass untouched.
+            slot_owner.read(slot.owner, slot.idx);
+            outcome.verdict = verdict_t.TRANSIT;
+            outcome.dest = dest_t.PS;
+            if (slot.owner != key) {
+                op = SlotOp.PASS_GONE;
+            } else {
+                read_sum_state();
+                if ((slot.state & STATE_DONE) == 0 && (slot.bitmap & esa.bitmap) == 0) {
+                    slot.bitmap = slot.bitmap | esa.bitmap;
+                    slot.count = slot.count + 1;
+                    slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
+                    op = SlotOp.FLUSH_WITH;
+                    outcome.verdict = verdict_t.FLUSH;
+                    outcome.ev1 = event_t.FLUSHED;
+                }
             }
         } else if (esa.ptype == PTYPE_PS_RESULT) {
             // S12: a PS result goes to the workers; it releases the chunk's slot.
@@ -219,10 +283,20 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             }
         }
 
-        if (op == SlotOp.FALLBACK) {
+        if (op == SlotOp.PASS_SUM) {
+            esa.ptype = complete;
+            workers_in(esa.bitmap, esa.count);
+            esa.flags = esa.flags & FLAG_OVERFLOW;
+            outcome.sum_out = true;
+            if (outcome.dest == dest_t.PS) {
+                esa.flags = esa.flags | FLAG_HOLD;
+            }
+        } else if (op == SlotOp.FALLBACK) {
             fallback();
         } else if (op == SlotOp.DIVERT) {
             fallback();
+            mark_gone(key);
+        } else if (op == SlotOp.PASS_GONE) {
             mark_gone(key);
         } else if (op == SlotOp.CLAIM) {
             lanes_claim();
@@ -233,13 +307,15 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         } else if (op == SlotOp.COMPLETE_RELEASE) {
             lanes_sum_out();
             release();
-            sum_header(PTYPE_RESULT);
+            sum_header(complete);
         } else if (op == SlotOp.COMPLETE_HOLD) {
             lanes_sum_out();
-            sum_header(PTYPE_RESULT);
+            sum_header(complete);
             slot.state = slot.state | STATE_DONE;
             keep_slot();
-            esa.flags = esa.flags | FLAG_HOLD;
+            if (job.up_port == 0) {
+                esa.flags = esa.flags | FLAG_HOLD;
+            }
         } else if (op == SlotOp.FLUSH_HELD) {
             lanes_load();
             release();

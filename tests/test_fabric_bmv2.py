@@ -1,0 +1,131 @@
+"""Three BMv2 switches wired as mininet/topologies/two-tier.json
+(testbed/bmv2_fabric.py), each programmed through the controller's switch
+API with the L2 entries of the hosts as that switch sees them
+(``Fabric.hosts_as_seen_by``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.entries import L2Entry, SwitchEntries
+from controller.fabric import Fabric
+from controller.switch import Change, Kind, Op, P4RuntimeSwitch
+from controller.topology import mac_to_int
+from esa.toolchain import compile_p4
+from testbed.bmv2_fabric import Bmv2Fabric
+from testbed.paths import ROOT
+
+pytestmark = pytest.mark.bmv2
+
+TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+POOL = 16
+Program = tuple[Path, Path]
+
+
+def l2_entries(fabric: Fabric, switch: str) -> SwitchEntries:
+    out = SwitchEntries()
+    for h in fabric.hosts_as_seen_by(switch):
+        out.l2[mac_to_int(h.mac)] = L2Entry(port=h.port)
+    return out
+
+
+def program_switch(rig: Bmv2Fabric, switch: str, program: Program) -> P4RuntimeSwitch:
+    """Push the pipeline and the switch's L2 entries, and nothing else."""
+    device = rig.fabric.devices[switch]
+    sw = P4RuntimeSwitch.connect(device.p4runtime, device.device_id)
+    sw.push_pipeline(*program)
+    entries = l2_entries(rig.fabric, switch)
+    sw.apply([Change(Kind.L2, Op.INSERT, mac, e) for mac, e in entries.l2.items()])
+    return sw
+
+
+class Net:
+    def __init__(self, rig: Bmv2Fabric, program: Program) -> None:
+        self.rig = rig
+        self.program = program
+        self.sessions = {name: program_switch(rig, name, program) for name in rig.switches}
+
+    def quiet(self, hosts: list[str]) -> bool:
+        """No frame reaches any of ``hosts``."""
+        return all(self.rig.recv(h, timeout=0.05) == [] for h in hosts)
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
+    program = compile_p4(ROOT / "p4src" / "esa.p4", tmp_path_factory.mktemp("p4"), pool=POOL)
+    with Bmv2Fabric(Fabric.load(TWO_TIER)) as rig:
+        rig.start()
+        rig.flush()
+        n = Net(rig, program)
+        yield n
+        for sw in n.sessions.values():
+            sw.close()
+
+
+def frame(fabric: Fabric, src: str, dst: str, tag: bytes) -> bytes:
+    """A plain UDP frame (not ESA's port), which the switches forward by L2."""
+    s, d = fabric.hosts[src], fabric.hosts[dst]
+    pkt = Ether(src=s.mac, dst=d.mac) / IP(src=s.ip, dst=d.ip) / UDP(sport=4000, dport=9)
+    return bytes(pkt / (tag * 8))
+
+
+def others(*hosts: str) -> list[str]:
+    return [f"h{i}" for i in range(1, 11) if f"h{i}" not in hosts]
+
+
+def test_each_switch_holds_the_hosts_as_it_sees_them(net: Net) -> None:
+    for name, sw in net.sessions.items():
+        assert sw.read_entries().l2 == l2_entries(net.rig.fabric, name).l2
+    assert net.sessions["t1"].read_entries().l2[0x020000000005] == L2Entry(port=5)
+    assert net.sessions["s1"].read_entries().l2[0x020000000005] == L2Entry(port=2)
+
+
+def test_a_frame_from_rack_1_reaches_rack_2_through_the_spine(net: Net) -> None:
+    rig = net.rig
+    rig.flush()
+    sent = frame(rig.fabric, "h1", "h6", b"cross")
+    rig.send("h1", sent)
+    assert rig.recv("h6", timeout=3.0, want=1) == [sent]
+    assert rig.arrived("s1", 1) == [sent]
+    assert rig.arrived("t2", 5) == [sent]
+    assert net.quiet(others("h1", "h6"))
+
+
+def test_a_frame_inside_a_rack_never_reaches_the_spine(net: Net) -> None:
+    rig = net.rig
+    rig.flush()
+    sent = frame(rig.fabric, "h2", "h4", b"local")
+    rig.send("h2", sent)
+    assert rig.recv("h4", timeout=3.0, want=1) == [sent]
+    assert [rig.arrived("s1", port) for port in (1, 2, 3, 4)] == [[], [], [], []]
+    assert rig.arrived("t2", 5) == []
+    assert net.quiet(others("h2", "h4"))
+
+
+def test_a_restarted_tor_is_pushed_again_alone(net: Net) -> None:
+    rig = net.rig
+    rig.flush()
+    held = {name: net.sessions[name].read_entries() for name in ("s1", "t1")}
+    rig.restart("t2")
+    there, back = frame(rig.fabric, "h3", "h7", b"there"), frame(rig.fabric, "h7", "h3", b"back")
+    rig.send("h3", there)
+    assert rig.arrived("t2", 5, timeout=3.0, want=1) == [there]
+    rig.send("h7", back)
+    assert rig.arrived("t2", 3, timeout=3.0, want=1) == [back]
+    assert net.quiet(others())
+
+    net.sessions["t2"].close()
+    net.sessions["t2"] = program_switch(rig, "t2", net.program)
+    rig.send("h3", there)
+    assert rig.recv("h7", timeout=3.0, want=1) == [there]
+    rig.send("h7", back)
+    assert rig.recv("h3", timeout=3.0, want=1) == [back]
+    assert net.quiet(others())
+    for name in ("s1", "t1"):
+        assert net.sessions[name].alive
+        assert net.sessions[name].read_entries() == held[name]
