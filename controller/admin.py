@@ -43,6 +43,7 @@ from controller.messages import (
     STATS,
     STATUS,
     AdmitRequest,
+    DeviceRef,
     Empty,
     Identity,
     JobInfo,
@@ -63,6 +64,7 @@ from controller.service import Controller
 DEFAULT_ADDR = "unix:/tmp/esa-ctl.sock"
 CALL_TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 2.0
+ALL_DEVICES = DeviceRef()
 
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
@@ -85,8 +87,8 @@ def routes(ctl: Controller) -> list[Route]:
         route(PROGRESS, ctl.progress),
         route(POLICY, ctl.policy),
         route(STATUS, lambda _: ctl.status()),
-        route(STATS, lambda _: ctl.stats()),
-        route(SLOTS, lambda _: ctl.slots()),
+        route(STATS, lambda req: ctl.stats(req.device)),
+        route(SLOTS, lambda req: ctl.slots(req.device)),
         route(IDENTIFY, lambda _: ctl.identify()),
     ]
 
@@ -207,11 +209,11 @@ class AdminClient:
     def status(self, timeout: float = CALL_TIMEOUT_S) -> Status:
         return self._rpc(STATUS, Empty(), timeout)
 
-    def stats(self, timeout: float = CALL_TIMEOUT_S) -> Stats:
-        return self._rpc(STATS, Empty(), timeout)
+    def stats(self, req: DeviceRef = ALL_DEVICES, timeout: float = CALL_TIMEOUT_S) -> Stats:
+        return self._rpc(STATS, req, timeout)
 
-    def slots(self, timeout: float = CALL_TIMEOUT_S) -> Slots:
-        return self._rpc(SLOTS, Empty(), timeout)
+    def slots(self, req: DeviceRef = ALL_DEVICES, timeout: float = CALL_TIMEOUT_S) -> Slots:
+        return self._rpc(SLOTS, req, timeout)
 
     def identify(self, timeout: float = CALL_TIMEOUT_S) -> Identity:
         return self._rpc(IDENTIFY, Empty(), timeout)

@@ -19,11 +19,21 @@ from controller.errors import InvalidRequest
 MAX_INTERVAL_S = 3600.0
 
 
+def usage_line(prog: str, message: str) -> str:
+    """A usage error as ``prog`` prints it: one line."""
+    return f"{prog}: error: {message} (see {prog} --help)\n"
+
+
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line (no usage dump)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, usage_line(self.prog, message))
+
+
+def host_list(raw: list[str]) -> tuple[str, ...]:
+    """Hosts given as separate arguments, comma-separated, or both."""
+    return tuple(h for item in raw for h in item.split(",") if h)
 
 
 def integer(what: str, lo: int, hi: int, bounds: str = "") -> Callable[[str], int]:

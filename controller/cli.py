@@ -1,7 +1,7 @@
 """esa-ctl: run the ESA controller, and talk to a running one.
 
-`esa-ctl serve` connects to the switch and serves the admin API; every other
-command is a client of that API.
+`esa-ctl serve` connects to every switch of the topology and serves the
+admin API; every other command is a client of that API.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -23,9 +25,11 @@ from controller.arguments import (
     Parser,
     admin_address,
     command_line,
+    host_list,
     integer,
     nonempty,
     seconds,
+    usage_line,
 )
 from controller.codec import MAX_INT
 from controller.errors import ControllerError
@@ -36,15 +40,35 @@ from controller.formats import (
     format_stats,
     format_status,
 )
-from controller.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, ProgressRequest
+from controller.messages import (
+    AdmitRequest,
+    DeviceRef,
+    JobRef,
+    PolicyRequest,
+    PrioRequest,
+    ProgressRequest,
+    Status,
+)
 from controller.priority import DEFAULT_AGING_PERIOD_S
-from controller.serve import run_serve
-from controller.validate import MAX_PART_SIZE, MAX_STALE_US
+from controller.serve import ThriftCli, run_serve
+from controller.validate import MAX_PART_SIZE, MAX_STALE_US, PS_COUNTS, devices
 from esa import wire
+from esa.job import valid_shards
 from esa.spec import DEFAULT_SQUAT_US, MAX_PRIORITY
 
 JOB = integer("job id", 1, wire.MAX_JOB_ID)
 BYTES = "0..2^63-1"
+_FOR_DEVICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})=(.*)$", re.DOTALL)
+
+
+def thrift_cli(text: str) -> ThriftCli:
+    """``[DEVICE=]CMD``: the command that runs ``simple_switch_CLI`` for one switch."""
+    m = _FOR_DEVICE.match(text)
+    return (m[1], command_line(m[2])) if m else (None, command_line(text))
+
+
+def _add_device(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--device", metavar="NAME", help=f"only this switch's {what}")
 
 
 def _add_priority(p: argparse.ArgumentParser) -> None:
@@ -76,10 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--switch",
         type=nonempty("switch address"),
-        default="127.0.0.1:9559",
-        help="P4Runtime address of the switch",
+        help="P4Runtime address of the switch of a one-switch topology (default 127.0.0.1:9559)",
     )
-    p.add_argument("--device-id", type=integer("device id", 0, 2**64 - 1, "0..2^64-1"), default=0)
+    p.add_argument(
+        "--device-id",
+        type=integer("device id", 0, 2**64 - 1, "0..2^64-1"),
+        help="device id of the switch of a one-switch topology (default 0)",
+    )
     p.add_argument(
         "--election-id",
         type=integer("election id", 1, 2**64 - 1, "1..2^64-1"),
@@ -90,7 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--p4info", type=Path, default=Path("build/esa.p4info.txtpb"), help="P4Info (text)"
     )
-    p.add_argument("--topology", type=Path, help="topology JSON (default: hosts saved in --db)")
+    p.add_argument(
+        "--topology",
+        type=Path,
+        help="topology JSON, of one switch or a fabric of several (default: saved in --db)",
+    )
     p.add_argument(
         "--pool-size",
         type=integer("pool size", 1, MAX_INT, "1..2^63-1"),
@@ -116,9 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--thrift-cli",
-        type=command_line,
-        help="command that runs simple_switch_CLI for the switch, for the slots view "
-        "(e.g. 'ip netns exec sw simple_switch_CLI --thrift-port 9090')",
+        type=thrift_cli,
+        action="append",
+        metavar="[DEVICE=]CMD",
+        help="command that runs simple_switch_CLI for a switch, for the slots view "
+        "(e.g. 'ip netns exec sw simple_switch_CLI --thrift-port 9090'); once per switch, "
+        "each prefixed with its name and '=' when the topology has several",
     )
 
     p = sub.add_parser("admit", help="admit a job", description="Admit a job.")
@@ -129,12 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="2..32 workers: host names, IPv4 or MAC addresses, or port:N (commas work too)",
     )
-    p.add_argument("--ps", required=True, help="the job's parameter server (same forms)")
+    p.add_argument(
+        "--ps",
+        nargs="+",
+        required=True,
+        help="the job's parameter servers, 1, 2, 4 or 8 hosts (same forms): chunk SEQ goes "
+        "to the (SEQ mod count)-th",
+    )
     _add_priority(p)
 
-    sub.add_parser("jobs", help="list jobs", description="List the admitted jobs.").add_argument(
-        "--json", action="store_true", help="print JSON"
-    )
+    p = sub.add_parser("jobs", help="list jobs", description="List the admitted jobs.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _add_device(p, "jobs")
 
     p = sub.add_parser("prio", help="change a job's priority", description="Re-prioritise a job.")
     p.add_argument("job", type=JOB)
@@ -178,14 +218,17 @@ def build_parser() -> argparse.ArgumentParser:
         "0 = an equal split among all jobs (default: unchanged)",
     )
 
-    sub.add_parser(
+    p = sub.add_parser(
         "status", help="controller and switch status", description="Show the status."
-    ).add_argument("--json", action="store_true", help="print JSON")
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _add_device(p, "status")
 
     p = sub.add_parser(
         "stats", help="per-job switch counters", description="Per-job counters from the switch."
     )
     p.add_argument("--job", type=JOB, help="only this job")
+    _add_device(p, "counters")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--watch", action="store_true", help="refresh until interrupted")
     p.add_argument(
@@ -195,12 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between refreshes",
     )
 
-    sub.add_parser(
+    p = sub.add_parser(
         "slots",
         help="slot pool occupancy per job",
-        description="Slots held per job, read from the switch's registers over Thrift "
+        description="Slots held per job, read from each switch's registers over Thrift "
         "(needs serve --thrift-cli).",
-    ).add_argument("--json", action="store_true", help="print JSON")
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _add_device(p, "slots")
     return ap
 
 
@@ -211,34 +256,76 @@ def _json(reply: object, indent: int | None = None) -> str:
     return json.dumps(codec.encode(reply), indent=indent)
 
 
-def _workers(raw: list[str]) -> tuple[str, ...]:
-    return tuple(w for item in raw for w in item.split(",") if w)
+def admit_hosts(workers: tuple[str, ...], ps: tuple[str, ...]) -> str | None:
+    """Why ``admit``'s hosts are refused as written, or None.  The controller
+    checks them again once resolved (``10.0.0.1`` may be ``h1``)."""
+    if not valid_shards(len(ps)):
+        return f"argument --ps: {len(ps)} PS hosts given; {PS_COUNTS}"
+    for option, names in (("--workers", workers), ("--ps", ps)):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            return f"argument {option}: {', '.join(twice)} given twice"
+    both = sorted(set(workers) & set(ps))
+    if both:
+        return f"argument --ps: {', '.join(both)} given as worker and PS"
+    return None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.command == "admit":
+        args.workers, args.ps = host_list(args.workers), host_list(args.ps)
+        why = admit_hosts(args.workers, args.ps)
+        if why is not None:
+            ap.exit(2, usage_line(f"{ap.prog} admit", why))
+    return args
+
+
+def _rows_of(client: AdminClient, device: str | None = None) -> tuple[str, ...]:
+    """The switches whose rows ``format_jobs`` shows: none when there is one
+    switch (a row per job), else ``device`` or every one."""
+    names = [s.name for s in client.status().switches]
+    devices(device, names)
+    if len(names) == 1:
+        return ()
+    return (device,) if device else tuple(names)
+
+
+def status_of(rep: Status, device: str) -> Status:
+    """The status of one switch: its link, jobs, entries and hosts."""
+    (sw,) = [s for s in rep.switches if s.name == device]
+    hosts = {n: h for n, h in rep.hosts.items() if h.switch == device}
+    return replace(rep, switches=(sw,), jobs=sw.jobs, entries=sw.entries, hosts=hosts)
 
 
 def _admit(client: AdminClient, args: argparse.Namespace) -> None:
     req = AdmitRequest(
         job=args.job,
-        workers=_workers(args.workers),
+        workers=args.workers,
         ps=args.ps,
         priority=args.priority,
         size=args.size,
     )
-    print(format_jobs([client.admit(req)]))
+    print(format_jobs([client.admit(req)], _rows_of(client)))
 
 
 def _jobs(client: AdminClient, args: argparse.Namespace) -> None:
     jobs = client.jobs().jobs
-    print(_json(jobs, indent=2) if args.json else format_jobs(jobs))
+    rows = _rows_of(client, args.device)
+    if args.device is not None:
+        jobs = tuple(j for j in jobs if args.device in j.switches)
+    print(_json(jobs, indent=2) if args.json else format_jobs(jobs, rows))
 
 
 def _prio(client: AdminClient, args: argparse.Namespace) -> None:
     req = PrioRequest(job=args.job, priority=args.priority, size=args.size)
-    print(format_jobs([client.prio(req)]))
+    print(format_jobs([client.prio(req)], _rows_of(client)))
 
 
 def _progress(client: AdminClient, args: argparse.Namespace) -> None:
     req = ProgressRequest(job=args.job, remaining=args.remaining)
-    print(format_jobs([client.progress(req)]))
+    print(format_jobs([client.progress(req)], _rows_of(client)))
 
 
 def _remove(client: AdminClient, args: argparse.Namespace) -> None:
@@ -258,12 +345,15 @@ def _policy(client: AdminClient, args: argparse.Namespace) -> None:
 
 def _status(client: AdminClient, args: argparse.Namespace) -> None:
     rep = client.status()
+    if args.device is not None:
+        devices(args.device, [s.name for s in rep.switches])
+        rep = status_of(rep, args.device)
     print(_json(rep, indent=2) if args.json else format_status(rep))
 
 
 def _stats(client: AdminClient, args: argparse.Namespace) -> None:
     while True:
-        rep = client.stats()
+        rep = client.stats(DeviceRef(args.device))
         if args.job is not None and args.job not in rep.jobs:
             raise AdminError(grpc.StatusCode.NOT_FOUND, f"unknown job {args.job}")
         if args.json:
@@ -278,7 +368,7 @@ def _stats(client: AdminClient, args: argparse.Namespace) -> None:
 
 
 def _slots(client: AdminClient, args: argparse.Namespace) -> None:
-    rep = client.slots()
+    rep = client.slots(DeviceRef(args.device))
     print(_json(rep) if args.json else format_slots(rep))
 
 
@@ -306,7 +396,7 @@ def run_client(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         if args.command == "serve":
             return run_serve(args)

@@ -24,16 +24,23 @@ class PolicyEntry:
 
 @dataclass(frozen=True)
 class JobEntry:
-    """Action data of ``set_job``, field for field."""
+    """Action data of ``set_job``; ``ps_ports`` is its ``shard_mask`` (the
+    length less one) and ``ps_ports`` (packed, ``esa.spec.pack_ps_ports``).
+    ``fan_in`` counts the contributions summed on this switch: one per local
+    worker and one per child switch (its sum)."""
 
     fan_in: int
     worker_mask: int
     prio: int
-    ps_port: int
-    mgid_all: int
+    ps_ports: tuple[int, ...]
+    """the port of each shard's PS: a PS result or pull of chunk ``seq`` is
+    accepted from ``ps_ports[seq & (len - 1)]`` only (rule A4)."""
     mgid_workers: int
     part_base: int
     part_size: int
+    up_port: int = 0
+    """where the switch sends a complete local sum (the device above); 0
+    where the job completes: its top, or the one switch."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,47 @@ class L2Entry:
     mgid: int = 0
 
 
+@dataclass(frozen=True, order=True)
+class ShardKey:
+    """A key of the ``ps_route`` table: the job, exact, and the sequence
+    number's low bits, ternary: chunk ``seq`` of ``job`` matches when
+    ``seq & mask == value``."""
+
+    job: int
+    value: int
+    mask: int
+
+    @classmethod
+    def of(cls, job: int, shard: int, shards: int) -> ShardKey:
+        """The entry of shard ``shard`` of a job with ``shards`` PS hosts."""
+        return cls(job, shard, shards - 1)
+
+
+@dataclass(frozen=True, order=True)
+class ChildKey:
+    """A key of the ``children`` table: a job and the port of a child switch."""
+
+    job: int
+    port: int
+
+
+@dataclass(frozen=True)
+class Child:
+    """``set_child``: the workers below a child switch, whose sum arrives
+    with exactly these bits (one contribution toward the fan-in)."""
+
+    bitmap: int
+
+
 @dataclass(frozen=True)
 class PsRoute:
+    """``set_ps``: the PS of one shard, and the group a sum completed in the
+    switch goes to (the job's workers and that PS)."""
+
     port: int
     mac: int
     ip: int
+    mgid_all: int
 
 
 @dataclass(frozen=True)
@@ -70,7 +113,8 @@ class SwitchEntries:
     jobs: dict[int, JobEntry] = field(default_factory=dict)
     l2: dict[int, L2Entry] = field(default_factory=dict)
     """keyed by destination MAC as an int."""
-    ps_routes: dict[int, PsRoute] = field(default_factory=dict)
+    children: dict[ChildKey, Child] = field(default_factory=dict)
+    ps_routes: dict[ShardKey, PsRoute] = field(default_factory=dict)
     replicas: dict[int, Replica] = field(default_factory=dict)
     """keyed by egress rid."""
     groups: dict[int, Members] = field(default_factory=dict)
@@ -78,4 +122,5 @@ class SwitchEntries:
 
     def count(self) -> int:
         """Number of entries and groups (the policy default not counted)."""
-        return sum(len(t) for t in (self.jobs, self.l2, self.ps_routes, self.replicas, self.groups))
+        tables = (self.jobs, self.children, self.l2, self.ps_routes, self.replicas, self.groups)
+        return sum(len(t) for t in tables)

@@ -42,7 +42,7 @@ class MemorySwitch(Switch):
         self.batches.append(list(changes))
         errors = []
         for c in changes:
-            table: dict[int, Any] = getattr(self.entries, c.kind.value)
+            table: dict[Any, Any] = getattr(self.entries, c.kind.value)
             if c.op is Op.INSERT and c.key in table:
                 errors.append(f"{c.kind.value} {c.key}: already exists")
             elif c.op is not Op.INSERT and c.key not in table:
@@ -65,6 +65,7 @@ class MemorySwitch(Switch):
         return replace(
             e,
             jobs=dict(e.jobs),
+            children=dict(e.children),
             l2=dict(e.l2),
             ps_routes=dict(e.ps_routes),
             replicas=dict(e.replicas),

@@ -30,13 +30,22 @@ class JobRef:
 
 
 @dataclass(frozen=True)
+class DeviceRef:
+    """One switch of the fabric by name, or all of them (``None``)."""
+
+    device: str | None = None
+
+
+@dataclass(frozen=True)
 class AdmitRequest:
     """Exactly one of ``priority`` (static) and ``size`` (auto: bytes to aggregate)."""
 
     job: int
     workers: tuple[str, ...]
     """host names, IPv4 or MAC addresses, or ``port:N``; worker ``i`` owns bit ``i``."""
-    ps: str
+    ps: tuple[str, ...]
+    """1, 2, 4 or 8 PS hosts (the same forms); chunk ``seq`` goes to
+    ``ps[esa.job.ps_shard(seq, len(ps))]``."""
     priority: int | None = None
     size: int | None = None
 
@@ -58,10 +67,21 @@ class ProgressRequest:
 
 
 @dataclass(frozen=True)
+class JobPart:
+    """A job's entry on one switch."""
+
+    fan_in: int
+    """contributions that make a sum there: local workers and child switches."""
+    worker_mask: int
+    partition: tuple[int, ...]
+    """``(part_base, part_size)`` of that switch's pool."""
+
+
+@dataclass(frozen=True)
 class JobInfo:
     job: int
     workers: tuple[str, ...]
-    ps: str
+    ps: tuple[str, ...]
     mode: str
     """``static`` or ``auto``."""
     priority: int | None
@@ -72,8 +92,14 @@ class JobInfo:
     """unix time."""
     partition: tuple[int, ...] | None
     """``(part_base, part_size)``; None before the job's entry is written."""
-    mgid_all: int
+    mgid_all: tuple[int, ...]
+    """per PS shard, the group of the job's workers and that shard's PS."""
     mgid_workers: int
+    top: str
+    """the switch where the job's sums complete; ``priority`` and
+    ``partition`` are its entry's."""
+    switches: dict[str, JobPart]
+    """the job's entry on each switch that holds one, in the fabric's order."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +135,20 @@ class PolicyState:
 
 @dataclass(frozen=True)
 class SwitchLink:
+    name: str
+    device_id: int
     address: str
     connected: bool
+    jobs: int
+    """jobs with an entry on this switch."""
+    entries: int
+    """table entries and multicast groups installed."""
 
 
 @dataclass(frozen=True)
 class HostInfo:
+    switch: str
+    """the switch the host hangs off; ``port`` is on it."""
     port: int
     mac: str
     ip: str
@@ -123,7 +157,8 @@ class HostInfo:
 
 @dataclass(frozen=True)
 class Status:
-    switch: SwitchLink
+    switches: tuple[SwitchLink, ...]
+    """in the fabric's order."""
     policy: str
     stale_us: int
     squat_us: int
@@ -131,26 +166,47 @@ class Status:
     pool_size: int
     jobs: int
     entries: int
-    """table entries and multicast groups installed."""
+    """table entries and multicast groups installed, on all switches."""
     aging_period_s: float
     hosts: dict[str, HostInfo]
 
 
 @dataclass(frozen=True)
-class Stats:
+class SwitchStats:
     jobs: dict[int, dict[str, int]]
-    """job id -> event (``esa.spec.Event`` name, lower case) -> packets."""
+    """job id -> event (``esa.spec.Event`` name, lower case) -> packets, for
+    the jobs with an entry on the switch."""
     drops: dict[str, int]
     """``esa.spec.Drop`` name, lower case -> packets."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    jobs: dict[int, dict[str, int]]
+    """every admitted job, its counts summed over ``switches``."""
+    drops: dict[str, int]
+    """summed over ``switches``."""
+    switches: dict[str, SwitchStats]
+    """the switches asked for, in the fabric's order."""
+
+
+@dataclass(frozen=True)
+class SwitchSlots:
+    pool_size: int
+    used: int
+    """slots with an owner."""
+    by_job: dict[int, int]
+    """job id -> slots it holds."""
 
 
 @dataclass(frozen=True)
 class Slots:
     pool_size: int
     used: int
-    """slots with an owner."""
     by_job: dict[int, int]
-    """job id -> slots it holds."""
+    """each summed over ``switches``."""
+    switches: dict[str, SwitchSlots]
+    """the switches asked for, in the fabric's order."""
 
 
 @dataclass(frozen=True)
@@ -178,8 +234,8 @@ PRIO = Rpc("Prio", PrioRequest, JobInfo)
 PROGRESS = Rpc("Progress", ProgressRequest, JobInfo)
 POLICY = Rpc("Policy", PolicyRequest, PolicyState)
 STATUS = Rpc("Status", Empty, Status)
-STATS = Rpc("Stats", Empty, Stats)
-SLOTS = Rpc("Slots", Empty, Slots)
+STATS = Rpc("Stats", DeviceRef, Stats)
+SLOTS = Rpc("Slots", DeviceRef, Slots)
 IDENTIFY = Rpc("Identify", Empty, Identity)
 """Which controller serves here: answered without waiting for a request in
 progress (a second ``serve`` names the first with it)."""

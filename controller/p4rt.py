@@ -217,12 +217,12 @@ class Session:
             raise SwitchError(f"the pipeline has no action named {action!r}")
         return [(int(p.id), str(p.name), int(p.bitwidth)) for p in a.params]
 
-    def key_field(self, table: str) -> tuple[int, int]:
-        """``(id, bitwidth)`` of the one exact key field of ``table``."""
+    def key_fields(self, table: str) -> list[tuple[int, int]]:
+        """``(id, bitwidth)`` of each key field of ``table``, in key order."""
         t = self.context.get_obj(P4Type.table, table)
         if t is None:
             raise SwitchError(f"the pipeline has no table named {table!r}")
-        return int(t.match_fields[0].id), int(t.match_fields[0].bitwidth)
+        return [(int(m.id), int(m.bitwidth)) for m in t.match_fields]
 
     # -- write and read --
 

@@ -4,8 +4,8 @@ The same diff serves three cases: an admin change (from the entries the
 controller last applied to the new plan), a controller restart (from what it
 reads back from the switch) and a switch restart (from empty tables).
 Writes go in phases so that no packet meets a half-installed job: replicas,
-PS routes, groups and L2 entries exist before the job entry that points at
-them, and a job entry is gone before what it points at is deleted.  Within a
+PS routes, groups, L2 and children entries exist before the job entry that
+points at them, and a job entry is gone before what it points at is deleted.  Within a
 phase the order does not matter, so each phase is one batch.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 from controller.entries import SwitchEntries
 from controller.switch import Change, Kind, Op, Switch
 
-_SUPPORT = (Kind.REPLICAS, Kind.PS_ROUTES, Kind.GROUPS, Kind.L2)
+_SUPPORT = (Kind.REPLICAS, Kind.PS_ROUTES, Kind.GROUPS, Kind.L2, Kind.CHILDREN)
 
 
-def _diff(kind: Kind, want: dict[int, Any], have: dict[int, Any]) -> tuple[list[Change], ...]:
+def _diff(kind: Kind, want: dict[Any, Any], have: dict[Any, Any]) -> tuple[list[Change], ...]:
     """(inserts and modifies, deletes) of one collection."""
     writes = [
         Change(kind, Op.MODIFY if key in have else Op.INSERT, key, value)

@@ -8,7 +8,13 @@ Order matters, so that a refused ``serve`` leaves no trace:
    (``controller.instance``, ``controller.admin.AdminServer``): a second
    controller on either is refused, naming the running one;
 3. only then is the state file opened (or created), the admin API started
-   and the switch synced.
+   and every switch synced.
+
+The topology is a fabric of switches (``controller.fabric``), each with its
+own P4Runtime address and device id; a one-switch topology file is a fabric
+of one switch, ``s1``, at ``--switch`` with ``--device-id``.  After the first
+sync the loop checks each switch every ``--interval`` and re-syncs only those
+whose session dropped.
 """
 
 from __future__ import annotations
@@ -18,17 +24,19 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 from controller.address import check_socket_path
 from controller.admin import AdminServer
 from controller.errors import ControllerError, InvalidRequest, StateError, SwitchUnavailable
+from controller.fabric import DEFAULT_DEVICE, Device, Fabric, one_switch
 from controller.instance import claim, holder, lock_path
 from controller.p4rt import Session
 from controller.pipeline import check_p4info, pool_size_of, resolve_pool_size
 from controller.service import Controller
+from controller.session import Connector
 from controller.state import Store
 from controller.switch import P4RuntimeSwitch, Switch
 from controller.topology import Topology
@@ -46,33 +54,72 @@ def check_state_path(db: Path) -> None:
         raise StateError(f"state file {db} is not a regular file")
 
 
-def preflight(args: argparse.Namespace) -> tuple[Topology | None, int]:
+ThriftCli = tuple[str | None, list[str]]
+"""``--thrift-cli [DEVICE=]CMD``: the switch it is for (None: the only one), the command."""
+
+
+def single_device(args: argparse.Namespace) -> Device:
+    """The switch of a one-switch topology: ``--switch`` and ``--device-id``."""
+    return Device(
+        DEFAULT_DEVICE.name,
+        DEFAULT_DEVICE.device_id if args.device_id is None else args.device_id,
+        args.switch or DEFAULT_DEVICE.p4runtime,
+    )
+
+
+def check_fabric(args: argparse.Namespace, fabric: Fabric) -> dict[str, list[str]]:
+    """The flags that name one switch fit the fabric; each switch's Thrift CLI command."""
+    several = len(fabric.devices) > 1
+    if several and (args.switch is not None or args.device_id is not None):
+        raise InvalidRequest(
+            "--switch and --device-id are for a one-switch topology; the fabric gives "
+            f"each switch's address and device id ({', '.join(fabric.devices)})"
+        )
+    commands: dict[str, list[str]] = {}
+    for device, argv in args.thrift_cli or []:
+        if device is None and several:
+            raise InvalidRequest(
+                f"--thrift-cli: name the switch, DEVICE=CMD ({', '.join(fabric.devices)})"
+            )
+        name = device or next(iter(fabric.devices))
+        fabric.device(name)
+        if name in commands:
+            raise InvalidRequest(f"--thrift-cli: switch {name} is given twice")
+        commands[name] = argv
+    return commands
+
+
+def preflight(args: argparse.Namespace) -> tuple[Fabric | None, int]:
     """Every check that needs no change: the topology (if given) and the pool size."""
     check_socket_path(args.admin)
     check_state_path(args.db)
     if args.p4rt_log is not None and not args.p4rt_log.parent.is_dir():
         raise InvalidRequest(f"P4Runtime request log {args.p4rt_log}: no directory")
-    topology = Topology.load(args.topology) if args.topology else None
-    if topology is None and not args.db.exists():
+    fabric = Fabric.load(args.topology, single_device(args)) if args.topology else None
+    if fabric is None and not args.db.exists():
         raise InvalidRequest(f"no hosts: give --topology (there is no state file {args.db})")
-    if topology is not None and not topology.hosts:
+    if fabric is not None and not fabric.hosts:
         raise InvalidRequest(f"topology: {args.topology} has no hosts")
+    if fabric is not None:
+        check_fabric(args, fabric)
     pool = resolve_pool_size(
         ("--pool-size", args.pool_size),
         (str(args.p4json), pool_size_of(args.p4json)),
-        ("the topology", topology.pool_size if topology else None),
+        ("the topology", fabric.pool_size if fabric else None),
     )
     check_p4info(args.p4info)
-    return topology, pool
+    return fabric, pool
 
 
-def _connector(args: argparse.Namespace) -> Callable[[], Switch]:
+def _connector(args: argparse.Namespace, device: Device) -> Connector:
     def connect() -> Switch:
-        session = Session(args.switch, args.device_id, (0, args.election_id), True, args.p4rt_log)
+        session = Session(
+            device.p4runtime, device.device_id, (0, args.election_id), True, args.p4rt_log
+        )
         sw = P4RuntimeSwitch(session)
         try:
             if sw.ensure_pipeline(args.p4json, args.p4info):
-                log.info("pushed the pipeline to %s", args.switch)
+                log.info("pushed the pipeline to %s at %s", device.name, device.p4runtime)
         except OSError as e:
             sw.close()
             raise InvalidRequest(f"cannot read the pipeline: {e}") from None
@@ -84,8 +131,16 @@ def _connector(args: argparse.Namespace) -> Callable[[], Switch]:
     return connect
 
 
+def _saved_fabric(store: Store, args: argparse.Namespace) -> Fabric:
+    """The fabric the state file holds, or its hosts on the one switch."""
+    fabric = store.fabric() or one_switch(Topology(store.hosts()), single_device(args))
+    if not fabric.hosts:
+        raise InvalidRequest("no hosts: give --topology (the state file has none saved)")
+    return fabric
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    topology, pool = preflight(args)
+    fabric, pool = preflight(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     db = args.db.resolve()
     name = holder(os.getpid(), db, args.admin)
@@ -95,20 +150,18 @@ def run_serve(args: argparse.Namespace) -> int:
         server = AdminServer(args.admin, name)
         stack.callback(server.stop)
         store = stack.enter_context(closing(Store(db)))
-        if topology is None:
-            topology = Topology(store.hosts())
-            if not topology.hosts:
-                raise InvalidRequest("no hosts: give --topology (the state file has none saved)")
+        if fabric is None:
+            fabric = _saved_fabric(store, args)
         ctl = Controller(
             store,
-            topology,
+            fabric,
             pool,
-            _connector(args),
+            {n: _connector(args, d) for n, d in fabric.devices.items()},
             args.aging_period,
-            switch_addr=args.switch,
-            thrift_cli=args.thrift_cli,
+            thrift_cli=check_fabric(args, fabric),
         )
-        stack.callback(ctl.session.drop)
+        for session in ctl.sessions.values():
+            stack.callback(session.drop)
         server.start(ctl)
         stack.callback(server.stop, 1.0)
         log.info("admin API on %s", args.admin)
@@ -129,18 +182,20 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 
 def _run(ctl: Controller, interval: float, stop: threading.Event) -> None:
-    """Sync, then check the switch every ``interval`` until ``stop``; re-sync
-    a switch that came back."""
-    try:
-        log.info("switch in sync (%d changes)", ctl.sync())
-    except SwitchUnavailable as e:
-        log.warning("%s; retrying every %.1f s", e, interval)
-    was_connected = ctl.connected
-    while not stop.wait(interval):
+    """Sync every switch, then check each every ``interval`` until ``stop``;
+    re-sync a switch that came back, and only that one."""
+    was_connected = {}
+    for name in ctl.sessions:
         try:
-            if not ctl.connected:
-                log.info("switch re-synced (%d changes)", ctl.sync())
-        except ControllerError as e:
-            if was_connected:
-                log.warning("%s", e)
-        was_connected = ctl.connected
+            log.info("switch %s in sync (%d changes)", name, ctl.sync(name))
+        except SwitchUnavailable as e:
+            log.warning("switch %s: %s; retrying every %.1f s", name, e, interval)
+        was_connected[name] = ctl.sessions[name].connected
+    while not stop.wait(interval):
+        for name in ctl.disconnected():
+            try:
+                log.info("switch %s re-synced (%d changes)", name, ctl.sync(name))
+            except ControllerError as e:
+                if was_connected[name]:
+                    log.warning("switch %s: %s", name, e)
+        was_connected = {name: s.connected for name, s in ctl.sessions.items()}

@@ -1,15 +1,17 @@
-"""The controller: the admin API's operations on one switch.
+"""The controller: the admin API's operations on every switch of a fabric.
 
 Every change follows one path: check the request (``controller.validate``;
-a refusal changes nothing), plan the complete entry set for the new state
-(``controller.plan``), write the difference to the switch
-(``controller.session``), and only then persist the new state and take it
-as the current one.  If the switch cannot be reached the request fails with
-``SwitchUnavailable`` and neither the switch nor the state file changed; if
-it refuses a write half-way, it is synced back to the persisted state and
-the request fails with ``SwitchError``.  Replies are built by
-``controller.views``.  One lock serialises the requests, so each reply
-shows the state its own request left.
+a refusal changes nothing), plan the complete entry set of each switch for
+the new state (``controller.plan.device_entries``), write the difference to
+each switch over its own session (``controller.session``), and only then
+persist the new state and take it as the current one.  A switch whose plan
+did not change gets no write.  If a switch whose plan changes cannot be
+reached the request fails with ``SwitchUnavailable`` before anything is
+written; if one refuses a write or goes away half-way, the switches being
+changed are synced back to the persisted state and the request fails.  Each
+switch is synced on its own, so a restarted switch is rebuilt and the others
+are left alone.  Replies are built by ``controller.views``.  One lock
+serialises the requests, so each reply shows the state its own request left.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from controller import validate, views
-from controller.errors import ControllerError, FailedPrecondition, SwitchError
+from controller.errors import ControllerError, FailedPrecondition, SwitchError, SwitchUnavailable
+from controller.fabric import Fabric
 from controller.messages import (
     AdmitRequest,
     Identity,
@@ -38,9 +41,8 @@ from controller.messages import (
     Slots,
     Stats,
     Status,
-    SwitchLink,
 )
-from controller.plan import entries_for
+from controller.plan import device_entries
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.session import Connector, Planner, SwitchSession
 from controller.slots import read_owners
@@ -54,60 +56,89 @@ class Controller:
     def __init__(
         self,
         store: Store,
-        topology: Topology,
+        fabric: Fabric,
         pool_size: int,
-        connector: Connector,
+        connectors: Mapping[str, Connector],
         aging_period_s: float = DEFAULT_AGING_PERIOD_S,
         clock: Callable[[], float] = time.time,
-        switch_addr: str = "",
-        thrift_cli: list[str] | None = None,
+        thrift_cli: Mapping[str, list[str]] | None = None,
     ) -> None:
+        """``connectors`` opens a session with each switch of ``fabric``;
+        ``thrift_cli`` runs ``simple_switch_CLI`` for those it names."""
         self.store = store
-        self.topology = topology
+        self.fabric = fabric
+        self.topology = Topology(fabric.hosts, fabric.pool_size)
+        """the hosts on their own switches' ports, as requests name them."""
         self.pool_size = pool_size
         self.aging_period_s = aging_period_s
         self.clock = clock
-        self.switch_addr = switch_addr
-        self.thrift_cli = thrift_cli
+        self.thrift_cli = dict(thrift_cli or {})
         self.lock = threading.RLock()
-        self.session = SwitchSession(connector)
+        self.sessions = {name: SwitchSession(connectors[name]) for name in fabric.devices}
         self.state = store.load()
-        validate.hosts_known(self.state.jobs, topology.hosts)
-        store.set_hosts(topology.hosts)
+        validate.hosts_known(self.state.jobs, fabric.hosts)
+        store.set_fabric(fabric)
         store.set_pool_size(pool_size)
 
-    # -- the switch --
+    # -- the switches --
 
     @property
     def connected(self) -> bool:
-        return self.session.connected
+        """Every switch is connected."""
+        return all(s.connected for s in self.sessions.values())
 
-    def sync(self) -> int:
-        """(Re)connect if needed and make the switch match the state; changes written."""
+    def disconnected(self) -> list[str]:
+        return [name for name, s in self.sessions.items() if not s.connected]
+
+    def sync(self, device: str | None = None) -> int:
+        """(Re)connect if needed and make one switch, or each, match the state;
+        changes written.  Every switch asked for is tried; the first failure
+        is raised after."""
         with self.lock:
-            return self.session.sync(self._planner(self.state))
+            written = 0
+            failed: ControllerError | None = None
+            for name in validate.devices(device, self.sessions):
+                try:
+                    written += self.sessions[name].sync(self._planner(self.state, name))
+                except ControllerError as e:
+                    failed = failed or e
+            if failed is not None:
+                raise failed
+            return written
 
-    def _planner(self, state: State) -> Planner:
+    def _planner(self, state: State, device: str) -> Planner:
         return functools.partial(
-            entries_for, state, self.topology.hosts, self.pool_size, self.aging_period_s
+            device_entries, state, self.fabric, device, self.pool_size, self.aging_period_s
         )
 
     def _change(self, after: State, new_job: int | None = None) -> None:
-        """Write ``after`` to the switch; the caller persists it, then takes it."""
-        if not self.session.connected:
-            self.sync()
+        """Write ``after`` to each switch whose plan changes; the caller
+        persists it, then takes it.  Those not connected are synced first, so
+        an unreachable one fails the change before anything is written; one
+        whose plan stays as it is is left alone, even unreachable (it is
+        synced to the new state when it comes back)."""
+        changed = [
+            name
+            for name, session in self.sessions.items()
+            if self._planner(after, name)(session.applied) != session.applied
+        ]
+        for name in changed:
+            if not self.sessions[name].connected:
+                self.sync(name)
         try:
-            self.session.commit(self._planner(after), new_job)
-        except SwitchError:
-            self._restore()
+            for name in changed:
+                self.sessions[name].commit(self._planner(after, name), new_job)
+        except (SwitchError, SwitchUnavailable):
+            self._restore(changed)
             raise
 
-    def _restore(self) -> None:
-        """After a refused batch, put the switch back to the persisted state."""
-        try:
-            self.sync()
-        except ControllerError as e:
-            log.error("could not restore the switch after a failed change: %s", e)
+    def _restore(self, names: list[str]) -> None:
+        """After a refused or broken batch, put the switches back to the persisted state."""
+        for name in names:
+            try:
+                self.sync(name)
+            except ControllerError as e:
+                log.error("could not restore switch %s after a failed change: %s", name, e)
 
     def _put_job(self, rec: JobRecord, new: bool = False) -> JobInfo:
         after = replace(self.state, jobs={**self.state.jobs, rec.job: rec})
@@ -117,7 +148,10 @@ class Controller:
         return self._job_info(rec)
 
     def _job_info(self, rec: JobRecord) -> JobInfo:
-        return views.job_info(rec, self.session.applied.jobs.get(rec.job))
+        roles = self.fabric.job_roles(rec.placement.workers, rec.placement.ps)
+        top = next(name for name, role in roles.items() if role.completes)
+        held = {name: s.applied.jobs.get(rec.job) for name, s in self.sessions.items()}
+        return views.job_info(rec, top, {n: e for n, e in held.items() if e is not None})
 
     # -- changes --
 
@@ -125,7 +159,12 @@ class Controller:
         with self.lock:
             rec = validate.admission(req, self.topology, self.state.jobs, self.clock())
             info = self._put_job(rec, new=True)
-            log.info("admitted job %d: workers %s, PS %s", rec.job, ", ".join(rec.workers), rec.ps)
+            log.info(
+                "admitted job %d: workers %s, PS %s",
+                rec.job,
+                ", ".join(rec.placement.workers),
+                ", ".join(rec.placement.ps),
+            )
             return info
 
     def remove(self, req: JobRef) -> Removed:
@@ -143,13 +182,15 @@ class Controller:
         """Pin a static priority, or switch the job to auto with a new size hint."""
         with self.lock:
             rec = validate.known_job(req.job, self.state.jobs)
-            return self._put_job(replace(rec, spec=validate.priority_spec(req.priority, req.size)))
+            return self._put_job(
+                replace(rec, priority=validate.priority_spec(req.priority, req.size))
+            )
 
     def progress(self, req: ProgressRequest) -> JobInfo:
         """An auto job reports the bytes it still has to aggregate."""
         with self.lock:
             rec = validate.auto_job(validate.known_job(req.job, self.state.jobs))
-            return self._put_job(replace(rec, spec=validate.priority_spec(None, req.remaining)))
+            return self._put_job(replace(rec, priority=validate.priority_spec(None, req.remaining)))
 
     def policy(self, req: PolicyRequest) -> PolicyState:
         """Switch the policy (``validate.policy_change`` says what is kept)."""
@@ -173,27 +214,40 @@ class Controller:
     def status(self) -> Status:
         with self.lock:
             return views.status(
-                SwitchLink(self.switch_addr, self.connected),
+                [
+                    views.switch_link(self.fabric.devices[name], s.connected, s.applied)
+                    for name, s in self.sessions.items()
+                ],
                 self.state,
                 self.pool_size,
-                self.session.applied.count(),
                 self.aging_period_s,
-                self.topology.hosts,
+                self.fabric,
             )
 
-    def stats(self) -> Stats:
+    def stats(self, device: str | None = None) -> Stats:
+        """Counters of one switch, or of each, and their sums."""
         with self.lock:
-            if not self.session.connected:
-                self.sync()
-            return views.stats(self.session.read_counters(), self.state.jobs)
+            names = validate.devices(device, self.sessions)
+            for name in names:
+                if not self.sessions[name].connected:
+                    self.sync(name)
+            read = {name: self.sessions[name].read_counters() for name in names}
+            held = {name: self.sessions[name].applied.jobs for name in names}
+            return views.stats(read, held, self.state.jobs)
 
-    def slots(self) -> Slots:
-        """Slot occupancy per job, through BMv2's Thrift CLI."""
-        if not self.thrift_cli:
-            raise FailedPrecondition("the slots view needs `serve --thrift-cli CMD`")
-        return views.slots(read_owners(self.thrift_cli))
+    def slots(self, device: str | None = None) -> Slots:
+        """Slot occupancy per job on one switch, or on each, through BMv2's Thrift CLI."""
+        names = validate.devices(device, self.sessions)
+        for name in names:
+            if name not in self.thrift_cli:
+                if len(self.sessions) == 1:
+                    raise FailedPrecondition("the slots view needs `serve --thrift-cli CMD`")
+                raise FailedPrecondition(
+                    f"the slots view of {name} needs `serve --thrift-cli {name}=CMD`"
+                )
+        return views.slots({name: read_owners(self.thrift_cli[name]) for name in names})
 
     def identify(self) -> Identity:
         """This process and its state file; takes no lock, so it answers while
-        a request waits for the switch."""
+        a request waits for a switch."""
         return Identity(pid=os.getpid(), state_file=str(self.store.path))

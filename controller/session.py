@@ -1,12 +1,13 @@
-"""The controller's session with its switch: connect, sync, commit, drop.
+"""The controller's session with one switch: connect, sync, commit, drop.
 
 The session remembers the entries it last wrote (``applied``).  A change is
 written as the difference between ``applied`` and the new plan, and
 ``applied`` moves only once the switch took it.  A broken connection is
 dropped; the next ``sync`` reconnects, reads what the switch holds and
 reconciles it with the plan, which after a switch restart writes everything
-and after a controller restart only the drift.  Callers serialise access
-(the controller's lock).
+and after a controller restart only the drift.  Each switch of the fabric
+has a session of its own, so a restart of one is reconciled on that one
+alone.  Callers serialise access (the controller's lock).
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ class SwitchSession:
 
     def commit(self, plan: Planner, new_job: int | None = None) -> None:
         """Write the plan over what was last applied.  A ``new_job``'s counters
-        are zeroed first, so a reused id starts at 0.  Raises
+        are zeroed first where the plan gives it an entry, so a reused id
+        starts at 0.  Raises
         ``SwitchUnavailable`` (the connection is dropped) or ``SwitchError``
         (the switch is left half-written: the caller syncs it back)."""
         switch = self._live()
         want = plan(self.applied)
         try:
-            if new_job is not None:
+            if new_job is not None and new_job in want.jobs:
                 switch.reset_job_counters(new_job)
             reconcile(switch, want, self.applied)
         except SwitchUnavailable:

@@ -7,8 +7,17 @@ accepted it, so the file never holds a job the switch refused.
 
 Opening a file checks that it is one: a file that is not sqlite, a database
 with tables of another program, or one sqlite finds damaged is refused
-without being written to.  Every sqlite error and every row that does not
-decode becomes a ``StateError`` naming the file.
+without being written to.  A file written when a job had one PS (a ``ps``
+column holding one host name) is migrated in one transaction: its jobs keep
+running across the upgrade, since a refused file would have to be replaced
+by an empty one, and the controller would then remove every job from the
+switch.  Every sqlite error and every row that does not decode becomes a
+``StateError`` naming the file.
+
+The hosts table holds each host on its own switch's port.  A fabric of
+several switches is also kept whole, as its JSON (``controller.fabric``), in
+the settings; a one-switch file has none, and its switch is the one
+``serve`` is told to connect to.
 """
 
 from __future__ import annotations
@@ -23,15 +32,16 @@ from typing import Any
 
 from controller.entries import PolicyEntry
 from controller.errors import ControllerError, StateError
+from controller.fabric import Fabric
 from controller.topology import Host, parse_host
-from esa.job import Mode, PrioritySpec
+from esa.job import Mode, Placement, PrioritySpec
 from esa.spec import Policy, default_squat_us
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job INTEGER PRIMARY KEY,
     workers TEXT NOT NULL,
-    ps TEXT NOT NULL,
+    ps_hosts TEXT NOT NULL,
     mode TEXT NOT NULL,
     priority INTEGER NOT NULL,
     remaining INTEGER NOT NULL,
@@ -51,13 +61,16 @@ CREATE TABLE IF NOT EXISTS settings (
 """
 
 
+ONE_PS_JOB_COLUMNS = ["job", "workers", "ps", "mode", "priority", "remaining", "admitted_at"]
+"""the jobs table of a file written when a job had one PS."""
+
+
 @dataclass(frozen=True)
 class JobRecord:
     job: int
-    workers: tuple[str, ...]
-    """host names; worker ``i`` owns bit ``i`` of the job's worker bitmap."""
-    ps: str
-    spec: PrioritySpec
+    placement: Placement
+    """host names: worker ``i`` owns bit ``i`` of the job's worker bitmap."""
+    priority: PrioritySpec
     admitted_at: float
     """wall-clock seconds (``time.time()``), the origin of aging."""
 
@@ -91,7 +104,8 @@ class Store:
             raise
 
     def _check(self) -> None:
-        """Refuse a file that is not an (empty or) esa-ctl state file."""
+        """Refuse a file that is not an (empty or) esa-ctl state file; migrate
+        a sound one of the one-PS schema."""
         try:
             have = _columns(self.db)
         except sqlite3.OperationalError as e:
@@ -106,8 +120,9 @@ class Store:
             raise StateError(
                 f"{self.path} is not an esa-ctl state file: it has table(s) {', '.join(foreign)}"
             )
+        one_ps = have.get("jobs") == ONE_PS_JOB_COLUMNS
         for table, cols in have.items():
-            if cols != want[table]:
+            if cols != want[table] and not (table == "jobs" and one_ps):
                 raise StateError(
                     f"{self.path} is not an esa-ctl state file: table {table} has columns "
                     + ", ".join(cols)
@@ -116,6 +131,19 @@ class Store:
             verdict = [row[0] for row in self.db.execute("PRAGMA quick_check")]
         if verdict != ["ok"]:
             raise StateError(f"state file {self.path} is corrupt: {'; '.join(verdict[:3])}")
+        if one_ps:
+            self._migrate_one_ps()
+
+    def _migrate_one_ps(self) -> None:
+        """Each job's one PS host becomes a list of one, in one transaction."""
+        with self._io(), self.db:
+            self.db.execute("BEGIN")
+            rows = self.db.execute("SELECT job, ps FROM jobs").fetchall()
+            self.db.execute("ALTER TABLE jobs RENAME COLUMN ps TO ps_hosts")
+            self.db.executemany(
+                "UPDATE jobs SET ps_hosts = ? WHERE job = ?",
+                [(json.dumps([ps]), job) for job, ps in rows],
+            )
 
     @contextmanager
     def _io(self) -> Iterator[None]:
@@ -139,13 +167,15 @@ class Store:
         out = {}
         with self._io():
             rows = self.db.execute(
-                "SELECT job, workers, ps, mode, priority, remaining, admitted_at "
+                "SELECT job, workers, ps_hosts, mode, priority, remaining, admitted_at "
                 "FROM jobs ORDER BY job"
             )
-            for job, workers, ps, mode, priority, remaining, admitted_at in rows:
+            for job, workers, ps_hosts, mode, priority, remaining, admitted_at in rows:
                 spec = PrioritySpec(Mode(mode), priority=priority, remaining=remaining)
-                names = _names(workers, job)
-                out[job] = JobRecord(job, names, ps, spec, admitted_at)
+                placement = Placement(
+                    _names(workers, job, "workers"), _names(ps_hosts, job, "PS hosts")
+                )
+                out[job] = JobRecord(job, placement, spec, admitted_at)
         return out
 
     def put_job(self, rec: JobRecord) -> None:
@@ -154,11 +184,11 @@ class Store:
                 "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     rec.job,
-                    json.dumps(list(rec.workers)),
-                    rec.ps,
-                    rec.spec.mode.value,
-                    rec.spec.priority,
-                    rec.spec.remaining,
+                    json.dumps(list(rec.placement.workers)),
+                    json.dumps(list(rec.placement.ps)),
+                    rec.priority.mode.value,
+                    rec.priority.priority,
+                    rec.priority.remaining,
                     rec.admitted_at,
                 ),
             )
@@ -184,6 +214,24 @@ class Store:
                 "INSERT INTO hosts VALUES (?, ?, ?, ?, ?)",
                 [(h.name, h.port, h.mac, h.ip, h.udp_port) for h in hosts.values()],
             )
+
+    def fabric(self) -> Fabric | None:
+        """The saved fabric of several switches, if there is one."""
+        raw = self._get("fabric")
+        if raw is None:
+            return None
+        with self._io():
+            return Fabric.from_json(json.loads(raw))
+
+    def set_fabric(self, fabric: Fabric) -> None:
+        """Save the hosts and, for several switches, the whole fabric."""
+        self.set_hosts(fabric.hosts)
+        with self._io(), self.db:
+            if len(fabric.devices) > 1:
+                raw = json.dumps(fabric.to_json())
+                self.db.execute("INSERT OR REPLACE INTO settings VALUES ('fabric', ?)", (raw,))
+            else:
+                self.db.execute("DELETE FROM settings WHERE key = 'fabric'")
 
     # -- settings --
 
@@ -240,12 +288,12 @@ def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
     }
 
 
-def _names(raw: Any, job: int) -> tuple[str, ...]:
-    """A job row's workers: a JSON list of host names."""
+def _names(raw: Any, job: int, what: str) -> tuple[str, ...]:
+    """A job row's workers or PS hosts: a JSON list of host names."""
     try:
         names = json.loads(raw)
     except (TypeError, ValueError):
         names = None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"job {job}: workers {raw!r} are not a JSON list of host names")
+        raise ValueError(f"job {job}: {what} {raw!r} are not a JSON list of host names")
     return tuple(names)

@@ -19,17 +19,21 @@ from p4.v1 import p4runtime_pb2
 from p4runtime_sh.context import P4Type
 
 from controller.entries import (
+    Child,
+    ChildKey,
     JobEntry,
     L2Entry,
     Members,
     PolicyEntry,
     PsRoute,
     Replica,
+    ShardKey,
     SwitchEntries,
 )
 from controller.errors import SwitchError
 from controller.p4rt import Session, pipeline_cookie
 from esa.p4names import (
+    CHILDREN_TABLE,
     DROPS,
     FLOOD,
     JOB_EVENTS,
@@ -38,19 +42,21 @@ from esa.p4names import (
     POLICY_TABLE,
     PS_TABLE,
     REPLICAS_TABLE,
+    SET_CHILD,
     SET_DST,
     SET_JOB,
     SET_POLICY,
     SET_PS,
     TO_PORT,
 )
-from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy
+from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy, pack_ps_ports, unpack_ps_ports
 
 
 class Kind(enum.Enum):
     """A keyed collection of ``SwitchEntries`` (its attribute name)."""
 
     JOBS = "jobs"
+    CHILDREN = "children"
     L2 = "l2"
     PS_ROUTES = "ps_routes"
     REPLICAS = "replicas"
@@ -63,14 +69,17 @@ class Op(enum.Enum):
     DELETE = "delete"
 
 
-Value = JobEntry | L2Entry | PsRoute | Replica | Members
+Value = JobEntry | Child | L2Entry | PsRoute | Replica | Members
+Key = int | ShardKey | ChildKey
+"""A ``ps_routes`` entry's key is a ``ShardKey``, a ``children`` entry's a
+``ChildKey``, every other an int."""
 
 
 @dataclass(frozen=True)
 class Change:
     kind: Kind
     op: Op
-    key: int
+    key: Key
     value: Value | None = None
 
 
@@ -132,11 +141,11 @@ class Switch(abc.ABC):
     def delete_l2(self, mac: int) -> None:
         self.apply([Change(Kind.L2, Op.DELETE, mac)])
 
-    def write_ps_route(self, job: int, route: PsRoute, modify: bool = False) -> None:
-        self.apply([Change(Kind.PS_ROUTES, Op.MODIFY if modify else Op.INSERT, job, route)])
+    def write_ps_route(self, key: ShardKey, route: PsRoute, modify: bool = False) -> None:
+        self.apply([Change(Kind.PS_ROUTES, Op.MODIFY if modify else Op.INSERT, key, route)])
 
-    def delete_ps_route(self, job: int) -> None:
-        self.apply([Change(Kind.PS_ROUTES, Op.DELETE, job)])
+    def delete_ps_route(self, key: ShardKey) -> None:
+        self.apply([Change(Kind.PS_ROUTES, Op.DELETE, key)])
 
     def write_replica(self, rid: int, replica: Replica, modify: bool = False) -> None:
         self.apply([Change(Kind.REPLICAS, Op.MODIFY if modify else Op.INSERT, rid, replica)])
@@ -162,14 +171,24 @@ _UPDATE = {
 
 _TABLES = {
     Kind.JOBS: JOBS_TABLE,
+    Kind.CHILDREN: CHILDREN_TABLE,
     Kind.L2: L2_TABLE,
     Kind.PS_ROUTES: PS_TABLE,
     Kind.REPLICAS: REPLICAS_TABLE,
 }
 
 
+PS_ROUTE_PRIORITY = 1
+"""Of every ``ps_route`` entry (a ternary table's entries need one): a job's
+entries never overlap, one value each under one mask."""
+
+
 def _bytes(value: int, bits: int) -> bytes:
     return value.to_bytes((bits + 7) // 8, "big")
+
+
+def _int(value: bytes) -> int:
+    return int.from_bytes(value, "big")
 
 
 class P4RuntimeSwitch(Switch):
@@ -223,22 +242,38 @@ class P4RuntimeSwitch(Switch):
             action.params.add(param_id=pid, value=_bytes(args[pname], bits))
         return action
 
-    def _table_entry(self, kind: Kind, key: int, value: Value | None) -> Any:
+    def _table_entry(self, kind: Kind, key: Key, value: Value | None) -> Any:
         table = _TABLES[kind]
         entry = p4runtime_pb2.TableEntry(table_id=self.session.id_of(P4Type.table, table))
-        field_id, bits = self.session.key_field(table)
-        entry.match.add(field_id=field_id).exact.value = _bytes(key, bits)
+        (field_id, bits), *shard = self.session.key_fields(table)
+        if isinstance(key, ShardKey):
+            entry.match.add(field_id=field_id).exact.value = _bytes(key.job, bits)
+            shard_id, shard_bits = shard[0]
+            if key.mask:  # P4Runtime leaves a don't-care ternary field out
+                ternary = entry.match.add(field_id=shard_id).ternary
+                ternary.value = _bytes(key.value, shard_bits)
+                ternary.mask = _bytes(key.mask, shard_bits)
+            entry.priority = PS_ROUTE_PRIORITY
+        elif isinstance(key, ChildKey):
+            port_id, port_bits = shard[0]
+            entry.match.add(field_id=field_id).exact.value = _bytes(key.job, bits)
+            entry.match.add(field_id=port_id).exact.value = _bytes(key.port, port_bits)
+        else:
+            entry.match.add(field_id=field_id).exact.value = _bytes(key, bits)
         if value is None:
             return entry
         if isinstance(value, JobEntry):
             action = self._action(SET_JOB, _job_args(value))
+        elif isinstance(value, Child):
+            action = self._action(SET_CHILD, {"bitmap": value.bitmap})
         elif isinstance(value, L2Entry):
             if value.mgid:
                 action = self._action(FLOOD, {"mgid": value.mgid})
             else:
                 action = self._action(TO_PORT, {"port": value.port})
         elif isinstance(value, PsRoute):
-            action = self._action(SET_PS, {"port": value.port, "mac": value.mac, "ip": value.ip})
+            args = {"port": value.port, "mac": value.mac, "ip": value.ip}
+            action = self._action(SET_PS, args | {"mgid_all": value.mgid_all})
         elif isinstance(value, Replica):
             args = {"mac": value.mac, "ip": value.ip, "udp_port": value.udp_port}
             action = self._action(SET_DST, args)
@@ -285,16 +320,40 @@ class P4RuntimeSwitch(Switch):
         names = {pid: pname for pid, pname, _ in self.session.action_params(name)}
         return name, {names[p.param_id]: int.from_bytes(p.value, "big") for p in action.params}
 
-    def _read_table(self, table: str) -> list[tuple[int, str, dict[str, int]]]:
+    def _read_table(self, table: str) -> list[tuple[dict[int, Any], str, dict[str, int]]]:
+        """Each entry's match fields by field id, its action and the arguments."""
         entity = p4runtime_pb2.Entity()
         entity.table_entry.table_id = self.session.id_of(P4Type.table, table)
         out = []
         for e in self.session.read(entity):
             te = e.table_entry
-            key = int.from_bytes(te.match[0].exact.value, "big")
             name, args = self._params(te.action.action)
-            out.append((key, name, args))
+            out.append(({m.field_id: m for m in te.match}, name, args))
         return out
+
+    def _read_keyed(self, table: str) -> list[tuple[int, str, dict[str, int]]]:
+        """The entries of a table keyed by one exact field."""
+        (field_id, _), *_ = self.session.key_fields(table)
+        return [(_int(m[field_id].exact.value), n, a) for m, n, a in self._read_table(table)]
+
+    def _read_ps_routes(self) -> dict[ShardKey, PsRoute]:
+        (job_id, _), (shard_id, _) = self.session.key_fields(PS_TABLE)
+        out = {}
+        for match, _, a in self._read_table(PS_TABLE):
+            job = _int(match[job_id].exact.value)
+            shard = match.get(shard_id)
+            key = ShardKey(job, 0, 0)
+            if shard is not None:
+                key = ShardKey(job, _int(shard.ternary.value), _int(shard.ternary.mask))
+            out[key] = PsRoute(a["port"], a["mac"], a["ip"], a["mgid_all"])
+        return out
+
+    def _read_children(self) -> dict[ChildKey, Child]:
+        (job_id, _), (port_id, _) = self.session.key_fields(CHILDREN_TABLE)
+        return {
+            ChildKey(_int(m[job_id].exact.value), _int(m[port_id].exact.value)): Child(a["bitmap"])
+            for m, _, a in self._read_table(CHILDREN_TABLE)
+        }
 
     def read_policy(self) -> PolicyEntry:
         entity = p4runtime_pb2.Entity()
@@ -318,13 +377,13 @@ class P4RuntimeSwitch(Switch):
 
     def read_entries(self) -> SwitchEntries:
         out = SwitchEntries(policy=self.read_policy(), groups=self.read_groups())
-        for key, _, a in self._read_table(JOBS_TABLE):
+        for key, _, a in self._read_keyed(JOBS_TABLE):
             out.jobs[key] = _job_from_args(a)
-        for key, name, a in self._read_table(L2_TABLE):
+        for key, name, a in self._read_keyed(L2_TABLE):
             out.l2[key] = L2Entry(mgid=a["mgid"]) if name == FLOOD else L2Entry(port=a["port"])
-        for key, _, a in self._read_table(PS_TABLE):
-            out.ps_routes[key] = PsRoute(a["port"], a["mac"], a["ip"])
-        for key, _, a in self._read_table(REPLICAS_TABLE):
+        out.children = self._read_children()
+        out.ps_routes = self._read_ps_routes()
+        for key, _, a in self._read_keyed(REPLICAS_TABLE):
             out.replicas[key] = Replica(a["mac"], a["ip"], a["udp_port"])
         return out
 
@@ -359,11 +418,12 @@ def _job_args(e: JobEntry) -> dict[str, int]:
         "fan_in": e.fan_in,
         "worker_mask": e.worker_mask,
         "prio": e.prio,
-        "ps_port": e.ps_port,
-        "mgid_all": e.mgid_all,
+        "shard_mask": len(e.ps_ports) - 1,
+        "ps_ports": pack_ps_ports(e.ps_ports),
         "mgid_workers": e.mgid_workers,
         "part_base": e.part_base,
         "part_size": e.part_size,
+        "up_port": e.up_port,
     }
 
 
@@ -372,9 +432,9 @@ def _job_from_args(a: dict[str, int]) -> JobEntry:
         fan_in=a["fan_in"],
         worker_mask=a["worker_mask"],
         prio=a["prio"],
-        ps_port=a["ps_port"],
-        mgid_all=a["mgid_all"],
+        ps_ports=unpack_ps_ports(a["ps_ports"], a["shard_mask"] + 1),
         mgid_workers=a["mgid_workers"],
         part_base=a["part_base"],
         part_size=a["part_size"],
+        up_port=a["up_port"],
     )

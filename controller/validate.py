@@ -2,16 +2,17 @@
 
 ``controller.codec`` has already checked each field's kind; what is left
 needs the numbers' meaning or the controller's state: ranges, job ids
-admitted or not, hosts of the topology, worker counts.  Each check raises
-the ``ControllerError`` the admin API answers with and changes nothing, so
-a refused request leaves the switch and the state file as they were.  The
-checks repeat the kind checks where a value can still be of the wrong kind
-(a ``bool`` is an ``int``; the controller is also called directly).
+admitted or not, hosts of the topology, worker and PS counts.  Each check
+raises the ``ControllerError`` the admin API answers with and changes
+nothing, so a refused request leaves the switch and the state file as they
+were.  The checks repeat the kind checks where a value can still be of the
+wrong kind (a ``bool`` is an ``int``; the controller is also called
+directly).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from controller.entries import PolicyEntry
 from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
@@ -19,10 +20,13 @@ from controller.messages import AdmitRequest, PolicyRequest
 from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
-from esa.job import Mode, PrioritySpec
+from esa.job import MAX_PS_SHARDS, Mode, Placement, PrioritySpec, valid_shards
 from esa.spec import MAX_PRIORITY, Policy, default_squat_us
 
 MIN_WORKERS = 2
+_COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
+PS_COUNTS = f"a job has {', '.join(_COUNTS[:-1])} or {_COUNTS[-1]} PS hosts"
+"""what a refused PS count is told (the counts ``esa.job.valid_shards`` accepts)."""
 MAX_STALE_US = 2**48 - 1
 MAX_PART_SIZE = 2**32 - 1
 """a slot index is 32 bits wide; the pool size bounds it further."""
@@ -61,7 +65,7 @@ def priority_spec(priority: int | None, size: int | None) -> PrioritySpec:
 
 def auto_job(rec: JobRecord) -> JobRecord:
     """``rec`` if its priority is automatic: progress applies to those only."""
-    if rec.spec.mode is not Mode.AUTO:
+    if rec.priority.mode is not Mode.AUTO:
         raise FailedPrecondition(
             f"job {rec.job} has a static priority; progress applies to auto jobs"
         )
@@ -71,8 +75,9 @@ def auto_job(rec: JobRecord) -> JobRecord:
 def admission(
     req: AdmitRequest, topology: Topology, jobs: Mapping[int, JobRecord], now: float
 ) -> JobRecord:
-    """The record of a job to admit at ``now``: a new id, 2..32 distinct
-    workers and a PS, all hosts of the topology, and one priority mode."""
+    """The record of a job to admit at ``now``: a new id, 2..32 workers and
+    1, 2, 4 or 8 PS hosts, each a distinct host of the topology, and one
+    priority mode."""
     job = job_id(req.job)
     if job in jobs:
         raise AlreadyExists(f"job {job} already exists: remove it first")
@@ -86,15 +91,19 @@ def admission(
             f"job {job} has {len(req.workers)} worker(s); at least {MIN_WORKERS} are needed: "
             "a one-worker job has nothing to aggregate, run it without the switch"
         )
+    if not valid_shards(len(req.ps)):
+        raise InvalidRequest(f"job {job} has {len(req.ps)} PS hosts; {PS_COUNTS}")
     spec = priority_spec(req.priority, req.size)
-    names = [topology.resolve(w).name for w in req.workers]
-    ps = topology.resolve(req.ps).name
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise InvalidRequest(f"job {job}: worker(s) listed twice: {', '.join(dup)}")
-    if ps in names:
-        raise InvalidRequest(f"job {job}: {ps} cannot be both worker and PS")
-    return JobRecord(job, tuple(names), ps, spec, now)
+    workers = [topology.resolve(w).name for w in req.workers]
+    ps = [topology.resolve(p).name for p in req.ps]
+    for names, what in ((workers, "worker(s)"), (ps, "PS host(s)")):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise InvalidRequest(f"job {job}: {what} listed twice: {', '.join(dup)}")
+    both = sorted(set(workers) & set(ps))
+    if both:
+        raise InvalidRequest(f"job {job}: {', '.join(both)} cannot be both worker and PS")
+    return JobRecord(job, Placement(tuple(workers), tuple(ps)), spec, now)
 
 
 def policy_name(name: object) -> Policy:
@@ -127,8 +136,18 @@ def policy_change(
 def hosts_known(jobs: Mapping[int, JobRecord], hosts: Mapping[str, Host]) -> None:
     """Every host the persisted jobs use is still in the topology."""
     for rec in jobs.values():
-        for name in (*rec.workers, rec.ps):
+        for name in (*rec.placement.workers, *rec.placement.ps):
             if name not in hosts:
                 raise InvalidRequest(
                     f"job {rec.job} uses host {name!r}, which the topology no longer has"
                 )
+
+
+def devices(name: str | None, known: Iterable[str]) -> list[str]:
+    """The switches a view asks for: the one named, or all (``None``)."""
+    names = list(known)
+    if name is None:
+        return names
+    if name not in names:
+        raise NotFound(f"unknown device {name!r} (devices: {', '.join(names)})")
+    return [name]

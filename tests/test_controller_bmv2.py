@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from controller.entries import SwitchEntries
-from controller.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, Slots
+from controller.fabric import one_switch
+from controller.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, SwitchSlots
 from controller.service import Controller
 from controller.state import Store
 from controller.switch import P4RuntimeSwitch, Switch
@@ -145,10 +146,12 @@ def connector(sw: Bmv2Switch, program: tuple[Path, Path]) -> Callable[[], Switch
 
 @pytest.fixture
 def ctl(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp_path: Path) -> Iterator[Controller]:
-    c = Controller(Store(tmp_path / "state.db"), TOPO, POOL, connector(bmv2, program), 0.0)
+    c = Controller(
+        Store(tmp_path / "state.db"), one_switch(TOPO), POOL, {"s1": connector(bmv2, program)}, 0.0
+    )
     c.sync()
     yield c
-    c.session.drop()
+    c.sessions["s1"].drop()
 
 
 def events(c: Controller, job: int) -> dict[str, int]:
@@ -157,8 +160,8 @@ def events(c: Controller, job: int) -> dict[str, int]:
 
 
 def read_back(c: Controller) -> SwitchEntries:
-    assert c.session.switch is not None
-    return c.session.switch.read_entries()
+    assert c.sessions["s1"].switch is not None
+    return c.sessions["s1"].switch.read_entries()
 
 
 def colliding_seq(job: int, seq: int, other: int) -> int:
@@ -168,8 +171,8 @@ def colliding_seq(job: int, seq: int, other: int) -> int:
 
 
 def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
-    assert read_back(ctl) == ctl.session.applied
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
+    assert read_back(ctl) == ctl.sessions["s1"].applied
     assert [j.job for j in ctl.jobs().jobs] == [1]
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
     bmv2.send(2, frame("h2", "h3", 1, 0, 0b10, [2] * wire.K))
@@ -188,10 +191,30 @@ def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch
     assert events(ctl, 1) == {"aggregated": 2, "completed": 1}
 
 
+def test_a_job_on_two_ps_hosts(ctl: Controller, bmv2: Bmv2Switch) -> None:
+    """The sum of chunk ``seq`` goes to the workers and to the PS of its
+    shard, ``ps[seq % 2]``, and not to the other PS."""
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3", "h4"), priority=1))
+    assert read_back(ctl) == ctl.sessions["s1"].applied
+    for seq, ps, other in ((0, 3, 4), (1, 4, 3)):
+        bmv2.send(1, frame("h1", f"h{ps}", 1, seq, 0b01, [1] * wire.K))
+        bmv2.send(2, frame("h2", f"h{ps}", 1, seq, 0b10, [2] * wire.K))
+        for port in (1, 2, ps):
+            (got,) = [parse(f) for f in bmv2.recv(port, timeout=2.0, want=1)]
+            assert (got.dst_ip, got.ptype, got.seq, got.values) == (
+                f"10.0.0.{port}",
+                PacketType.RESULT,
+                seq,
+                (3,) * wire.K,
+            )
+        assert bmv2.recv(other, timeout=0.3) == []
+    assert events(ctl, 1) == {"aggregated": 4, "completed": 2}
+
+
 def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) -> None:
     ctl.policy(PolicyRequest(policy="esa", stale_us=LONG_US, squat_us=LONG_US))
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
-    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps="h6", priority=5))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
+    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps=("h6",), priority=5))
     seq2 = colliding_seq(1, 0, 2)
     # job 1's next chunk in the same slot (chunk 0, once evicted, follows it to the PS)
     seq1 = next(s for s in range(1, 100_000) if slot_hash(1, s, POOL) == slot_hash(1, 0, POOL))
@@ -225,12 +248,12 @@ def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) ->
 def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> None:
     empty = read_back(ctl)
     ctl.policy(PolicyRequest(policy="esa", stale_us=1000))
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [5] * wire.K))
     time.sleep(0.3)
-    ctl.thrift_cli = ["ip", "netns", "exec", bmv2.ns.name, "simple_switch_CLI", "--thrift-port",
-                      str(THRIFT_PORT)]  # fmt: skip
-    assert ctl.slots() == Slots(pool_size=POOL, used=1, by_job={1: 1})
+    ctl.thrift_cli = {"s1": ["ip", "netns", "exec", bmv2.ns.name, "simple_switch_CLI",
+                             "--thrift-port", str(THRIFT_PORT)]}  # fmt: skip
+    assert ctl.slots().switches["s1"] == SwitchSlots(pool_size=POOL, used=1, by_job={1: 1})
     ctl.remove(JobRef(job=1))
     after = read_back(ctl)
     assert (after.jobs, after.ps_routes, after.replicas, after.groups) == (
@@ -239,7 +262,7 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
         empty.replicas,
         empty.groups,
     )
-    ctl.admit(AdmitRequest(job=3, workers=("h4", "h5"), ps="h6", priority=0))
+    ctl.admit(AdmitRequest(job=3, workers=("h4", "h5"), ps=("h6",), priority=0))
     seq3 = colliding_seq(1, 0, 3)
     time.sleep(0.1)
     bmv2.send(4, frame("h4", "h6", 3, seq3, 0b01, [1] * wire.K))
@@ -255,11 +278,11 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
     assert ctl.stats().drops["no_ps_route"] == 1  # job 1's stale partial had no PS left
     idx = slot_hash(3, seq3, POOL)
     assert f"[{idx}]= 0\n" in bmv2.cli(f"register_read EsaIngress.pool.slot_owner {idx}")
-    assert ctl.slots() == Slots(pool_size=POOL, used=0, by_job={})
+    assert ctl.slots().switches["s1"] == SwitchSlots(pool_size=POOL, used=0, by_job={})
 
 
 def test_policy_switch_without_recompiling(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     ctl.policy(PolicyRequest(policy="atp", stale_us=LONG_US))
     bmv2.send(1, frame("h1", "h3", 1, 4, 0b01, [1] * wire.K))
     bmv2.send(2, frame("h2", "h3", 1, 4, 0b10, [1] * wire.K))
@@ -277,12 +300,12 @@ def test_policy_switch_without_recompiling(ctl: Controller, bmv2: Bmv2Switch) ->
 
 
 def test_counters_of_a_reused_job_id_start_at_zero(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [1] * wire.K))
     time.sleep(0.3)
     assert events(ctl, 1) == {"aggregated": 1}
     ctl.remove(JobRef(job=1))
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     assert events(ctl, 1) == {}
     bmv2.send(1, frame("h5", "h3", 9, 0, 0b01, [1] * wire.K))
     time.sleep(0.3)
@@ -290,8 +313,8 @@ def test_counters_of_a_reused_job_id_start_at_zero(ctl: Controller, bmv2: Bmv2Sw
 
 
 def test_bmv2_restart_resyncs(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
-    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps="h6", size=1 << 20))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
+    ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps=("h6",), size=1 << 20))
     ctl.policy(PolicyRequest(policy="atp", stale_us=777))
     before = read_back(ctl)
     bmv2.restart()
@@ -342,7 +365,7 @@ def _serve(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp: Path) -> subproces
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         res = esa_ctl(f"unix:{tmp}/admin.sock", "status", "--json")
-        if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
+        if res.returncode == 0 and all(s["connected"] for s in json.loads(res.stdout)["switches"]):
             return proc
         time.sleep(0.2)
     proc.kill()
@@ -407,14 +430,14 @@ def test_a_new_pipeline_leaves_no_duplicate_multicast_copies(
     """A controller that pushes a new program to a running switch (here: the
     same program with a different pool size) rebuilds the job's groups; each
     worker gets exactly one copy of a result."""
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=1))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     other = compile_p4(ROOT / "p4src" / "esa.p4", tmp_path / "p4", pool=POOL // 2)
-    assert ctl.session.switch is not None
-    ctl.session.switch.close()
+    assert ctl.sessions["s1"].switch is not None
+    ctl.sessions["s1"].switch.close()
     p4 = P4RuntimeSwitch.connect(bmv2.grpc_addr, bmv2.device_id, (0, 1))
     assert p4.ensure_pipeline(*other) is True
     p4.close()
-    ctl.session.drop()
+    ctl.sessions["s1"].drop()
     ctl.sync()
     bmv2.flush()
     bmv2.send(1, frame("h1", "h3", 1, 5, 0b01, [2] * wire.K))

@@ -18,10 +18,11 @@ from controller.admin import serve
 from controller.cli import build_parser, main
 from controller.memswitch import MemorySwitch
 from controller.state import JobRecord, Store
-from esa.job import PrioritySpec
+from esa.job import Placement, PrioritySpec
 from tests.test_controller_service import Clock, make_controller
 
 ROOT = Path(__file__).resolve().parent.parent
+TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
 COMMANDS = [
     "serve", "admit", "jobs", "prio", "progress", "remove", "policy", "status", "stats", "slots"
 ]  # fmt: skip
@@ -71,6 +72,11 @@ def test_cli_session(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
         admin, capsys, "admit", "4", "--workers", "h5", "h6", "--ps", "h7", "--size", "1024"
     )
     assert out.splitlines()[1] == "4    191   auto (1024 B left)  32+32      h7  h5,h6"
+    code, out, _ = run(
+        admin, capsys, "admit", "5", "--workers", "h1", "h2", "--ps", "h8,10.0.0.9", "--size", "1"
+    )
+    assert (code, out.splitlines()[1]) == (0, "5    191   auto (1 B left)  43+21      h8,h9  h1,h2")
+    assert run(admin, capsys, "remove", "5") == (0, "job 5 removed\n", "")
     code, out, _ = run(admin, capsys, "jobs", "--json")
     assert [j["job"] for j in json.loads(out)] == [3, 4]
     assert run(admin, capsys, "prio", "3", "--priority", "9")[1].splitlines()[1].split()[1] == "9"
@@ -194,7 +200,7 @@ def _foreign_db(path: Path) -> None:
 
 def _bad_job_row(path: Path) -> None:
     store = Store(path)
-    store.put_job(JobRecord(3, ("h1", "h2"), "h3", PrioritySpec.static(1), 0.0))
+    store.put_job(JobRecord(3, Placement(("h1", "h2"), ("h3",)), PrioritySpec.static(1), 0.0))
     store.db.execute("UPDATE jobs SET workers = 'h1 h2'")
     store.db.commit()
     store.close()
@@ -254,7 +260,7 @@ SERVE_REFUSALS: list[tuple[str, Setup, dict[str, str | None], str]] = [
         "topology not UTF-8",
         lambda d: (d / "topo.json").write_bytes(b'{"hosts": "\xff"}'),
         {},
-        "topology: {d}/topo.json is not valid JSON: "
+        "fabric: {d}/topo.json is not valid JSON: "
         "'utf-8' codec can't decode byte 0xff in position 11: invalid start byte",
     ),
     (
@@ -270,6 +276,25 @@ SERVE_REFUSALS: list[tuple[str, Setup, dict[str, str | None], str]] = [
         lambda d: (d / "topo.json").write_text('{"hosts": {}}'),
         {},
         "topology: {d}/topo.json has no hosts",
+    ),
+    (
+        "fabric with --switch",
+        lambda d: shutil.copy(TWO_TIER, d / "topo.json"),
+        {},
+        "--switch and --device-id are for a one-switch topology; the fabric gives each "
+        "switch's address and device id (s1, t1, t2)",
+    ),
+    (
+        "fabric with --thrift-cli for no switch",
+        lambda d: shutil.copy(TWO_TIER, d / "topo.json"),
+        {"switch": None, "thrift_cli": "simple_switch_CLI"},
+        "--thrift-cli: name the switch, DEVICE=CMD (s1, t1, t2)",
+    ),
+    (
+        "fabric with --thrift-cli for an unknown switch",
+        lambda d: shutil.copy(TWO_TIER, d / "topo.json"),
+        {"switch": None, "thrift_cli": "t9=simple_switch_CLI --thrift-port 9090"},
+        "fabric: unknown switch 't9' (known switches: s1, t1, t2)",
     ),
     (
         "admin path is a regular file",
@@ -361,6 +386,32 @@ def test_serve_refuses_a_read_only_directory(tmp_path: Path) -> None:
     )
 
 
+ADMIT_HOST_ERRORS: list[tuple[list[str], str]] = [
+    (["admit", "1", "--workers", "h1", "h2", "--ps", "h3,h4,h5", "--priority", "1"],
+     "esa-ctl admit: error: argument --ps: 3 PS hosts given; a job has 1, 2, 4 or 8 PS hosts"),
+    (["admit", "1", "--workers", "h1", "h2", "--ps", *(f"h{i}" for i in range(3, 12)),
+      "--priority", "1"],
+     "esa-ctl admit: error: argument --ps: 9 PS hosts given; a job has 1, 2, 4 or 8 PS hosts"),
+    (["admit", "1", "--workers", "h1", "h2", "--ps", ",", "--priority", "1"],
+     "esa-ctl admit: error: argument --ps: 0 PS hosts given; a job has 1, 2, 4 or 8 PS hosts"),
+    (["admit", "1", "--workers", "h1", "h2", "--ps", "h3", "h3", "--priority", "1"],
+     "esa-ctl admit: error: argument --ps: h3 given twice"),
+    (["admit", "1", "--workers", "h1,h2", "h1", "--ps", "h3", "--priority", "1"],
+     "esa-ctl admit: error: argument --workers: h1 given twice"),
+    (["admit", "1", "--workers", "h1", "h2", "--ps", "h4,h2", "--size", "1"],
+     "esa-ctl admit: error: argument --ps: h2 given as worker and PS"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "message"), ADMIT_HOST_ERRORS)
+def test_admit_host_errors_reach_no_controller(
+    admin: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    argv = ["--admin", admin, *argv]
+    assert esa_ctl_here(capsys, argv) == (2, "", f"{message} (see esa-ctl admit --help)\n")
+    assert run(admin, capsys, "jobs") == (0, "no jobs\n", "")
+
+
 USAGE_ERRORS: list[tuple[list[str], str]] = [
     (["serve", "--interval", "0"], "esa-ctl serve: error: argument --interval: interval 0 s: "
      "give more than 0 and at most 3600 seconds"),
@@ -399,6 +450,9 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
      "(0..2^63-1)"),
     (["admit", "1", "--workers", "h1", "h2", "--ps", "h3"], "esa-ctl admit: error: one of the "
      "arguments --priority --size is required"),
+    (["admit", "1", "--workers", "h1", "h2", "--priority", "1"], "esa-ctl admit: error: the "
+     "following arguments are required: --ps"),
+    *ADMIT_HOST_ERRORS,
     (["prio", "1", "--priority", "1", "--size", "2"], "esa-ctl prio: error: argument --size: not "
      "allowed with argument --priority"),
     (["progress", "1", "-5"], "esa-ctl progress: error: argument remaining: remaining -5 is out "

@@ -79,7 +79,10 @@ admits = st.builds(
     lambda job, workers, ps, prio: {"job": job, "workers": workers, "ps": ps, **prio},
     st.integers(0, 12),
     st.lists(st.sampled_from(HOSTS[:9]), min_size=2, max_size=4, unique=True),
-    st.sampled_from(HOSTS[8:12]),
+    st.one_of(
+        st.lists(st.sampled_from(HOSTS[8:12]), min_size=1, max_size=1),
+        st.lists(st.sampled_from(HOSTS[6:14]), min_size=0, max_size=5),
+    ),
     st.one_of(
         st.fixed_dictionaries({"priority": st.integers(-1, 256)}),
         st.fixed_dictionaries({"size": st.integers(-1, 2**40)}),
@@ -103,7 +106,7 @@ raw_bodies = st.one_of(
             b'{"job": 1e999}',
             b'{"job": NaN}',
             b"\xff\xfe{}",
-            b'{"workers": ["h1", "h2"], "ps": "h3", "priority": 1, "job": 7',
+            b'{"workers": ["h1", "h2"], "ps": ["h3"], "priority": 1, "job": 7',
         ]
     ),
 )
@@ -115,7 +118,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     sw, clock, db = MemorySwitch(), Clock(), tmp / "state.db"
     ctl = make_controller(db, sw, clock)
     ctl.sync()
-    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps="h3", priority=5))
+    ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=5))
     addr = f"unix:{tmp}/admin.sock"
     server = serve(ctl, addr)
     client = AdminClient(addr)
@@ -181,7 +184,8 @@ def test_random_bytes(rig: Rig, method: str, body: bytes) -> None:
          "Admit: field 'workers' must be a list of strings"),
         ("Admit", {"job": 2, "workers": ["h1", 2]},
          "Admit: field 'workers' must be a list of strings"),
-        ("Admit", {"job": 2, "ps": 3}, "Admit: field 'ps' must be a string"),
+        ("Admit", {"job": 2, "ps": 3}, "Admit: field 'ps' must be a list of strings"),
+        ("Admit", {"job": 2, "ps": "h3"}, "Admit: field 'ps' must be a list of strings"),
         ("Admit", {"job": True}, "Admit: field 'job' must be an integer"),
         ("Admit", {"job": 2.0}, "Admit: field 'job' must be an integer"),
         ("Prio", {"job": 1, "size": 2**63}, "Prio: field 'size' is out of range (64-bit integer)"),
@@ -194,7 +198,7 @@ def test_random_bytes(rig: Rig, method: str, body: bytes) -> None:
         ("Remove", {"job": 1, "x" * 100: 1},
          f"Remove: unknown field '{'x' * 40}' (fields: job)"),
         ("Jobs", {"job": 1}, "Jobs: unknown field 'job' (fields: none)"),
-        ("Admit", {"job": 2, "workers": ["h1", "h2"], "ps": "h" * 257, "priority": 1},
+        ("Admit", {"job": 2, "workers": ["h1", "h2"], "ps": ["h3", "h" * 257], "priority": 1},
          "Admit: field 'ps' has a string longer than 256 characters"),
         ("Admit", {"job": 2, "workers": ["h1", "h2"], "priority": 1},
          "Admit: field 'ps' is required"),
@@ -228,8 +232,8 @@ def test_undecodable_bodies_are_named(rig: Rig, body: bytes, message: str) -> No
 
 def test_legitimate_admission_after_the_fuzz(rig: Rig) -> None:
     free = min(set(range(2, 256)) - set(rig.ctl.state.jobs))
-    job = rig.client.admit(AdmitRequest(job=free, workers=("h7", "h8"), ps="h9", priority=42))
-    assert (job.job, job.workers, job.ps, job.priority) == (free, ("h7", "h8"), "h9", 42)
+    job = rig.client.admit(AdmitRequest(job=free, workers=("h7", "h8"), ps=("h9",), priority=42))
+    assert (job.job, job.workers, job.ps, job.priority) == (free, ("h7", "h8"), ("h9",), 42)
     assert rig.sw.entries.jobs[free].prio == 42
     assert in_agreement(rig)
     assert rig.client.remove(JobRef(job=free)) == Removed(job=free, removed=True)

@@ -25,9 +25,13 @@ from controller.messages import (
     Identity,
     JobInfo,
     JobList,
+    JobPart,
+    Slots,
     Stats,
     Status,
     SwitchLink,
+    SwitchSlots,
+    SwitchStats,
 )
 from tests.test_controller_service import Clock, make_controller
 
@@ -134,7 +138,7 @@ def test_every_rpc_is_routed(tmp_path: Path) -> None:
 
 
 STATUS = Status(
-    switch=SwitchLink("127.0.0.1:9559", True),
+    switches=(SwitchLink("s1", 0, "127.0.0.1:9559", True, 1, 12),),
     policy="esa",
     stale_us=5000,
     squat_us=0,
@@ -143,9 +147,12 @@ STATUS = Status(
     jobs=1,
     entries=12,
     aging_period_s=10.0,
-    hosts={"h1": HostInfo(1, "02:00:00:00:00:01", "10.0.0.1", 58784)},
+    hosts={"h1": HostInfo("s1", 1, "02:00:00:00:00:01", "10.0.0.1", 58784)},
 )
-JOB = JobInfo(1, ("h1", "h2"), "h3", "auto", 191, None, 5, 1000.5, (0, 64), 2, 3)
+JOB = JobInfo(
+    1, ("h1", "h2"), ("h3", "h4"), "auto", 191, None, 5, 1000.5, (0, 64), (2, 514), 3, "s1",
+    {"s1": JobPart(2, 0b11, (0, 64))},
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -153,7 +160,12 @@ JOB = JobInfo(1, ("h1", "h2"), "h3", "auto", 191, None, 5, 1000.5, (0, 64), 2, 3
     [
         STATUS,
         JobList((JOB, dataclasses.replace(JOB, job=2, partition=None, priority=None))),
-        Stats({1: {"aggregated": 3}, 17: {}}, {"unknown_job": 0}),
+        Stats(
+            {1: {"aggregated": 3}, 17: {}},
+            {"unknown_job": 0},
+            {"t1": SwitchStats({1: {"aggregated": 3}}, {"unknown_job": 0})},
+        ),
+        Slots(5, 3, {1: 3}, {"t1": SwitchSlots(5, 3, {1: 3})}),
         Identity(7, "/" + "x" * 300),
     ],
 )
@@ -162,8 +174,9 @@ def test_replies_survive_the_wire(reply: Any) -> None:
 
 
 def test_stats_keys_are_strings_on_the_wire() -> None:
-    assert (
-        dumps(Stats({1: {"completed": 2}}, {})) == b'{"jobs": {"1": {"completed": 2}}, "drops": {}}'
+    assert dumps(Stats({1: {"completed": 2}}, {}, {"s1": SwitchStats({1: {}}, {})})) == (
+        b'{"jobs": {"1": {"completed": 2}}, "drops": {}, '
+        b'"switches": {"s1": {"jobs": {"1": {}}, "drops": {}}}}'
     )
 
 
@@ -171,11 +184,12 @@ def test_stats_keys_are_strings_on_the_wire() -> None:
     ("message", "raw", "error"),
     [
         (Status, dumps(STATUS).replace(b"true", b'"yes"'),
-         "Status: field 'switch.connected' must be a boolean"),
+         "Status: field 'switches[0].connected' must be a boolean"),
         (Status, dumps(STATUS).replace(b'"port": 1', b'"port": 1, "vlan": 2'),
-         "Status: unknown field \"hosts['h1'].vlan\" (fields: port, mac, ip, udp_port)"),
-        (Stats, b'{"jobs": {"x": {}}, "drops": {}}',
+         "Status: unknown field \"hosts['h1'].vlan\" (fields: switch, port, mac, ip, udp_port)"),
+        (Stats, b'{"jobs": {"x": {}}, "drops": {}, "switches": {}}',
          "Stats: field 'jobs' has key 'x', which is not an integer"),
+        (Stats, b'{"jobs": {}, "drops": {}}', "Stats: field 'switches' is required"),
         (JobList, b'{"jobs": [{"job": 1}]}', "JobList: field 'jobs[0].workers' is required"),
         (Identity, b'{"pid": 1.5, "state_file": "/s.db"}',
          "Identity: field 'pid' must be an integer"),
@@ -188,7 +202,7 @@ def test_a_reply_that_does_not_fit_is_named(message: type, raw: bytes, error: st
 
 
 def test_requests_are_capped_replies_not() -> None:
-    raw = b'{"job": 1, "workers": ["h1", "h2"], "ps": "' + b"h" * 257 + b'", "size": 1}'
+    raw = b'{"job": 1, "workers": ["h1", "h2"], "ps": ["h3", "' + b"h" * 257 + b'"], "size": 1}'
     with pytest.raises(InvalidRequest, match="has a string longer than 256 characters"):
         loads(AdmitRequest, raw, "Admit", capped=True)
-    assert loads(AdmitRequest, raw, "Admit", capped=False).ps == "h" * 257
+    assert loads(AdmitRequest, raw, "Admit", capped=False).ps == ("h3", "h" * 257)

@@ -25,7 +25,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller import p4rt
-from controller.entries import PolicyEntry, SwitchEntries
+from controller.entries import PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
 from controller.plan import JobPlan, desired
 from controller.reconcile import reconcile
@@ -38,49 +38,6 @@ from esa.toolchain import compile_p4
 from tests.esa_ctl import esa_ctl
 
 ROOT = Path(__file__).resolve().parent.parent
-
-TABLES: dict[str, tuple[str | None, int, list[str]]] = {
-    n.POLICY_TABLE: (None, 0, [n.SET_POLICY]),
-    n.JOBS_TABLE: ("job", 16, [n.SET_JOB]),
-    n.L2_TABLE: ("dst", 48, [n.TO_PORT, n.FLOOD]),
-    n.PS_TABLE: ("job", 16, [n.SET_PS]),
-    n.REPLICAS_TABLE: ("rid", 16, [n.SET_DST]),
-}
-ACTIONS: dict[str, list[tuple[str, int]]] = {
-    n.SET_POLICY: [("policy", 8), ("stale_us", 48), ("squat_us", 48)],
-    n.SET_JOB: [
-        ("fan_in", 8), ("worker_mask", 32), ("prio", 8), ("ps_port", 9),
-        ("mgid_all", 16), ("mgid_workers", 16), ("part_base", 32), ("part_size", 32),
-    ],
-    n.TO_PORT: [("port", 9)],
-    n.FLOOD: [("mgid", 16)],
-    n.SET_PS: [("port", 9), ("mac", 48), ("ip", 32)],
-    n.SET_DST: [("mac", 48), ("ip", 32), ("udp_port", 16)],
-}  # fmt: skip
-
-
-def make_p4info() -> Any:
-    info = p4info_pb2.P4Info()
-    ids: dict[str, int] = {}
-    for i, (name, params) in enumerate(ACTIONS.items()):
-        a = info.actions.add()
-        a.preamble.id, a.preamble.name = 0x01000001 + i, name
-        ids[name] = a.preamble.id
-        for j, (pname, bits) in enumerate(params):
-            a.params.add(id=j + 1, name=pname, bitwidth=bits)
-    for i, (name, (key, bits, actions)) in enumerate(TABLES.items()):
-        t = info.tables.add()
-        t.preamble.id, t.preamble.name = 0x02000001 + i, name
-        if key is not None:
-            t.match_fields.add(
-                id=1, name=key, bitwidth=bits, match_type=p4info_pb2.MatchField.EXACT
-            )
-        for a in actions:
-            t.action_refs.add(id=ids[a])
-    for i, (name, size) in enumerate(n.COUNTERS.items()):
-        c = info.counters.add()
-        c.preamble.id, c.preamble.name, c.size = 0x12000001 + i, name, size
-    return info
 
 
 class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
@@ -200,13 +157,13 @@ def server(tmp_path: Path) -> Iterator[tuple[FakeP4Runtime, str]]:
 def program(tmp_path: Path) -> tuple[Path, Path]:
     json_path, p4info = tmp_path / "esa.json", tmp_path / "esa.p4info.txtpb"
     json_path.write_text('{"program": "esa"}')
-    p4info.write_text(text_format.MessageToString(make_p4info()))
+    p4info.write_text((ROOT / "p4src" / "esa.p4info.txtpb").read_text())
     return json_path, p4info
 
 
 def hosts() -> list[Host]:
     return [
-        Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}", 5000 + i) for i in range(1, 7)
+        Host(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}", 5000 + i) for i in range(1, 12)
     ]
 
 
@@ -229,11 +186,13 @@ def round_trip(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]) ->
     sw = P4RuntimeSwitch.connect(addr)
     assert sw.ensure_pipeline(*program) is True
     h = hosts()
-    want = desired(
-        h,
-        [JobPlan(1, (h[0], h[1]), h[2], 7, 0, 32), JobPlan(200, tuple(h[3:5]), h[5], 255, 32, 32)],
-        PolicyEntry(Policy.STATIC, 2**40, 2**47 + 3),
-    )
+    jobs = [
+        JobPlan(1, (h[0], h[1]), (h[2],), 7, 0, 32),
+        JobPlan(200, tuple(h[3:5]), (h[5], h[6]), 255, 32, 16),
+        JobPlan(255, (h[0], h[3]), tuple(h[7:11]), 0, 48, 16),
+    ]
+    want = desired(h, jobs, PolicyEntry(Policy.STATIC, 2**40, 2**47 + 3))
+    assert {k.mask for k in want.ps_routes} == {0, 1, 3}
     assert reconcile(sw, want, sw.read_entries()) == want.count() + 1
     assert sw.read_entries() == want
     sw.close()
@@ -244,8 +203,11 @@ def round_trip(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path]) ->
     assert reconcile(again, want, again.read_entries()) == 0
     again.delete_job(200)
     again.delete_group(400)
-    assert sorted(again.read_entries().jobs) == [1]
-    assert 400 not in again.read_entries().groups
+    again.delete_ps_route(ShardKey(200, 1, 1))
+    left = again.read_entries()
+    assert sorted(left.jobs) == [1, 255]
+    assert 400 not in left.groups
+    assert sorted(k for k in left.ps_routes if k.job == 200) == [ShardKey(200, 0, 1)]
     again.close()
 
 
@@ -264,7 +226,10 @@ def test_counters(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path])
     fake, addr = server
     sw = P4RuntimeSwitch.connect(addr)
     sw.ensure_pipeline(*program)
-    events, drops = 0x12000001, 0x12000002
+    info = p4info_pb2.P4Info()
+    text_format.Parse(program[1].read_text(), info)
+    ids = {c.preamble.name: c.preamble.id for c in info.counters}
+    events, drops = ids[n.JOB_EVENTS], ids[n.DROPS]
     fake.counters[(events, counter_index(3, Event.COMPLETED))] = 11
     fake.counters[(events, counter_index(3, Event.FALLBACK))] = 2
     fake.counters[(events, counter_index(4, Event.AGGREGATED))] = 0
@@ -328,7 +293,7 @@ def _wait_connected(admin: str, proc: subprocess.Popen[bytes], log: Path) -> Non
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
         res = esa_ctl(admin, "status", "--json")
-        if res.returncode == 0 and json.loads(res.stdout)["switch"]["connected"]:
+        if res.returncode == 0 and all(s["connected"] for s in json.loads(res.stdout)["switches"]):
             return
         time.sleep(0.2)
     proc.kill()

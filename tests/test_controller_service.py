@@ -6,8 +6,10 @@ they were; accepted ones must leave exactly the planned entries.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,15 +18,17 @@ import grpc
 import pytest
 
 from controller.admin import AdminClient, AdminError, serve
-from controller.entries import PolicyEntry, SwitchEntries
+from controller.entries import ChildKey, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import InvalidRequest, SwitchUnavailable
+from controller.fabric import one_switch
 from controller.memswitch import MemorySwitch
 from controller.messages import PolicyRequest
 from controller.priority import AUTO_TOP
 from controller.service import Controller
-from controller.state import Store
+from controller.state import SCHEMA, JobRecord, Store
 from controller.switch import Switch
 from controller.topology import Host, Topology
+from esa.job import Placement, PrioritySpec
 from esa.spec import (
     DEFAULT_SQUAT_US,
     EVENTS_PER_JOB,
@@ -84,7 +88,10 @@ def connector(sw: MemorySwitch) -> Any:
 
 
 def make_controller(db: Path, sw: MemorySwitch, clock: Clock) -> Controller:
-    return Controller(Store(db), topology(), POOL, connector(sw), aging_period_s=10.0, clock=clock)
+    return Controller(
+        Store(db), one_switch(topology()), POOL, {"s1": connector(sw)}, aging_period_s=10.0,
+        clock=clock,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -110,31 +117,72 @@ def refused(rig: Rig, code: grpc.StatusCode, message: str, method: str, **req: A
 
 
 def test_admit_installs_job_and_lists_it(rig: Rig) -> None:
-    job = rig.call("Admit", job=1, workers=["h1", "10.0.0.2", "port:3"], ps="h4", priority=10)
+    job = rig.call("Admit", job=1, workers=["h1", "10.0.0.2", "port:3"], ps=["h4"], priority=10)
     assert job == {
         "job": 1,
         "workers": ["h1", "h2", "h3"],
-        "ps": "h4",
+        "ps": ["h4"],
         "mode": "static",
         "priority": 10,
         "static_priority": 10,
         "remaining": None,
         "admitted_at": 1000.0,
         "partition": [0, POOL],
-        "mgid_all": 2,
+        "mgid_all": [2],
         "mgid_workers": 3,
+        "top": "s1",
+        "switches": {"s1": {"fan_in": 3, "worker_mask": 0b111, "partition": [0, POOL]}},
     }
     assert rig.call("Jobs") == {"jobs": [job]}
     e = rig.sw.entries
-    assert e.jobs[1].fan_in == 3 and e.jobs[1].worker_mask == 0b111 and e.jobs[1].ps_port == 4
+    assert (e.jobs[1].fan_in, e.jobs[1].worker_mask, e.jobs[1].ps_ports) == (3, 0b111, (4,))
     assert e.groups[mgid_all(1)] == frozenset(
         {(1, rid(1, 0)), (2, rid(1, 1)), (3, rid(1, 2)), (4, rid(1, 32))}
     )
-    assert Store(rig.db).jobs()[1].workers == ("h1", "h2", "h3")
+    assert Store(rig.db).jobs()[1].placement == Placement(("h1", "h2", "h3"), ("h4",))
+
+
+def test_admit_on_several_ps_hosts(rig: Rig) -> None:
+    """Chunk ``seq`` of a job on four PS hosts belongs to ``ps[seq % 4]``: one
+    PS route and one group of the workers and that PS per shard."""
+    job = rig.call(
+        "Admit", job=3, workers=["h1", "h2"], ps=["h5", "10.0.0.6", "port:7", "h8"], size=10
+    )
+    assert (job["ps"], job["mgid_all"]) == (
+        ["h5", "h6", "h7", "h8"],
+        [mgid_all(3, s) for s in range(4)],
+    )
+    e = rig.sw.entries
+    assert e.jobs[3].ps_ports == (5, 6, 7, 8)
+    assert {k: r.port for k, r in e.ps_routes.items()} == {
+        ShardKey(3, s, 3): 5 + s for s in range(4)
+    }
+    for s in range(4):
+        assert e.groups[mgid_all(3, s)] == frozenset(
+            {(1, rid(3, 0)), (2, rid(3, 1)), (5 + s, rid(3, 32 + s))}
+        )
+    assert Store(rig.db).jobs()[3].placement.ps == ("h5", "h6", "h7", "h8")
+    assert rig.call("Remove", job=3) == {"job": 3, "removed": True}
+    assert (rig.sw.entries.jobs, rig.sw.entries.ps_routes) == ({}, {})
+
+
+@pytest.mark.parametrize("n", range(10))
+def test_a_job_has_1_2_4_or_8_ps_hosts(rig: Rig, n: int) -> None:
+    ps = [f"h{i}" for i in range(3, 3 + n)]
+    if n not in (1, 2, 4, 8):
+        message = f"job 1 has {n} PS hosts; a job has 1, 2, 4 or 8 PS hosts"
+        refused(rig, grpc.StatusCode.INVALID_ARGUMENT, message, "Admit", job=1,
+                workers=["h1", "h2"], ps=ps, priority=1)  # fmt: skip
+        return
+    assert rig.call("Admit", job=1, workers=["h1", "h2"], ps=ps, priority=1)["ps"] == ps
+    routes = rig.sw.entries.ps_routes
+    assert {k: r.port for k, r in routes.items()} == {
+        ShardKey(1, s, n - 1): 3 + s for s in range(n)
+    }
 
 
 def test_duplicate_job_refused(rig: Rig) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     refused(
         rig,
         grpc.StatusCode.ALREADY_EXISTS,
@@ -142,7 +190,7 @@ def test_duplicate_job_refused(rig: Rig) -> None:
         "Admit",
         job=1,
         workers=["h4", "h5"],
-        ps="h6",
+        ps=["h6"],
         priority=1,
     )
 
@@ -151,74 +199,116 @@ def test_duplicate_job_refused(rig: Rig) -> None:
     "req,code,message",
     [
         (
-            {"job": 2, "workers": [f"h{i}" for i in range(1, 34)], "ps": "h40", "priority": 1},
+            {"job": 2, "workers": [f"h{i}" for i in range(1, 34)], "ps": ["h40"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job 2 has 33 workers; at most 32 (one bit each in the worker bitmap)",
         ),
         (
-            {"job": 2, "workers": ["h1"], "ps": "h2", "priority": 1},
+            {"job": 2, "workers": ["h1"], "ps": ["h2"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job 2 has 1 worker(s); at least 2 are needed: a one-worker job has nothing to "
             "aggregate, run it without the switch",
         ),
         (
-            {"job": 2, "workers": ["h1", "nohost"], "ps": "h3", "priority": 1},
+            {"job": 2, "workers": ["h1", "nohost"], "ps": ["h3"], "priority": 1},
             grpc.StatusCode.NOT_FOUND,
             "unknown host 'nohost': not in the topology (known hosts: "
             + ", ".join(sorted(f"h{i}" for i in range(1, 41)))
             + ")",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "port:99", "priority": 1},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["port:99"], "priority": 1},
             grpc.StatusCode.NOT_FOUND,
             "unknown port 99: no host of the topology is on it",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": 256},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3"], "priority": 256},
             grpc.StatusCode.INVALID_ARGUMENT,
             "priority 256 is out of range (0..255)",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": -1},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3"], "priority": -1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "priority -1 is out of range (0..255)",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "h3"},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3"]},
             grpc.StatusCode.INVALID_ARGUMENT,
             "give either a priority (static) or a size hint in bytes (auto)",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "h3", "priority": 1, "size": 5},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3"], "priority": 1, "size": 5},
             grpc.StatusCode.INVALID_ARGUMENT,
             "give either a priority (static) or a size hint in bytes (auto)",
         ),
         (
-            {"job": 0, "workers": ["h1", "h2"], "ps": "h3", "priority": 1},
+            {"job": 0, "workers": ["h1", "h2"], "ps": ["h3"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job id 0 is out of range (1..255)",
         ),
         (
-            {"job": 256, "workers": ["h1", "h2"], "ps": "h3", "priority": 1},
+            {"job": 256, "workers": ["h1", "h2"], "ps": ["h3"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job id 256 is out of range (1..255)",
         ),
         (
-            {"job": 2, "workers": ["h1", "h1"], "ps": "h3", "priority": 1},
+            {"job": 2, "workers": ["h1", "h1"], "ps": ["h3"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job 2: worker(s) listed twice: h1",
         ),
         (
-            {"job": 2, "workers": ["h1", "h2"], "ps": "h2", "priority": 1},
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h2"], "priority": 1},
             grpc.StatusCode.INVALID_ARGUMENT,
             "job 2: h2 cannot be both worker and PS",
+        ),
+        (
+            {
+                "job": 2,
+                "workers": ["h1", "h2"],
+                "ps": ["h3", "h4", "10.0.0.1", "port:2"],
+                "priority": 1,
+            },
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2: h1, h2 cannot be both worker and PS",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3", "10.0.0.3"], "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2: PS host(s) listed twice: h3",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": [], "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2 has 0 PS hosts; a job has 1, 2, 4 or 8 PS hosts",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3", "h4", "h5"], "priority": 1},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2 has 3 PS hosts; a job has 1, 2, 4 or 8 PS hosts",
+        ),
+        (
+            {
+                "job": 2,
+                "workers": ["h1", "h2"],
+                "ps": [f"h{i}" for i in range(3, 19)],
+                "priority": 1,
+            },
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job 2 has 16 PS hosts; a job has 1, 2, 4 or 8 PS hosts",
+        ),
+        (
+            {"job": 2, "workers": ["h1", "h2"], "ps": ["h3", "nohost"], "priority": 1},
+            grpc.StatusCode.NOT_FOUND,
+            "unknown host 'nohost': not in the topology (known hosts: "
+            + ", ".join(sorted(f"h{i}" for i in range(1, 41)))
+            + ")",
         ),
     ],
 )
 def test_bad_admit_refused(
     rig: Rig, req: dict[str, Any], code: grpc.StatusCode, message: str
 ) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     refused(rig, code, message, "Admit", **req)
 
 
@@ -247,11 +337,11 @@ def test_unknown_policy_and_bad_stale_refused(rig: Rig) -> None:
 
 
 def test_switch_unreachable_changes_nothing(rig: Rig) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     rig.sw.up = False
     before = Store(rig.db).jobs(), Store(rig.db).policy()
     requests: list[tuple[str, dict[str, Any]]] = [
-        ("Admit", {"job": 2, "workers": ["h4", "h5"], "ps": "h6", "priority": 1}),
+        ("Admit", {"job": 2, "workers": ["h4", "h5"], "ps": ["h6"], "priority": 1}),
         ("Remove", {"job": 1}),
         ("Prio", {"job": 1, "priority": 9}),
         ("Policy", {"policy": "atp"}),
@@ -265,14 +355,14 @@ def test_switch_unreachable_changes_nothing(rig: Rig) -> None:
             "switch unreachable at memory",
         )
     assert (Store(rig.db).jobs(), Store(rig.db).policy()) == before
-    assert rig.call("Status")["switch"]["connected"] is False
+    assert [s["connected"] for s in rig.call("Status")["switches"]] == [False]
 
 
 def test_remove_frees_entries_and_repartitions(rig: Rig) -> None:
     empty = rig.sw.read_entries()
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     with_one = rig.sw.read_entries()
-    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", priority=1)
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps=["h6"], priority=1)
     assert [rig.sw.entries.jobs[j].part_base for j in (1, 2)] == [0, 32]
     assert [rig.sw.entries.jobs[j].part_size for j in (1, 2)] == [32, 32]
     assert rig.call("Remove", job=2) == {"job": 2, "removed": True}
@@ -284,7 +374,7 @@ def test_remove_frees_entries_and_repartitions(rig: Rig) -> None:
 
 
 def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     n = len(rig.sw.batches)
     assert rig.call("Prio", job=1, priority=200)["priority"] == 200
     assert rig.sw.entries.jobs[1].prio == 200
@@ -292,7 +382,7 @@ def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
         [("jobs", "modify", 1)]
     ]
     assert rig.call("Prio", job=1, size=0)["priority"] == AUTO_TOP
-    assert Store(rig.db).jobs()[1].spec.remaining == 0
+    assert Store(rig.db).jobs()[1].priority == PrioritySpec.auto(0)
 
 
 def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
@@ -302,7 +392,7 @@ def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
     def prios() -> dict[int, int]:
         return {j: e.prio for j, e in rig.sw.entries.jobs.items()}
 
-    def rewritten(since: int) -> set[int]:
+    def rewritten(since: int) -> set[int | ShardKey | ChildKey]:
         return {
             c.key
             for b in rig.sw.batches[since:]
@@ -310,11 +400,11 @@ def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
             if (c.kind.value, c.op.value) == ("jobs", "modify")
         }
 
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", size=2**30)
-    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", priority=3)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], size=2**30)
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps=["h6"], priority=3)
     assert prios() == {1: AUTO_TOP, 2: 3}
     rig.clock.now += 1.0  # 1 s < 10 s * log2(2**30 / 2**20): the smaller newcomer overtakes
-    rig.call("Admit", job=3, workers=["h7", "h8"], ps="h9", size=2**20)
+    rig.call("Admit", job=3, workers=["h7", "h8"], ps=["h9"], size=2**20)
     assert prios() == {1: AUTO_TOP - 1, 2: 3, 3: AUTO_TOP}
     n = len(rig.sw.batches)
     assert rig.call("Progress", job=1, remaining=2**10)["priority"] == AUTO_TOP
@@ -323,7 +413,7 @@ def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
     assert {j["job"]: j["priority"] for j in rig.call("Jobs")["jobs"]} == prios()
     rig.call("Remove", job=1)
     assert prios() == {2: 3, 3: AUTO_TOP}
-    rig.call("Admit", job=4, workers=["h10", "h11"], ps="h12", size=0)
+    rig.call("Admit", job=4, workers=["h10", "h11"], ps=["h12"], size=0)
     assert prios() == {2: 3, 3: AUTO_TOP - 1, 4: AUTO_TOP}
     n = len(rig.sw.batches)
     rig.call("Prio", job=4, priority=250)
@@ -365,7 +455,7 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
         return {j: (e.part_base, e.part_size) for j, e in rig.sw.entries.jobs.items()}
 
     for job, hosts in ((5, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (9, ("h7", "h8", "h9"))):
-        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=hosts[2], priority=1)
+        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=[hosts[2]], priority=1)
         rig.clock.now += 1
     assert parts() == {2: (0, 22), 5: (22, 21), 9: (43, 21)}  # equal split, by job id
     big = rig.ctl.pool_size // 2
@@ -394,7 +484,7 @@ def test_bad_squat_timeout_refused(rig: Rig) -> None:
 
 def test_stats_exact_counters(rig: Rig) -> None:
     rig.sw.job_events[counter_index(1, Event.AGGREGATED)] = 99
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     assert rig.call("Stats")["jobs"]["1"]["aggregated"] == 0
     rig.sw.job_events[counter_index(1, Event.AGGREGATED)] = 4
     rig.sw.job_events[counter_index(1, Event.COMPLETED)] = 2
@@ -412,7 +502,7 @@ def test_stats_exact_counters(rig: Rig) -> None:
 
 
 def test_switch_restart_resyncs(rig: Rig) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     rig.call("Policy", policy="atp")
     want = rig.sw.read_entries()
     rig.sw.restart()
@@ -422,8 +512,8 @@ def test_switch_restart_resyncs(rig: Rig) -> None:
 
 
 def test_controller_restart_reconciles(rig: Rig) -> None:
-    rig.call("Admit", job=1, workers=["h1", "h2"], ps="h3", priority=1)
-    rig.call("Admit", job=2, workers=["h4", "h5"], ps="h6", size=1000)
+    rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
+    rig.call("Admit", job=2, workers=["h4", "h5"], ps=["h6"], size=1000)
     want = rig.sw.read_entries()
     # while the controller is down, the switch drifts
     del rig.sw.entries.jobs[2]
@@ -444,9 +534,18 @@ def test_slots_view(rig: Rig) -> None:
         "Slots",
     )
     out = "RuntimeCmd: EsaIngress.pool.slot_owner= 0, 4294967296, 4294967303, 0, 8589934592"
-    rig.ctl.thrift_cli = [sys.executable, "-c", f"print({out!r})"]
-    assert rig.call("Slots") == {"pool_size": 5, "used": 3, "by_job": {"1": 2, "2": 1}}
-    rig.ctl.thrift_cli = [sys.executable, "-c", "print('Error: no such register')"]
+    rig.ctl.thrift_cli = {"s1": [sys.executable, "-c", f"print({out!r})"]}
+    held = {"pool_size": 5, "used": 3, "by_job": {"1": 2, "2": 1}}
+    assert rig.call("Slots") == {**held, "switches": {"s1": held}}
+    assert rig.call("Slots", device="s1") == {**held, "switches": {"s1": held}}
+    refused(
+        rig,
+        grpc.StatusCode.NOT_FOUND,
+        "unknown device 's2' (devices: s1)",
+        "Slots",
+        device="s2",
+    )
+    rig.ctl.thrift_cli = {"s1": [sys.executable, "-c", "print('Error: no such register')"]}
     refused(
         rig,
         grpc.StatusCode.INTERNAL,
@@ -460,12 +559,42 @@ def test_a_restarted_controller_keeps_the_fixed_partitions_the_switch_holds(
 ) -> None:
     rig.call("Policy", policy="static", part_size=16)
     for job, hosts in ((1, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (3, ("h7", "h8", "h9"))):
-        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=hosts[2], priority=1)
+        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=[hosts[2]], priority=1)
         rig.clock.now += 1
     rig.call("Remove", job=1)
-    rig.call("Admit", job=4, workers=["h1", "h2"], ps="h3", priority=1)
+    rig.call("Admit", job=4, workers=["h1", "h2"], ps=["h3"], priority=1)
     before = rig.sw.entries.jobs
     assert {j: e.part_base for j, e in before.items()} == {2: 16, 3: 32, 4: 0}
     again = make_controller(rig.db, rig.sw, rig.clock)
     assert again.sync() == 0
     assert rig.sw.entries.jobs == before
+
+
+def test_a_state_file_of_one_ps_per_job_is_migrated(tmp_path: Path) -> None:
+    """A file written when a job had one PS (``ps``: a host name) is taken
+    over, its jobs kept: each PS becomes a list of one (``ps_hosts``)."""
+    db = tmp_path / "old.db"
+    with closing(sqlite3.connect(db)) as old:
+        old.executescript(SCHEMA.replace("ps_hosts TEXT", "ps TEXT"))
+        old.execute("INSERT INTO jobs VALUES (4, '[\"h1\", \"h2\"]', 'h3', 'auto', 0, 512, 9.5)")
+        old.execute("INSERT INTO jobs VALUES (5, '[\"h4\", \"h5\"]', 'h6', 'static', 7, 0, 9.0)")
+        old.commit()
+    sw = MemorySwitch()
+    make_controller(db, sw, Clock()).sync()
+    assert Store(db).jobs() == {
+        4: JobRecord(4, Placement(("h1", "h2"), ("h3",)), PrioritySpec.auto(512), 9.5),
+        5: JobRecord(5, Placement(("h4", "h5"), ("h6",)), PrioritySpec.static(7), 9.0),
+    }
+    with closing(sqlite3.connect(db)) as new:
+        columns = [c[0] for c in new.execute("SELECT name FROM pragma_table_info('jobs')")]
+        assert new.execute("SELECT ps_hosts FROM jobs ORDER BY job").fetchall() == [
+            ('["h3"]',),
+            ('["h6"]',),
+        ]
+    assert columns == [
+        "job", "workers", "ps_hosts", "mode", "priority", "remaining", "admitted_at"
+    ]  # fmt: skip
+    assert {k: r.port for k, r in sw.entries.ps_routes.items()} == {
+        ShardKey(4, 0, 0): 3,
+        ShardKey(5, 0, 0): 6,
+    }
