@@ -19,14 +19,15 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from esa.job import JobSpec
 from esa.toolchain import missing_binaries
 from testbed.netns import missing_root
 from testbed.run import switches
 from testbed.run import topology as topo_mod
 from testbed.run.ctl import Ctl
 from testbed.run.jobs import start_pses, stop_pses
-from testbed.run.scenario import JobSpec, Scenario
-from testbed.run.topology import Member
+from testbed.run.scenario import RunJob, Scenario
+from testbed.run.topology import JobHosts
 from testbed.run.world import World
 
 PRIVATE_ENV = "ESA_BENCH_PRIVATE"
@@ -56,24 +57,24 @@ def in_private_world(module: str, argv: Sequence[str]) -> int:
 @contextlib.contextmanager
 def mininet_job(
     spec: JobSpec, window: int, logs: Path
-) -> Iterator[tuple[World, Scenario, list[Member], Member]]:
-    """The world, its scenario, and the job's workers and PS, ready for the
-    workers; the switch's and the hosts' logs go to ``logs``."""
-    scenario = Scenario(jobs=(spec,), policies=("esa",), window=window)
+) -> Iterator[tuple[World, Scenario, JobHosts]]:
+    """The world, its scenario, and the job's hosts, ready for the workers;
+    the switch's and the hosts' logs go to ``logs``."""
+    scenario = Scenario(jobs=(RunJob(spec),), policies=("esa",), window=window)
     topo = topo_mod.load(scenario.topology)
     program = switches.build(switches.BMV2, scenario.pool_size)
     with (
         tempfile.TemporaryDirectory(prefix="esa-bench-") as work,
         World(scenario, topo, program, logs, Path(work)) as world,
     ):
-        members, ps = world.jobs[spec.job]
+        hosts = world.jobs[spec.job]
         ctl = Ctl(world.admin)
         try:
             ctl.policy("esa", scenario.stale_us, scenario.squat_us, scenario.part_size)
-            ctl.admit(spec, [m.name for m in members], ps.name)
+            ctl.admit(spec, hosts.placement)
             pses = start_pses(world, (spec,))
             try:
-                yield world, scenario, members, ps
+                yield world, scenario, hosts
             finally:
                 stop_pses(world, pses)
         finally:

@@ -6,7 +6,7 @@ With ``--switch bmv2`` (the default) it builds one job on Mininet hosts
 around BMv2 as ``make run`` does (``bench.mininet_job``: controller, PS) and
 runs two DDP worker processes of this module on the job's worker hosts, so
 Gloo and ESA use the same links through the same switch; ``--switch
-loopback`` puts the switch model and the PS on 127.0.0.1 (``hosts.loopjob``)
+loopback`` puts the switch model and the PS on 127.0.0.1 (``testbed.loopjob``)
 instead.  Each worker measures, in turn:
 
 - compute: a step whose hook communicates nothing (``T_c``);
@@ -43,12 +43,12 @@ from torch._C._distributed_c10d import GradBucket
 from torch.nn.parallel import DistributedDataParallel
 
 from bench import mininet_job
+from esa.job import JobSpec
 from examples.torch_digits import load, make_model
-from hosts.loopjob import LoopJob, ddp_env, free_port
 from hosts.torch_hook import EsaHookState, TensorBucket, esa_hook
+from testbed.loopjob import LoopJob, ddp_env, free_port
 from testbed.paths import ROOT
 from testbed.run import torchjobs
-from testbed.run.scenario import JobSpec
 
 JOB = 1
 WORKERS = 2
@@ -170,10 +170,10 @@ def run_loopback(argv: Sequence[str]) -> list[dict[str, float]]:
 def run_mininet(args: argparse.Namespace, argv: Sequence[str]) -> list[dict[str, float]]:
     """The workers on the hosts of a job admitted on BMv2 (inside a private world)."""
     spec = JobSpec(JOB, WORKERS, torchjobs.mlp_values(args.hidden), 1, priority=100)
-    with mininet_job.mininet_job(spec, args.window, LOGS) as (world, scenario, members, ps):
+    with mininet_job.mininet_job(spec, args.window, LOGS) as (world, scenario, hosts):
         procs = []
-        for m in members:
-            env = {**torchjobs.ddp_env(scenario, spec, members, m, ps), "ESA_LINGER": "0.2"}
+        for m in hosts.workers:
+            env = {**torchjobs.ddp_env(scenario, spec, hosts, m), "ESA_LINGER": "0.2"}
             cmd = torchjobs.command(env, "bench.torch_overlap", ["--worker", *argv])
             procs.append(world.popen(m.name, cmd, f"{m.role}.log"))
         return collect(procs)

@@ -6,7 +6,8 @@ the pipeline over P4Runtime.  Port numbers are those the links were added
 with (``addLink(..., port2=N)``), and the switch's interfaces are
 ``<name>-eth<N>``.  The switch runs in the network namespace Mininet itself
 runs in (the run's private world), so its P4Runtime (and BMv2's Thrift)
-ports are on that 127.0.0.1.  Its output goes to ``<log_dir>/<name>.log``.
+ports are on that 127.0.0.1: several switches of one network each take
+their own ports and device id.  Its output goes to ``<log_dir>/<name>.log``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Bmv2MininetSwitch(Switch):  # type: ignore[misc]
         self,
         name: str,
         grpc_addr: str = "127.0.0.1:9559",
+        device_id: int = 0,
         thrift_port: int = THRIFT_PORT,
         log_dir: str = ".",
         work_dir: str = ".",
@@ -41,6 +43,7 @@ class Bmv2MininetSwitch(Switch):  # type: ignore[misc]
     ) -> None:
         super().__init__(name, **params)
         self.grpc_addr = grpc_addr
+        self.device_id = device_id
         self.thrift_port = thrift_port
         self.log_file = Path(log_dir) / f"{name}.log"
         self.work_dir = Path(work_dir)
@@ -54,6 +57,7 @@ class Bmv2MininetSwitch(Switch):  # type: ignore[misc]
             self.grpc_addr,
             self.log_file,
             self.work_dir,
+            device_id=self.device_id,
             thrift_port=self.thrift_port,
             pcap_dir=self.pcap_dir,
             trace=self.trace,
@@ -89,17 +93,21 @@ class RefMininetSwitch(Switch):  # type: ignore[misc]
         name: str,
         pool: int,
         grpc_addr: str = "127.0.0.1:9559",
+        device_id: int = 0,
         log_dir: str = ".",
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
         self.pool = pool
         self.grpc_addr = grpc_addr
+        self.device_id = device_id
         self.log_file = Path(log_dir) / f"{name}.log"
         self.ref: RefSwitch | None = None
 
     def start(self, controllers: list[Any]) -> None:
-        self.ref = RefSwitch(_ports(self), self.grpc_addr, self.log_file, self.pool)
+        self.ref = RefSwitch(
+            _ports(self), self.grpc_addr, self.log_file, self.pool, device_id=self.device_id
+        )
         self.ref.start()
 
     def restart(self, crash: bool = False) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from esa.job import JobSpec
 from hosts.pcap_dump import dump
 from testbed.paths import ROOT
 from testbed.run import lock
-from testbed.run.scenario import JobSpec
 from testbed.run.verify import SEED, expected_digests
 from tests.pty_session import PtySession
 
@@ -31,7 +31,7 @@ SCENARIO = {
     "jobs": [
         {"job": 1, "workers": 2, "values": 4096, "iterations": 3, "priority": 100},
         {"job": 2, "workers": 2, "values": 4096, "iterations": 10000, "priority": 100,
-         "worker_hosts": ["h7", "h8"], "ps_host": "h9"},
+         "worker_hosts": ["h7", "h8"], "ps_hosts": ["h9"]},
     ],
 }  # fmt: skip
 PROMPT = "mininet> "

@@ -14,6 +14,7 @@ from testbed.run.faults import Fault, FaultKind, parse_fault
         ("controller-restart@2.5", Fault(FaultKind.CONTROLLER_RESTART, 2.5)),
         ("kill-worker=3:1@0", Fault(FaultKind.KILL_WORKER, 0.0, job=3, index=1)),
         (" bmv2-restart@10 ", Fault(FaultKind.BMV2_RESTART, 10.0)),
+        ("bmv2-restart=t2@3", Fault(FaultKind.BMV2_RESTART, 3.0, switch="t2")),
     ],
 )
 def test_faults_parse_and_print_back(text: str, fault: Fault) -> None:
@@ -24,13 +25,16 @@ def test_faults_parse_and_print_back(text: str, fault: Fault) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("bmv2-restart", "expected bmv2-restart@T"),
-        ("bmv2-restart@", "expected bmv2-restart@T"),
-        ("bmv2-restart@-1", "expected bmv2-restart@T"),
+        ("bmv2-restart", r"expected bmv2-restart\[=SWITCH\]@T"),
+        ("bmv2-restart@", r"expected bmv2-restart\[=SWITCH\]@T"),
+        ("bmv2-restart@-1", r"expected bmv2-restart\[=SWITCH\]@T"),
         ("reboot@3", "unknown kind 'reboot'"),
         ("kill-worker@3", "only kill-worker names a worker"),
         ("bmv2-restart=1:0@3", "only kill-worker names a worker"),
-        ("kill-worker=1@3", "expected bmv2-restart@T"),
+        ("controller-restart=s1@3", "only bmv2-restart names a switch"),
+        ("kill-worker=s1@3", "only kill-worker names a worker"),
+        ("bmv2-restart=S1@3", r"expected bmv2-restart\[=SWITCH\]@T"),
+        ("kill-worker=1@3", r"expected bmv2-restart\[=SWITCH\]@T"),
         ("controller-restart@1.2.3", "'1.2.3' is not a number of seconds"),
     ],
 )

@@ -38,12 +38,12 @@ def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:
     # BMv2's own captures, decoded: job 1's first worker (h1, port 1) sent every chunk
     text = io.StringIO()
     dump(out / "pcaps" / "esa" / "s1-eth1_in.pcap", 0, text)
-    first = scn.load(scn.DEFAULT).jobs[0]
+    first = scn.load(scn.DEFAULT).jobs[0].spec
     chunks = -(-int(first.values * 0.25) // 32)
     assert text.getvalue().count(f"CONTRIB   job {first.job} ") >= chunks
     requests = (out / "logs" / "atp" / "s1-p4runtime-requests.txt").read_text()
     assert requests.count("/p4.v1.P4Runtime/SetForwardingPipelineConfig\n") == 1
-    jobs = [j.job for j in scn.load(scn.DEFAULT).jobs]
+    jobs = [j.spec.job for j in scn.load(scn.DEFAULT).jobs]
     rows = json.loads((out / "jobs.json").read_text())
     assert sorted((r["policy"], r["job"]) for r in rows) == [
         (p, j) for p in ("atp", "esa") for j in jobs
@@ -103,3 +103,77 @@ def test_ctrl_c_stops_everything_it_started(tmp_path: Path) -> None:
     # process of that namespace, and with its network namespace every link.
     left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False)
     assert left.stdout == "", f"processes left behind: {left.stdout}"
+
+
+def _two_tier(tmp_path: Path, jobs: list[int]) -> Path:
+    """mininet/scenarios/two-tier.json with only ``jobs``, under ESA, shortened."""
+    raw = json.loads((scn.SCENARIOS / "two-tier.json").read_text())
+    raw["jobs"] = [j for j in raw["jobs"] if j["job"] in jobs]
+    raw["policies"] = ["esa"]
+    path = tmp_path / "two-tier.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def _frames(pcap: Path, job: int, ptype: str = "") -> int:
+    """ESA frames of ``job`` (of type ``ptype``, if given) in a capture (BMv2
+    leaves a port that saw none empty)."""
+    if pcap.stat().st_size == 0:
+        return 0
+    text = io.StringIO()
+    dump(pcap, 0, text)
+    return sum(
+        f" job {job} " in line and (not ptype or f" {ptype} " in line)
+        for line in text.getvalue().splitlines()
+    )
+
+
+def test_two_tier_run_with_a_job_inside_a_rack(tmp_path: Path) -> None:
+    """A BMv2 per switch of two-tier.json under one controller: job 1 sums
+    exactly on its ToR t1, whose restart the controller re-syncs alone; its
+    contributions never leave the rack (the spine only carries what goes to
+    and comes from its PS, h9 on the spine)."""
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [*RUN, "--out", str(out), "--scenario", str(_two_tier(tmp_path, [1])),
+         "--iterations", "8", "--pcap", "--fault", "bmv2-restart=t1@0.5"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "bmv2-restart=t1@0.5 at " in res.stdout
+    assert "t1: BMv2 (simple_switch_grpc) killed and restarted empty; the switches hold " in (
+        res.stdout
+    )
+    (row,) = json.loads((out / "jobs.json").read_text())
+    assert (row["job"], row["exact"], row["failed"]) == (1, True, "")
+    logs = out / "logs" / "esa"
+    assert {p.name for p in logs.glob("*.log")} >= {"s1.log", "t1.log", "t2.log"}
+    requests = (logs / "p4runtime-requests.txt").read_text()
+    assert requests.count("/p4.v1.P4Runtime/SetForwardingPipelineConfig\n") == 4
+    assert json.loads((logs / "topology.json").read_text())["switches"].keys() == {
+        "s1", "t1", "t2"
+    }  # fmt: skip
+    pcaps = out / "pcaps" / "esa"
+    assert _frames(pcaps / "t1-eth1_in.pcap", 1) > 0
+    assert _frames(pcaps / "t1-eth5_out.pcap", 1, "CONTRIB") == 0
+    assert _frames(pcaps / "s1-eth1_in.pcap", 1, "CONTRIB") == 0
+    assert _frames(pcaps / "s1-eth3_out.pcap", 1, "RESULT") > 0
+
+
+def test_two_tier_run_with_a_job_across_racks(tmp_path: Path) -> None:
+    """Both jobs of two-tier.json: job 2's workers are on t1 and t2, its PS
+    shards on the spine's hosts; its partial sums go up to s1, which
+    completes them."""
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [*RUN, "--out", str(out), "--scenario", str(_two_tier(tmp_path, [1, 2])),
+         "--iterations", "2"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = {r["job"]: r for r in json.loads((out / "jobs.json").read_text())}
+    assert {j: (r["exact"], r["failed"]) for j, r in rows.items()} == {
+        1: (True, ""),
+        2: (True, ""),
+    }
+    assert rows[2]["switch_share"] > 0

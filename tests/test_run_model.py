@@ -57,7 +57,7 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
         assert f"policy {policy}; switch: {LABEL}\n" in res.stdout
     assert f"JCT per job (s); switch: {LABEL}\n" in res.stdout
     assert res.stdout.endswith("every worker received every exact sum (bit for bit)\n")
-    jobs = [j.job for j in scn.load(scn.DEFAULT).jobs]
+    jobs = [j.spec.job for j in scn.load(scn.DEFAULT).jobs]
     rows = json.loads((out / "jobs.json").read_text())
     assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
         (p, j) for p in scn.POLICIES for j in jobs
@@ -107,3 +107,33 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
     again = subprocess.run(["make", "-s", "stop", f"RUN_ARGS=--out {out}"], capture_output=True,
                            text=True, timeout=60, check=False, cwd=ROOT)  # fmt: skip
     assert again.stdout == f"{out}: no run\n"
+
+
+def test_a_job_on_two_ps_hosts(tmp_path: Path) -> None:
+    """shards.json, shortened: job 1's chunks go to the PS on h5 or h6 by their
+    low bit (one PS process per shard), each PS takes the switch's sums of its
+    own chunks only, and every sum is exact."""
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [*RUN, "--out", str(out), "--switch", "model", "--scenario",
+         str(scn.SCENARIOS / "shards.json"), "--policies", "esa", "--iterations", "2",
+         "--scale", "0.25"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = json.loads((out / "jobs.json").read_text())
+    assert sorted(r["job"] for r in rows) == [1, 2]
+    assert all(r["exact"] and not r["failed"] for r in rows)
+    logs = out / "logs" / "esa"
+    for shard in (0, 1):
+        ps = json.loads((logs / f"j1ps{shard}.json").read_text().splitlines()[-1])["ps"]
+        assert ps["switch_results"] + ps["completed"] > 0
+        assert ps["other_shard_results"] == 0
+    assert sorted(p.name for p in logs.glob("j*ps*.json")) == [
+        "j1ps0.json", "j1ps1.json", "j2ps0.json"
+    ]  # fmt: skip
+    ran = json.loads((out / "scenario.json").read_text())["jobs"]
+    assert [(j["worker_hosts"], j["ps_hosts"]) for j in ran] == [
+        (["h1", "h2", "h3", "h4"], ["h5", "h6"]),
+        (["h7", "h8"], ["h9"]),
+    ]

@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from esa.job import JobSpec, Placement
 from testbed.run import report
 from testbed.run import scenario as scn
 from testbed.run.faults import Fault, FaultKind
@@ -16,6 +19,7 @@ from testbed.run.switches import BMV2, MODEL
 
 DEFAULT = scn.DEFAULT
 PRIORITY = scn.SCENARIOS / "priority.json"
+SHARDS = scn.SCENARIOS / "shards.json"
 
 
 def test_default_scenario_is_the_contest() -> None:
@@ -24,10 +28,12 @@ def test_default_scenario_is_the_contest() -> None:
     s = scn.load(DEFAULT)
     assert s.policies == ("esa", "atp", "static")
     assert len(s.jobs) >= 4
-    assert len({j.values for j in s.jobs}) > 1, "the default run mixes job sizes"
-    assert all(j.priority is None for j in s.jobs)
-    assert len({j.arrival_s for j in s.jobs}) == len(s.jobs), "jobs arrive one by one"
-    assert all(j.compute_s > 0 and 0 < j.jitter < 1 for j in s.jobs)
+    specs = [j.spec for j in s.jobs]
+    assert len({j.values for j in specs}) > 1, "the default run mixes job sizes"
+    assert all(j.priority is None for j in specs)
+    assert len({j.arrival_s for j in specs}) == len(specs), "jobs arrive one by one"
+    assert all(j.compute_s > 0 and 0 < j.jitter < 1 for j in specs)
+    assert all(j.placement is None for j in s.jobs)
     assert s.part_size == s.window
     assert s.pool_size // s.part_size < len(s.jobs), "fewer partitions than jobs"
     assert s.window * len(s.jobs) > s.pool_size
@@ -35,10 +41,13 @@ def test_default_scenario_is_the_contest() -> None:
 
 def test_priority_scenario_is_fixed_priority_contention() -> None:
     s = scn.load(PRIORITY)
-    assert [j.workers for j in s.jobs] == [2, 3, 4]
-    assert [j.priority for j in s.jobs] == [20, 100, 200]
-    assert {j.values for j in s.jobs} == {8192}
+    assert [j.spec.workers for j in s.jobs] == [2, 3, 4]
+    assert [j.spec.priority for j in s.jobs] == [20, 100, 200]
+    assert {j.spec.values for j in s.jobs} == {8192}
     assert s.pool_size == 16 and s.part_size == 8
+
+
+JOB_TIMES = r"job 1: arrival_s and compute_s must be >= 0, jitter in \[0, 1\)"
 
 
 def _job(**extra: Any) -> dict[str, Any]:
@@ -47,29 +56,46 @@ def _job(**extra: Any) -> dict[str, Any]:
 
 def test_job_timing_fields() -> None:
     j = scn.parse_job(_job(arrival_s=2.5, compute_s=0.1, jitter=0.25, priority=7))
-    assert (j.arrival_s, j.compute_s, j.jitter, j.priority) == (2.5, 0.1, 0.25, 7)
+    assert j == scn.RunJob(JobSpec(1, 2, 1, 1, 7, arrival_s=2.5, compute_s=0.1, jitter=0.25))
     j = scn.parse_job(_job(size_hint=True))
-    assert (j.arrival_s, j.compute_s, j.jitter, j.priority) == (0.0, 0.0, 0.0, None)
+    assert j == scn.RunJob(JobSpec(1, 2, 1, 1, None))
 
 
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        (_job(job=0), "job id 0 is outside"),
-        (_job(workers=1), "workers must be 2..32"),
-        (_job(workers=33), "workers must be 2..32"),
-        (_job(values=0), "must be positive"),
-        (_job(priority=256), "priority"),
-        (_job(colour=1), "unknown field"),
-        (_job(arrival_s=-1), "arrival_s and compute_s must be >= 0"),
-        (_job(compute_s=-0.1), "arrival_s and compute_s must be >= 0"),
-        (_job(jitter=1.0), "jitter must be a fraction"),
-        (_job(jitter=-0.1), "jitter must be a fraction"),
+        (_job(job=0), r"job id 0 is outside 1\.\.255"),
+        (_job(workers=1), r"job 1: workers must be 2\.\.32"),
+        (_job(workers=33), r"job 1: workers must be 2\.\.32"),
+        (_job(values=0), "job 1: values and iterations must be >= 1"),
+        (_job(iterations=0), "job 1: values and iterations must be >= 1"),
+        (_job(priority=256), r"job 1: priority must be 0\.\.255, got 256"),
+        (_job(colour=1), r"job entry has unknown field\(s\): colour"),
+        (_job(arrival_s=-1), JOB_TIMES),
+        (_job(compute_s=-0.1), JOB_TIMES),
+        (_job(jitter=1.0), JOB_TIMES),
+        (_job(jitter=-0.1), JOB_TIMES),
+        ({"job": 3, "workers": 2}, r"job 3: missing field\(s\) iterations, values"),
+        ({"workers": 2, "values": 1, "iterations": 1}, r"job \(no id\): missing field\(s\) job"),
     ],
 )
 def test_bad_job_entries_are_rejected(job: dict[str, int], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=f"^scenario: {message}$"):
         scn.parse_job(job)
+
+
+def test_a_scenario_reads_back_what_it_writes() -> None:
+    """``as_json`` writes what a scenario file gives (scenario.json of a run)."""
+    for path in sorted(scn.SCENARIOS.glob("*.json")):
+        s = scn.load(path)
+        assert scn.from_json(json.loads(json.dumps(scn.as_json(s)))) == s, path.name
+
+
+def test_the_shards_scenario_puts_a_job_on_two_ps_hosts() -> None:
+    s = scn.load(SHARDS)
+    placed = {j.spec.job: j.placement for j in s.jobs}
+    assert placed[1] == Placement(("h1", "h2", "h3", "h4"), ("h5", "h6"))
+    assert placed[2] is None
 
 
 def _write(tmp_path: Path, **changes: Any) -> Path:
@@ -145,7 +171,8 @@ def test_overrides() -> None:
         4,
     )
     assert s.timeout_s == 5.0
-    assert [j.values for j in s.jobs] == [j.values // 2 for j in base.jobs]
+    assert [j.spec.values for j in s.jobs] == [j.spec.values // 2 for j in base.jobs]
+    assert [j.placement for j in s.jobs] == [j.placement for j in base.jobs]
     assert s.faults == (
         Fault(FaultKind.CONTROLLER_RESTART, 2.0),
         Fault(FaultKind.KILL_WORKER, 4.0, job=2, index=1),
@@ -164,19 +191,21 @@ def test_bad_fault_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         _overrides("--fault", "bmv2-restart")
     assert exit_.value.code == 2
     assert (
-        "bmv2-restart@T, controller-restart@T or kill-worker=JOB:IDX@T" in capsys.readouterr().err
+        "bmv2-restart[=SWITCH]@T, controller-restart@T or kill-worker=JOB:IDX@T"
+        in capsys.readouterr().err
     )
 
 
 def _results(s: scn.Scenario) -> dict[str, dict[int, report.JobResult]]:
+    specs = [j.spec for j in s.jobs]
     workers = {
         (j.job, w): {"jct_s": 2.0 * j.job + w, "counters": {"retransmitted": 1}}
-        for j in s.jobs
+        for j in specs
         for w in range(j.workers)
     }
     events = {"completed": 10, "fallback": 3}
     return {
-        p: {j.job: report.JobResult.build(j, workers, events, exact=True, lost=5) for j in s.jobs}
+        p: {j.job: report.JobResult.build(j, workers, events, exact=True, lost=5) for j in specs}
         for p in ("esa", "atp")
     }
 
@@ -205,7 +234,7 @@ def test_tables_and_files(tmp_path: Path) -> None:
 def test_failed_job_is_reported_and_left_out_of_the_average() -> None:
     s = scn.load(DEFAULT)
     results = _results(s)
-    job = s.jobs[0]
+    job = s.jobs[0].spec
     why = "worker 0 killed by fault kill-worker=1:0@2"
     results["esa"][job.job] = report.JobResult.failure(job, 4.0, why, {"completed": 1})
     table = report.job_table("esa", s, results["esa"], BMV2.label)
@@ -217,7 +246,7 @@ def test_failed_job_is_reported_and_left_out_of_the_average() -> None:
 
 def test_mean_over_rounds_and_spread() -> None:
     s = scn.load(DEFAULT)
-    job = s.jobs[0]
+    job = s.jobs[0].spec
     events = {"completed": 10, "fallback": 4}
 
     def one(jct: float, exact: bool) -> report.JobResult:
@@ -228,3 +257,28 @@ def test_mean_over_rounds_and_spread() -> None:
     assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.0, 4, 2, False)
     table = report.rounds_table({"esa": [{job.job: one(2.0, True)}, {job.job: one(4.0, True)}]})
     assert "esa:   2.00   4.00   mean 3.00  spread 2.00  sd 1.41" in table
+
+
+@st.composite
+def run_jobs(draw: st.DrawFn) -> scn.RunJob:
+    workers = draw(st.integers(2, 32))
+    spec = JobSpec(
+        job=draw(st.integers(1, 255)),
+        workers=workers,
+        values=draw(st.integers(1, 10**6)),
+        iterations=draw(st.integers(1, 100)),
+        priority=draw(st.one_of(st.none(), st.integers(0, 255))),
+        arrival_s=draw(st.floats(0, 100)),
+        compute_s=draw(st.floats(0, 10)),
+        jitter=draw(st.floats(0, 0.99)),
+    )
+    if not draw(st.booleans()):
+        return scn.RunJob(spec)
+    shards = draw(st.sampled_from([1, 2, 4, 8]))
+    hosts = draw(st.permutations([f"h{i}" for i in range(1, 41)]))
+    return scn.RunJob(spec, Placement(tuple(hosts[:workers]), tuple(hosts[40 - shards :])))
+
+
+@given(job=run_jobs())
+def test_a_job_reads_back_what_it_writes(job: scn.RunJob) -> None:
+    assert scn.parse_job(json.loads(json.dumps(scn.job_json(job)))) == job

@@ -93,8 +93,8 @@ def test_samples_keep_going_while_either_side_restarts() -> None:
     pool = {SLOT_OWNER: [owner_key(1, 0), owner_key(1, 1), 0], SLOT_COUNT: [1, 2, 0]}
     reads: list[dict[str, list[int]] | None] = [pool, None, pool]
     stats: list[Stats | None] = [
-        Stats(jobs={1: {"fallback": 4}}, drops={}),
-        Stats(jobs={1: {"fallback": 1}}, drops={}),
+        Stats(jobs={1: {"fallback": 4}}, drops={}, switches={}),
+        Stats(jobs={1: {"fallback": 1}}, drops={}, switches={}),
         None,
     ]
 
@@ -117,7 +117,7 @@ def test_a_switch_without_registers_gives_counters_and_no_slots() -> None:
     and the live line is told there is nothing to show (``slots_seen``)."""
 
     def read_stats() -> Stats:
-        return Stats(jobs={1: {"fallback": 2, "completed": 7}}, drops={})
+        return Stats(jobs={1: {"fallback": 2, "completed": 7}}, drops={}, switches={})
 
     tl = Timeline("esa", 1, NoRegisters(), read_stats, 0.25, t0=0.0)
     tl.sample()

@@ -34,7 +34,7 @@ def test_mlp_size_and_width() -> None:
 def test_torch_scenario_and_flag() -> None:
     s = scn.load(TORCH)
     assert s.train == scn.TORCH
-    assert [(j.workers, j.values, j.iterations) for j in s.jobs] == [
+    assert [(j.spec.workers, j.spec.values, j.spec.iterations) for j in s.jobs] == [
         (2, 4810, 3), (2, 2410, 3), (3, 1210, 3),
     ]  # fmt: skip
     synthetic = scn.load(scn.DEFAULT)
@@ -42,19 +42,18 @@ def test_torch_scenario_and_flag() -> None:
     assert torchjobs.prepare(synthetic) is synthetic
     trained = torchjobs.prepare(scn.apply_overrides(synthetic, _overrides("--train", "torch")))
     assert trained.train == scn.TORCH
-    assert [j.values for j in trained.jobs] == [32785, 16360, 8185, 24610, 4060]
+    assert [j.spec.values for j in trained.jobs] == [32785, 16360, 8185, 24610, 4060]
     with pytest.raises(ValueError, match="unknown train 'keras' \\(known: synthetic, torch\\)"):
         scn.check(scn.Scenario(jobs=s.jobs, train="keras"))
 
 
 def test_a_worker_is_started_as_torchrun_would() -> None:
     s = torchjobs.prepare(scn.load(TORCH))
-    jobs = topo_mod.assign(s, topo_mod.load(s.topology))
-    workers, ps = jobs[1]
-    cmd = torchjobs.worker_command(s, s.jobs[0], workers, workers[1], ps)
+    hosts = topo_mod.assign(s, topo_mod.load(s.topology))[1]
+    cmd = torchjobs.worker_command(s, s.jobs[0].spec, hosts, hosts.workers[1])
     env = {"RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1",
            "MASTER_PORT": "29500", "GLOO_SOCKET_IFNAME": "h2-eth0", "OMP_NUM_THREADS": "1",
-           "ESA_JOB": "1", "ESA_PS": "10.0.0.3", "ESA_BIND": "10.0.0.2:58784",
+           "ESA_JOB": "1", "ESA_PS": "10.0.0.3:58784", "ESA_BIND": "10.0.0.2:58784",
            "ESA_WINDOW": "16", "ESA_RTO": "0.05", "ESA_TIMEOUT": "30"}  # fmt: skip
     assert cmd == [
         "env", *(f"{k}={v}" for k, v in env.items()), PY, "-m", "examples.torch_digits",
@@ -70,7 +69,7 @@ def _report(rank: int, seconds: float, sha: str) -> dict[str, Any]:
 
 def test_a_jobs_result_and_row() -> None:
     s = torchjobs.prepare(scn.load(TORCH))
-    job = s.jobs[0]
+    job = s.jobs[0].spec
     events = {"completed": 400, "fallback": 7, "preempt_won": 1, "preempt_suffered": 2}
     same = {(1, 0): _report(0, 9.0, "ab"), (1, 1): _report(1, 11.5, "ab")}
     r = torchjobs.result(job, same, events, lost=3)
@@ -93,7 +92,7 @@ def test_a_jobs_result_and_row() -> None:
 
 def test_synthetic_tables_have_no_accuracy_column() -> None:
     s = scn.load(scn.DEFAULT)
-    job = s.jobs[0]
+    job = s.jobs[0].spec
     workers = {(job.job, 0): {"jct_s": 2.0, "counters": {"retransmitted": 0}}}
     r = report.JobResult.build(job, workers, {}, exact=True)
     assert r.accuracy is None

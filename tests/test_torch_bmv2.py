@@ -53,7 +53,7 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
     )
     assert row["switch_share"] > 0.5, "the switch summed most chunks"
 
-    spec = torchjobs.prepare(scn.load(path)).jobs[0]
-    [gloo, _] = reports(finish(launch(2, torchjobs.train_args(spec), lambda rank: {})))
+    job = torchjobs.prepare(scn.load(path)).jobs[0]
+    [gloo, _] = reports(finish(launch(2, torchjobs.train_args(job.spec), lambda rank: {})))
     assert gloo["accuracy"] > 0.9, "the task is learnable"
     assert abs(row["accuracy"] - gloo["accuracy"]) <= 0.01, (row["accuracy"], gloo["accuracy"])

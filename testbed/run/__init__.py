@@ -3,12 +3,13 @@ on BMv2 or the reference switch.
 
 ``main`` is the command and ``launch`` starts it in a private world, whose
 results directory ``lock`` claims (``stop`` is ``make stop``); ``scenario``
-reads what to run and ``topology`` where (hosts, ports, links);
-``switches`` picks the switch and its program; ``world`` builds the
-network, switch and controller, ``links`` applies link properties and
-``capture`` records the ports where the switch does not; ``batch`` runs the
-policies and ``cli`` is the prompt; ``jobs`` launches and follows the PSes
-and workers, ``faults`` and ``inject`` carry out the requested failures,
-``timeline`` samples the slot pool, ``verify`` checks the sums and
-``report`` prints and writes the results.
+reads what to run and ``topology`` where (the fabric: switches, hosts,
+ports, links); ``switches`` picks the switch and its program; ``world``
+builds the network, a switch process per switch of the fabric, and the
+controller, ``links`` applies link properties and ``capture`` records the
+ports where the switch does not; ``batch`` runs the policies and ``cli`` is
+the prompt; ``jobs`` launches and follows the PSes and workers, ``faults``
+and ``inject`` carry out the requested failures, ``timeline`` samples the
+slot pool, ``verify`` checks the sums and ``report`` prints and writes the
+results.
 """

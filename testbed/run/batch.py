@@ -15,7 +15,7 @@ from testbed.run import report, timeline
 from testbed.run import scenario as scn
 from testbed.run.jobs import PolicyRun, run_policy
 from testbed.run.switches import Program
-from testbed.run.topology import Topology
+from testbed.run.topology import Topology, placed
 from testbed.run.world import World
 
 
@@ -100,7 +100,7 @@ def run_batch(setup: Setup) -> int:
             out / "slots.png", samples, list(scenario.policies), scenario.pool_size, kind.label
         )
     )
-    as_run = {**scn.as_json(scenario), "switch": kind.name}
+    as_run = {**scn.as_json(placed(scenario, setup.topo)), "switch": kind.name}
     (out / "scenario.json").write_text(json.dumps(as_run, indent=2))
     print(f"\nwrote {', '.join(str(p) for p in written)}")
     print(f"total time {time.monotonic() - started:.0f} s")

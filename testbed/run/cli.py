@@ -31,11 +31,12 @@ from mininet.log import setLogLevel
 
 from controller.admin import AdminClient, AdminError
 from controller.messages import JobRef
+from esa.job import JobSpec, Placement
 from testbed.paths import ROOT
 from testbed.run import report
 from testbed.run.ctl import Ctl
 from testbed.run.jobs import run_jobs
-from testbed.run.scenario import JobSpec, Scenario
+from testbed.run.scenario import RunJob, Scenario
 from testbed.run.switches import BMV2
 from testbed.run.world import PY, World
 
@@ -48,25 +49,40 @@ def _relative(path: Path) -> str:
 
 
 def _hosts(world: World, job: int) -> str:
-    workers, ps = world.jobs[job]
-    return f"workers on {' '.join(m.name for m in workers)}, PS on {ps.name}"
+    hosts = world.jobs[job]
+    top = f", sums complete at {hosts.top}" if len(world.topo.switches) > 1 else ""
+    return (
+        f"workers on {' '.join(m.name for m in hosts.workers)}, "
+        f"PS on {' '.join(m.name for m in hosts.ps)}{top}"
+    )
 
 
 def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
     """What the user sees above the first prompt: what runs, and what to type."""
     s, topo = world.scenario, world.topo
     hosts = topo.hosts
-    first = s.jobs[0]
-    example = next(j for j in range(9, 256) if j not in {spec.job for spec in s.jobs})
+    first = s.jobs[0].spec
+    example = next(j for j in range(9, 256) if j not in {job.spec.job for job in s.jobs})
     a, b, ps = hosts[0], hosts[1], hosts[2]
     pcaps = f"{_relative(out / 'pcaps')}/" if world.pcaps else "off (--pcap)"
-    pair = " ".join(str(j.job) for j in s.jobs[:2])
-    name = topo.switch.name
+    pair = " ".join(str(j.spec.job) for j in s.jobs[:2])
+    names = [d.name for d in topo.switches]
+    by_hand = topo.address(topo.top(Placement((a.name, b.name), (ps.name,))))
+    if len(names) == 1:
+        switches = f"switch {names[0]} is the {world.program.kind.label}, {s.pool_size} slots"
+        sends = f"a PS sends what it completes to {by_hand}"
+        logs = f"{names[0]}.log, {names[0]}-p4runtime-requests.txt"
+    else:
+        switches = (
+            f"switches {', '.join(names)} are the {world.program.kind.label}, "
+            f"{s.pool_size} slots each"
+        )
+        tops = ", ".join(f"{d.name} {d.ip}" for d in topo.switches)
+        sends = f"a PS sends what it completes to its job's top switch ({tops})"
+        logs = f"{'.log, '.join(names)}.log, p4runtime-requests.txt"
     lines = [
-        f"*** ESA: switch {name} is the {world.program.kind.label}, "
-        f"{s.pool_size} slots, policy {policy}",
-        f"*** topology {topo.name}: {len(hosts)} hosts {hosts[0].name}..{hosts[-1].name}; "
-        f"a PS sends what it completes to {topo.switch.ip}",
+        f"*** ESA: {switches}, policy {policy}",
+        f"*** topology {topo.name}: {len(hosts)} hosts {hosts[0].name}..{hosts[-1].name}; {sends}",
         "*** the controller is up; no job is admitted and no PS runs",
         "",
         f"  job {first.job:<18} run job {first.job} of {scenario_file.name} now "
@@ -84,15 +100,14 @@ def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
         "",
         f"  a job by hand ({a.name} and {b.name} sum through the switch, the PS on {ps.name}):",
         f"  esa admit {example} --workers {a.name} {b.name} --ps {ps.name} --priority 100",
-        f"  {ps.name} esa-ps --job {example}:2 --switch-addr {topo.switch.ip} &",
+        f"  {ps.name} esa-ps --job {example}:2 --switch-addr {by_hand} &",
         f"  {b.name} esa-worker --job {example} --index 1 --fan-in 2 --ps {ps.ip} "
         "--iters 3 --size 4096 &",
         f"  {a.name} esa-worker --job {example} --index 0 --fan-in 2 --ps {ps.ip} "
         "--iters 3 --size 4096",
         f"  esa remove {example}",
         "",
-        f"  logs: {_relative(world.logs)}/ ({name}.log, {name}-p4runtime-requests.txt, "
-        "controller.log, one per job part)",
+        f"  logs: {_relative(world.logs)}/ ({logs}, controller.log, one per job part)",
         f"  pcaps: {pcaps}",
         "  exit (or Ctrl-D) stops everything",
     ]
@@ -104,7 +119,7 @@ class EsaCLI(CLI):  # type: ignore[misc]
 
     def __init__(self, world: World, intro: str) -> None:
         self.world = world
-        self.specs = {j.job: j for j in world.scenario.jobs}
+        self.jobs = {j.spec.job: j for j in world.scenario.jobs}
         sys.stdout.write(intro + "\n")
         sys.stdout.flush()
         super().__init__(world.net)  # runs the prompt until exit
@@ -126,7 +141,7 @@ class EsaCLI(CLI):  # type: ignore[misc]
 
     def do_scenario(self, _line: str) -> None:
         """scenario: the scenario's jobs and the hosts they run on."""
-        for spec in self.specs.values():
+        for spec in (j.spec for j in self.jobs.values()):
             prio = "auto (SRPT)" if spec.priority is None else str(spec.priority)
             self._say(
                 f"job {spec.job}: {spec.workers} workers, {spec.values} values, "
@@ -137,11 +152,11 @@ class EsaCLI(CLI):  # type: ignore[misc]
         """job N [M ...]: run these jobs of the scenario now and check their sums."""
         try:
             ids = [int(w) for w in line.split()]
-            specs = tuple(replace(self.specs[j], arrival_s=0.0) for j in ids)
+            jobs = tuple(self.jobs[j] for j in ids)
         except (ValueError, KeyError):
-            self._say(f"usage: job N [M ...] with N among {', '.join(map(str, self.specs))}")
+            self._say(f"usage: job N [M ...] with N among {', '.join(map(str, self.jobs))}")
             return
-        if not specs or len(set(ids)) != len(ids):
+        if not jobs or len(set(ids)) != len(ids):
             self._say("usage: job N [M ...], each job once")
             return
         client = AdminClient(self.world.admin)
@@ -157,11 +172,12 @@ class EsaCLI(CLI):  # type: ignore[misc]
         if clash:
             self._say(f"job {clash[0]} is admitted already: esa remove {clash[0]} first")
             return
-        self._run(specs, policy)
+        self._run(jobs, policy)
 
-    def _run(self, specs: tuple[JobSpec, ...], policy: str) -> None:
+    def _run(self, jobs: tuple[RunJob, ...], policy: str) -> None:
         world = self.world
         label = world.program.kind.label
+        specs = tuple(replace(j.spec, arrival_s=0.0) for j in jobs)
         ctl = Ctl(world.admin)
         try:
             run = run_jobs(world, ctl, specs, policy, 1, live=True)
@@ -171,7 +187,7 @@ class EsaCLI(CLI):  # type: ignore[misc]
             return
         finally:
             ctl.close()
-        scenario: Scenario = replace(world.scenario, jobs=specs)
+        scenario: Scenario = replace(world.scenario, jobs=jobs)
         self._say(report.job_table(policy, scenario, run.results, label))
         faults = report.fault_lines(run.faults, scenario)
         if faults:

@@ -17,7 +17,7 @@ import grpc
 
 from controller.admin import AdminClient, AdminError
 from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest, Stats
-from testbed.run.scenario import JobSpec
+from esa.job import JobSpec, Placement
 
 ADMIT_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 3.0
@@ -37,10 +37,13 @@ class Ctl:
         req = PolicyRequest(policy, stale_us=stale_us, squat_us=squat_us, part_size=part_size)
         self.client.policy(req)
 
-    def admit(self, job: JobSpec, workers: list[str], ps: str) -> None:
-        """Admit ``job``, waiting out a fault in progress (up to ADMIT_TIMEOUT_S)."""
+    def admit(self, job: JobSpec, placement: Placement) -> None:
+        """Admit ``job`` on its hosts, waiting out a fault in progress (up to
+        ADMIT_TIMEOUT_S)."""
         size = job.volume_bytes if job.priority is None else None
-        req = AdmitRequest(job.job, tuple(workers), ps, priority=job.priority, size=size)
+        req = AdmitRequest(
+            job.job, placement.workers, placement.ps, priority=job.priority, size=size
+        )
         deadline = time.monotonic() + ADMIT_TIMEOUT_S
         while True:
             with self.quiet:

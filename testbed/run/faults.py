@@ -1,9 +1,10 @@
 """Faults a run can inject, as ``--fault`` options: what they are and their syntax.
 
-``bmv2-restart@T``           kill the switch (SIGKILL; BMv2 or the reference
+``bmv2-restart[=SWITCH]@T``  kill a switch (SIGKILL; BMv2 or the reference
                              switch) T seconds into the policy's run and start
                              it again, empty; the controller must push the
-                             pipeline and every entry back.
+                             pipeline and every entry back.  Without a name:
+                             the only switch, or the fabric's first ToR.
 ``controller-restart@T``     kill the controller (SIGKILL) and start it again on
                              the same state file; it must reconcile, not rewrite.
 ``kill-worker=JOB:IDX@T``    kill worker IDX of job JOB for good; its peers must
@@ -33,14 +34,22 @@ class Fault:
     job: int = 0
     """kill-worker only: the job and the index of the worker it kills."""
     index: int = 0
+    switch: str = ""
+    """bmv2-restart only: the switch it kills ("": the run's default switch)."""
 
     def __str__(self) -> str:
-        target = f"={self.job}:{self.index}" if self.kind is FaultKind.KILL_WORKER else ""
+        target = f"={self.switch}" if self.switch else ""
+        if self.kind is FaultKind.KILL_WORKER:
+            target = f"={self.job}:{self.index}"
         return f"{self.kind.value}{target}@{self.at_s:g}"
 
 
-_SYNTAX = re.compile(r"(?P<kind>[a-z0-9-]+)(?:=(?P<job>\d+):(?P<index>\d+))?@(?P<at>[0-9.]+)")
-USAGE = "bmv2-restart@T, controller-restart@T or kill-worker=JOB:IDX@T (T: seconds)"
+_SYNTAX = re.compile(
+    r"(?P<kind>[a-z0-9-]+)"
+    r"(?:=(?:(?P<job>\d+):(?P<index>\d+)|(?P<switch>[a-z][a-z0-9]*[0-9])))?"
+    r"@(?P<at>[0-9.]+)"
+)
+USAGE = "bmv2-restart[=SWITCH]@T, controller-restart@T or kill-worker=JOB:IDX@T (T: seconds)"
 
 
 def parse_fault(text: str) -> Fault:
@@ -58,6 +67,8 @@ def parse_fault(text: str) -> Fault:
         raise ValueError(f"fault {text!r}: {m['at']!r} is not a number of seconds") from None
     if (m["job"] is not None) != (kind is FaultKind.KILL_WORKER):
         raise ValueError(f"fault {text!r}: only kill-worker names a worker (=JOB:IDX)")
+    if m["switch"] is not None and kind is not FaultKind.BMV2_RESTART:
+        raise ValueError(f"fault {text!r}: only bmv2-restart names a switch (=SWITCH)")
     if kind is FaultKind.KILL_WORKER:
         return Fault(kind, at, int(m["job"]), int(m["index"]))
-    return Fault(kind, at)
+    return Fault(kind, at, switch=m["switch"] or "")

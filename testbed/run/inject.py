@@ -1,10 +1,10 @@
 """Carrying out a run's faults (``testbed.run.faults``) at their times.
 
-A restart is judged on the switch itself: the entries it holds are read
-over a read-only P4Runtime session just before the crash and again after
-it, while the run's own writes wait (``Ctl.quiet``); the fault succeeded
-when the two are equal within RESYNC_TIMEOUT_S.  A killed worker's job is
-expected to fail; the run reports how.
+A restart is judged on the switches themselves: the entries each holds are
+read over a read-only P4Runtime session just before the crash and again
+after it, while the run's own writes wait (``Ctl.quiet``); the fault
+succeeded when the two are equal on every switch within RESYNC_TIMEOUT_S.
+A killed worker's job is expected to fail; the run reports how.
 """
 
 from __future__ import annotations
@@ -36,11 +36,17 @@ class FaultEvent:
     """False when the restarted pieces did not re-sync."""
 
 
-def _differences(before: SwitchEntries, after: SwitchEntries) -> str:
-    kinds = ("jobs", "l2", "ps_routes", "replicas", "groups")
-    diff = [k for k in kinds if getattr(before, k) != getattr(after, k)]
-    if before.policy != after.policy:
-        diff.append("policy")
+Entries = dict[str, SwitchEntries]
+"""what each switch holds, by name."""
+
+
+def _differences(before: Entries, after: Entries) -> str:
+    kinds = ("jobs", "l2", "ps_routes", "replicas", "groups", "policy")
+    diff = []
+    for name, held in before.items():
+        now = after.get(name, SwitchEntries())
+        kind = [k for k in kinds if getattr(held, k) != getattr(now, k)]
+        diff += [f"{name} {k}" if len(before) > 1 else k for k in kind]
     return ", ".join(diff) or "none"
 
 
@@ -84,34 +90,36 @@ class Injector:
             before = self.world.entries()
             started = time.monotonic()
             if fault.kind is FaultKind.BMV2_RESTART:
-                self.world.restart_switch()
+                self.world.restart_switch(fault.switch)
                 piece = f"{self.world.program.kind.label} killed and restarted empty"
+                if len(before) > 1:
+                    piece = f"{fault.switch or self.world.topo.default_switch}: {piece}"
             else:
                 self.world.restart_controller()
                 piece = "controller killed and restarted on its state file"
             after = self._resynced(before)
             took = time.monotonic() - started
+        held, whose = "the switch holds", "the switch's"
+        if len(before) > 1:
+            held, whose = "the switches hold", "the switches'"
         if after == before:
-            return (
-                f"{piece}; the switch holds the same {before.count()} entries "
-                f"as before ({took:.1f} s)",
-                True,
-            )
+            count = sum(e.count() for e in before.values())
+            return f"{piece}; {held} the same {count} entries as before ({took:.1f} s)", True
         return (
-            f"{piece}; after {RESYNC_TIMEOUT_S:g} s the switch's entries differ from "
+            f"{piece}; after {RESYNC_TIMEOUT_S:g} s {whose} entries differ from "
             f"before in: {_differences(before, after)}",
             False,
         )
 
-    def _resynced(self, before: SwitchEntries) -> SwitchEntries:
-        """The switch's entries once they equal ``before``, or at the deadline."""
+    def _resynced(self, before: Entries) -> Entries:
+        """The switches' entries once they equal ``before``, or at the deadline."""
         deadline = time.monotonic() + RESYNC_TIMEOUT_S
-        after = SwitchEntries()
+        after: Entries = {}
         while time.monotonic() < deadline:
             try:
                 after = self.world.entries()
             except ControllerError:
-                after = SwitchEntries()
+                after = {}
             if after == before:
                 break
             time.sleep(0.3)

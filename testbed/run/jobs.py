@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from esa.job import JobSpec
 from testbed.run import torchjobs, verify
 from testbed.run.ctl import Ctl
 from testbed.run.faults import Fault
 from testbed.run.inject import FaultEvent, Injector
 from testbed.run.report import JobResult
-from testbed.run.scenario import TORCH, JobSpec, Scenario
+from testbed.run.scenario import TORCH, Scenario
 from testbed.run.timeline import EVENTS, Sample, Timeline
+from testbed.run.topology import JobHosts
 from testbed.run.world import PY, World
 
 GRACE_S = 30.0
@@ -79,10 +81,12 @@ def last_words(log: Path) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-def worker_command(s: Scenario, job: JobSpec, index: int, ps_ip: str, bind: str) -> list[str]:
+def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, index: int) -> list[str]:
+    me = hosts.workers[index]
     cmd = [
         PY, "-m", "hosts.worker_cli", "--job", str(job.job), "--index", str(index),
-        "--fan-in", str(job.workers), "--ps", ps_ip, "--bind", bind,
+        "--fan-in", str(job.workers), "--ps", hosts.ps_addresses,
+        "--bind", f"{me.ip}:{me.udp_port}",
         "--iters", str(job.iterations), "--size", str(job.values),
         "--window", str(s.window), "--rto", str(s.rto_s), "--seed", str(verify.SEED),
         "--bound", str(verify.BOUND), "--timeout", f"{s.timeout_s:g}", "--json",
@@ -114,16 +118,16 @@ class Runner:
     # -- arrivals and kills --
 
     def arrive(self, spec: JobSpec) -> None:
-        members, ps = self.world.jobs[spec.job]
-        self.ctl.admit(spec, [m.name for m in members], ps.name)
+        hosts = self.world.jobs[spec.job]
+        self.ctl.admit(spec, hosts.placement)
         now = time.monotonic()
         job = RunningJob(spec, started=now, last_progress=now)
-        for m in members:
+        for m in hosts.workers:
             log = self.world.logs / f"{m.role}.log"
             if self.s.train == TORCH:
-                cmd = torchjobs.worker_command(self.s, spec, members, m, ps)
+                cmd = torchjobs.worker_command(self.s, spec, hosts, m)
             else:
-                cmd = worker_command(self.s, spec, m.index, ps.ip, f"{m.ip}:{m.udp_port}")
+                cmd = worker_command(self.s, spec, hosts, m.index)
             p = self.world.popen(m.name, cmd, log.name)
             job.workers[m.index] = RunningWorker(m.index, p, log)
             if p.stdout is not None:
@@ -185,10 +189,8 @@ class Runner:
             done = job.iters
             if done > job.reported:
                 job.reported, job.last_progress = done, time.monotonic()
-                spec = job.spec
-                if spec.priority is None:
-                    remaining = spec.volume_bytes * (spec.iterations - done) // spec.iterations
-                    self.ctl.progress(job_id, remaining)
+                if job.spec.priority is None:
+                    self.ctl.progress(job_id, job.spec.remaining_bytes(done))
         elif line.startswith("{"):
             w.report = json.loads(line)
 
@@ -253,8 +255,7 @@ class Runner:
         for spec in self.specs:
             job = self.jobs[spec.job]
             events = self.events.get(spec.job, {})
-            names = [m.name for m in (*self.world.jobs[spec.job][0], self.world.jobs[spec.job][1])]
-            lost = self.world.dropped(names)
+            lost = self.world.dropped([m.name for m in self.world.jobs[spec.job].members])
             if job.failed:
                 out[spec.job] = JobResult.failure(
                     spec, job.ended - job.started, job.failed, events, lost
@@ -267,30 +268,33 @@ class Runner:
         return out
 
 
-def start_pses(world: World, specs: tuple[JobSpec, ...]) -> dict[int, subprocess.Popen[str]]:
-    """One PS per job on the job's PS host."""
+def start_pses(world: World, specs: tuple[JobSpec, ...]) -> dict[str, subprocess.Popen[str]]:
+    """One PS per job and shard, on the shard's host; by role."""
     pses = {}
     for job in specs:
-        _, ps = world.jobs[job.job]
-        pses[job.job] = world.popen(
-            ps.name,
-            [PY, "-m", "hosts.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
-             "--job", f"{job.job}:{job.workers}", "--switch-addr", world.topo.switch.ip, "--json"],
-            f"{ps.role}.log",
-        )  # fmt: skip
+        shards = world.jobs[job.job].ps
+        for ps in shards:
+            pses[ps.role] = world.popen(
+                ps.name,
+                [PY, "-m", "hosts.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
+                 "--job", f"{job.job}:{job.workers}", "--shard", str(ps.index),
+                 "--shards", str(len(shards)), "--switch-addr", world.jobs[job.job].switch_addr,
+                 "--json"],
+                f"{ps.role}.log",
+            )  # fmt: skip
     return pses
 
 
-def stop_pses(world: World, pses: dict[int, subprocess.Popen[str]]) -> None:
-    """Stop the PSes; each one's final JSON report goes to ``ps<job>.json``."""
-    for job_id, p in pses.items():
+def stop_pses(world: World, pses: dict[str, subprocess.Popen[str]]) -> None:
+    """Stop the PSes; each one's final JSON report goes to ``<role>.json``."""
+    for role, p in pses.items():
         p.send_signal(signal.SIGTERM)
         try:
             out, _ = p.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
             out, _ = p.communicate()
-        (world.logs / f"ps{job_id}.json").write_text(out)
+        (world.logs / f"{role}.json").write_text(out)
         world.procs.remove(p)
 
 
@@ -326,6 +330,6 @@ def run_policy(world: World, policy: str, round_no: int, live: bool) -> PolicyRu
     ctl = Ctl(world.admin)
     try:
         ctl.policy(policy, s.stale_us, s.squat_us, s.part_size)
-        return run_jobs(world, ctl, s.jobs, policy, round_no, live)
+        return run_jobs(world, ctl, tuple(j.spec for j in s.jobs), policy, round_no, live)
     finally:
         ctl.close()

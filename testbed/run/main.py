@@ -64,7 +64,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--trace",
         action="store_true",
-        help="BMv2 logs every packet's way through the pipeline to logs/.../s1.log (slow)",
+        help="BMv2 logs every packet's way through the pipeline to logs/.../<switch>.log (slow)",
     )
     ap.add_argument(
         "--cli",
@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         scenario = torchjobs.prepare(scn.apply_overrides(scn.load(args.scenario), args))
         topo = topo_mod.load(scenario.topology)
         topo_mod.assign(scenario, topo)
+        topo_mod.check_faults(scenario, topo)
         kind, note = switches.choose(args.switch)
         if args.trace and kind is MODEL:
             raise ValueError("--trace: the reference switch logs no packet trace; --switch bmv2")

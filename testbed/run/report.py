@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from esa import wire
-from testbed.run.scenario import JobSpec, Scenario
+from esa.job import JobSpec
+from testbed.run.scenario import Scenario
 from testbed.run.switches import SwitchKind
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class JobResult:
         """From the workers' JSON reports and the job's switch counters."""
         mine = [r for (j, _), r in workers.items() if j == job.job]
         jct = max(float(r["jct_s"]) for r in mine)
-        chunks = -(-job.values // wire.K) * job.iterations
+        chunks = job.chunks * job.iterations
         retx = sum(int(r["counters"].get("retransmitted", 0)) for r in mine)
         return cls(
             job=job.job,
@@ -72,7 +72,7 @@ class JobResult:
         cls, job: JobSpec, elapsed_s: float, why: str, events: dict[str, int], lost: int = 0
     ) -> JobResult:
         """A job that did not finish: its counters so far and the reason."""
-        chunks = -(-job.values // wire.K) * job.iterations
+        chunks = job.chunks * job.iterations
         return cls(
             job=job.job,
             jct_s=elapsed_s,
@@ -150,7 +150,7 @@ def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult], sw
         + (f" {'accuracy':>8}" if trained else "")
     )
     lines = [f"policy {policy}; switch: {switch}", head]
-    specs = {j.job: j for j in scenario.jobs}
+    specs = {j.spec.job: j.spec for j in scenario.jobs}
     for job, r in sorted(results.items()):
         exact = "FAIL" if r.failed else ("yes" if r.exact else "NO")
         accuracy = f" {'-' if r.accuracy is None else f'{r.accuracy:.3f}':>8}" if trained else ""
@@ -179,8 +179,8 @@ def comparison_table(
         f"JCT per job (s); switch: {switch}",
         f"{'job':>4} " + " ".join(f"{p:>8}" for p in policies),
     ]
-    for job in scenario.jobs:
-        lines.append(f"{job.job:>4} " + " ".join(cell(results[p][job.job]) for p in policies))
+    for job in (j.spec.job for j in scenario.jobs):
+        lines.append(f"{job:>4} " + " ".join(cell(results[p][job]) for p in policies))
     lines.append(f"{'avg':>4} " + " ".join(f"{average_jct(results[p]):>8.2f}" for p in policies))
     if "esa" in results:
         esa = average_jct(results["esa"])
@@ -241,7 +241,7 @@ def plot(
     import matplotlib.pyplot as plt
 
     policies = list(results)
-    jobs = [j.job for j in scenario.jobs]
+    jobs = [j.spec.job for j in scenario.jobs]
     width = 0.8 / len(policies)
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, p in enumerate(policies):

@@ -9,10 +9,13 @@ the jobs' window, i.e. their bandwidth-delay product in chunks, as SwitchML
 sizes them; 0 asks for the controller's equal split instead.
 
 The scenario names its topology (``"topology": "single"`` is
-``mininet/topologies/single.json``, see ``testbed.run.topology``); a job may
-name its hosts (``worker_hosts``, ``ps_host``), and takes the topology's
-next free hosts in order otherwise.  ``link`` sets properties on every link
-of the topology, over what the topology file says.
+``mininet/topologies/single.json``, see ``testbed.run.topology``).  A job is
+an ``esa.job.JobSpec`` with, if it names its hosts, its
+``esa.job.Placement``: ``worker_hosts`` (one per worker) and ``ps_hosts``
+(1, 2, 4 or 8 PS hosts, one PS process per shard), both or neither; a job
+that names none takes the topology's next free hosts, one of them its PS.
+``link`` sets properties on every host's link of the topology, over what
+the topology file says.
 
 ``train`` says what the jobs' workers run: ``synthetic`` gradients through
 ``esa-worker`` (the default), or ``torch``: the PyTorch example with DDP and
@@ -24,13 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controller.validate import MIN_WORKERS
 from esa import wire
-from esa.spec import MAX_PRIORITY
+from esa.job import JobSpec, Placement
 from testbed.paths import ROOT
 from testbed.run.faults import Fault, FaultKind, parse_fault
 
@@ -43,24 +47,12 @@ DEFAULT_TOPOLOGY = "single"
 
 
 @dataclass(frozen=True)
-class JobSpec:
-    job: int
-    workers: int
-    values: int
-    iterations: int
-    priority: int | None = None
-    """static priority; None means the controller's automatic (SRPT) priority."""
-    arrival_s: float = 0.0
-    compute_s: float = 0.0
-    jitter: float = 0.0
-    worker_hosts: tuple[str, ...] = ()
-    """hosts of the workers, by name; empty: the topology's next free hosts."""
-    ps_host: str = ""
-    """host of the PS, by name; empty: the next free host after the workers'."""
+class RunJob:
+    """A job of the scenario: what it trains, and the hosts it names, if any
+    (``testbed.run.topology.assign`` places the others)."""
 
-    @property
-    def volume_bytes(self) -> int:
-        return 4 * self.values * self.iterations
+    spec: JobSpec
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +78,13 @@ LINK_FIELDS = ("bw_mbps", "delay_ms", "loss_pct")
 
 @dataclass(frozen=True)
 class Scenario:
-    jobs: tuple[JobSpec, ...]
+    jobs: tuple[RunJob, ...]
     pool_size: int = 64
     policies: tuple[str, ...] = POLICIES
     topology: str = DEFAULT_TOPOLOGY
     """a name in mininet/topologies/ or a path to a topology file."""
     link: Mapping[str, float | None] = field(default_factory=dict)
-    """link properties (LINK_FIELDS) set on every link, over the topology's."""
+    """link properties (LINK_FIELDS) set on every host's link, over the topology's."""
     stale_us: int = 20_000
     squat_us: int | None = None
     """the squat timeout written with each policy; None: the policy's default."""
@@ -111,8 +103,9 @@ class Scenario:
 
 JOB_FIELDS = {
     "job", "workers", "values", "iterations", "priority", "size_hint",
-    "arrival_s", "compute_s", "jitter", "worker_hosts", "ps_host",
+    "arrival_s", "compute_s", "jitter", "worker_hosts", "ps_hosts",
 }  # fmt: skip
+REQUIRED_JOB_FIELDS = {"job", "workers", "values", "iterations"}
 SCENARIO_FIELDS = {
     "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
     "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train",
@@ -123,45 +116,71 @@ def _error(msg: str) -> ValueError:
     return ValueError(f"scenario: {msg}")
 
 
-def parse_job(raw: dict[str, Any]) -> JobSpec:
+def _host_names(raw: dict[str, Any], key: str) -> tuple[str, ...]:
+    names = raw[key]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise _error(f"job {raw.get('job')}: {key} must be a list of host names")
+    return tuple(names)
+
+
+def _placement(raw: dict[str, Any], spec: JobSpec) -> Placement | None:
+    named = {"worker_hosts", "ps_hosts"} & set(raw)
+    if not named:
+        return None
+    if len(named) == 1:
+        raise _error(f"job {spec.job}: name both worker_hosts and ps_hosts, or neither")
+    workers, ps = _host_names(raw, "worker_hosts"), _host_names(raw, "ps_hosts")
+    if len(workers) != spec.workers:
+        raise _error(f"job {spec.job}: {len(workers)} worker_hosts for {spec.workers} workers")
+    try:
+        return Placement(workers, ps)
+    except ValueError as e:
+        raise _error(f"job {spec.job}: {e}") from None
+
+
+def parse_job(raw: dict[str, Any]) -> RunJob:
     unknown = set(raw) - JOB_FIELDS
     if unknown:
         raise _error(f"job entry has unknown field(s): {', '.join(sorted(unknown))}")
-    names = raw.get("worker_hosts", [])
-    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-        raise _error(f"job {raw.get('job')}: worker_hosts must be a list of host names")
-    ps_host = raw.get("ps_host", "")
-    if not isinstance(ps_host, str):
-        raise _error(f"job {raw.get('job')}: ps_host must be a host name")
-    job = JobSpec(
-        job=int(raw["job"]),
-        workers=int(raw["workers"]),
-        values=int(raw["values"]),
-        iterations=int(raw["iterations"]),
-        priority=None if raw.get("size_hint") else int(raw.get("priority", 0)),
-        arrival_s=float(raw.get("arrival_s", 0.0)),
-        compute_s=float(raw.get("compute_s", 0.0)),
-        jitter=float(raw.get("jitter", 0.0)),
-        worker_hosts=tuple(names),
-        ps_host=ps_host,
-    )
-    if not 1 <= job.job <= wire.MAX_JOB_ID:
-        raise _error(f"job id {job.job} is outside 1..{wire.MAX_JOB_ID}")
-    if not 2 <= job.workers <= wire.MAX_WORKERS:
-        raise _error(f"job {job.job}: workers must be 2..{wire.MAX_WORKERS}")
-    if job.values < 1 or job.iterations < 1:
-        raise _error(f"job {job.job}: values and iterations must be positive")
-    if job.priority is not None and not 0 <= job.priority <= MAX_PRIORITY:
-        raise _error(f"job {job.job}: priority must be 0..{MAX_PRIORITY}")
-    if job.arrival_s < 0 or job.compute_s < 0:
-        raise _error(f"job {job.job}: arrival_s and compute_s must be >= 0")
-    if not 0 <= job.jitter < 1:
-        raise _error(f"job {job.job}: jitter must be a fraction in [0, 1)")
-    if job.worker_hosts and len(job.worker_hosts) != job.workers:
-        raise _error(
-            f"job {job.job}: {len(job.worker_hosts)} worker_hosts for {job.workers} workers"
+    missing = sorted(REQUIRED_JOB_FIELDS - set(raw))
+    if missing:
+        raise _error(f"job {raw.get('job', '(no id)')}: missing field(s) {', '.join(missing)}")
+    workers = int(raw["workers"])
+    if not MIN_WORKERS <= workers <= wire.MAX_WORKERS:
+        raise _error(f"job {raw['job']}: workers must be {MIN_WORKERS}..{wire.MAX_WORKERS}")
+    try:
+        spec = JobSpec(
+            job=int(raw["job"]),
+            workers=workers,
+            values=int(raw["values"]),
+            iterations=int(raw["iterations"]),
+            priority=None if raw.get("size_hint") else int(raw.get("priority", 0)),
+            arrival_s=float(raw.get("arrival_s", 0.0)),
+            compute_s=float(raw.get("compute_s", 0.0)),
+            jitter=float(raw.get("jitter", 0.0)),
         )
-    return job
+    except ValueError as e:
+        raise _error(str(e)) from None
+    return RunJob(spec, _placement(raw, spec))
+
+
+def job_json(j: RunJob) -> dict[str, Any]:
+    """A job as a scenario file gives it (``parse_job`` reads it back)."""
+    spec = j.spec
+    out: dict[str, Any] = {
+        "job": spec.job,
+        "workers": spec.workers,
+        "values": spec.values,
+        "iterations": spec.iterations,
+        **({"size_hint": True} if spec.priority is None else {"priority": spec.priority}),
+        "arrival_s": spec.arrival_s,
+        "compute_s": spec.compute_s,
+        "jitter": spec.jitter,
+    }
+    if j.placement is not None:
+        out["worker_hosts"] = list(j.placement.workers)
+        out["ps_hosts"] = list(j.placement.ps)
+    return out
 
 
 def parse_link(raw: dict[str, Any]) -> dict[str, float | None]:
@@ -192,7 +211,7 @@ def check(s: Scenario) -> Scenario:
     """Whole-scenario rules: distinct jobs, known policies, sizes, faults' targets."""
     if not s.jobs:
         raise _error("no jobs")
-    if len({j.job for j in s.jobs}) != len(s.jobs):
+    if len({j.spec.job for j in s.jobs}) != len(s.jobs):
         raise _error("job ids must be distinct")
     bad = [p for p in s.policies if p not in POLICIES]
     if bad:
@@ -207,7 +226,7 @@ def check(s: Scenario) -> Scenario:
         raise _error("timeout_s, sample_s and rto_s must be positive")
     if s.train not in TRAINS:
         raise _error(f"unknown train {s.train!r} (known: {', '.join(TRAINS)})")
-    specs = {j.job: j for j in s.jobs}
+    specs = {j.spec.job: j.spec for j in s.jobs}
     for f in s.faults:
         if f.kind is FaultKind.KILL_WORKER:
             job = specs.get(f.job)
@@ -219,7 +238,10 @@ def check(s: Scenario) -> Scenario:
 
 
 def load(path: Path) -> Scenario:
-    raw = json.loads(path.read_text())
+    return from_json(json.loads(path.read_text()))
+
+
+def from_json(raw: dict[str, Any]) -> Scenario:
     unknown = set(raw) - SCENARIO_FIELDS
     if unknown:
         raise _error(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -279,7 +301,7 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
         type=_fault_arg,
         action="append",
         default=[],
-        help="inject a fault in each policy's run: bmv2-restart@T, controller-restart@T, "
+        help="inject a fault in each policy's run: bmv2-restart[=SWITCH]@T, controller-restart@T, "
         "kill-worker=JOB:IDX@T (T: seconds after the first job starts); repeatable",
     )
 
@@ -290,11 +312,9 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
     if args.policies:
         s = replace(s, policies=tuple(args.policies.split(",")))
     if args.iterations is not None:
-        s = replace(s, jobs=tuple(replace(j, iterations=args.iterations) for j in s.jobs))
+        s = with_specs(s, lambda j: replace(j, iterations=args.iterations))
     if args.scale is not None:
-        s = replace(
-            s, jobs=tuple(replace(j, values=max(1, int(j.values * args.scale))) for j in s.jobs)
-        )
+        s = with_specs(s, lambda j: replace(j, values=max(1, int(j.values * args.scale))))
     if args.part_size is not None:
         s = replace(s, part_size=args.part_size)
     if args.squat_us is not None:
@@ -312,8 +332,15 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
     return check(s)
 
 
+def with_specs(s: Scenario, change: Callable[[JobSpec], JobSpec]) -> Scenario:
+    """``s`` with ``change`` applied to every job's spec (their hosts kept)."""
+    return replace(s, jobs=tuple(replace(j, spec=change(j.spec)) for j in s.jobs))
+
+
 def as_json(s: Scenario) -> dict[str, Any]:
+    """The scenario as a scenario file gives it (``from_json`` reads it back)."""
     out = asdict(s)
+    out["jobs"] = [job_json(j) for j in s.jobs]
     out["link"] = dict(s.link)
     out["faults"] = [str(f) for f in s.faults]
     return out

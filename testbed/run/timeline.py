@@ -2,8 +2,9 @@
 preemptions, sampled at a fixed interval while a policy runs.
 
 Slots come from BMv2's registers (``slot_owner`` and ``slot_count``, read
-through one long-lived runtime CLI, ``testbed.thrift``), counters from the
-controller (``Stats``).  A switch restart zeroes its counters; ``Totals``
+through one long-lived runtime CLI per switch, ``testbed.thrift``; with
+several switches a job's slots are counted on all of them together),
+counters from the controller (``Stats``).  A switch restart zeroes its counters; ``Totals``
 carries each job's count across such a drop, so a job's numbers are what it
 saw over the whole run (less what happened between the last sample and the
 crash).  ``slots.csv`` holds every sample; ``slots.png`` draws, one column
@@ -49,6 +50,29 @@ class NoRegisters:
 
     def close(self) -> None:
         pass
+
+
+class FabricRegisters:
+    """The registers of several switches read as one: each array is the
+    switches' arrays end to end, so a job's slots count on every switch it
+    holds some on.  A read fails when any switch's does."""
+
+    def __init__(self, readers: list[Registers]) -> None:
+        self.readers = readers
+
+    def read(self, *names: str) -> dict[str, list[int]] | None:
+        out: dict[str, list[int]] = {n: [] for n in names}
+        for reader in self.readers:
+            got = reader.read(*names)
+            if got is None:
+                return None
+            for n in names:
+                out[n] += got[n]
+        return out
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
 
 
 ReadStats = Callable[[], Stats]

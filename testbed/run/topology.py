@@ -1,62 +1,66 @@
 """The run's topology, as data: ``mininet/topologies/<name>.json``.
 
-A topology is one switch and its hosts, each on a link to one switch port::
+A topology is a fabric in the controller's format (``controller.fabric``:
+switches with their device ids and P4Runtime addresses, hosts on switch
+ports, switch-to-switch links), the very file the controller is given, with
+one field of the run's own, ``link_properties``, taken out before the
+fabric is read::
 
     {"description": "...",
      "subnet": "10.0.0.0/24",
-     "switch": {"name": "s1", "ip": "10.0.0.254", "mac": "02:00:00:00:00:fe"},
-     "hosts": [{"name": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01"}, ...],
-     "links": [{"host": "h1", "port": 1, "bw_mbps": 100, "delay_ms": 0, "loss_pct": 0}, ...]}
+     "switches": {"s1": {"device_id": 0, "p4runtime": "127.0.0.1:9559",
+                         "ip": "10.0.0.254", "mac": "02:00:00:00:00:fe"}},
+     "hosts": {"h1": {"switch": "s1", "port": 1, "ip": "10.0.0.1", "mac": "02:00:00:00:00:01"}},
+     "link_properties": [{"host": "h1", "bw_mbps": 100, "delay_ms": 0, "loss_pct": 0},
+                         {"switch": "t1", "peer": "s1", "bw_mbps": 1000, "delay_ms": 1}]}
 
-The switch's address is where a PS sends what it completes (``esa-ps
---switch-addr``); every host reaches it without ARP.  A link's properties
-are optional (default: a plain veth); the scenario's ``link`` and the run's
-flags override them on every link.
+The run needs more than the controller does: a ``subnet`` (the hosts'
+prefix), an address (``ip`` and ``mac``) on every switch, where a PS sends
+what it completes (``esa-ps --switch-addr``) and which every host reaches
+without ARP, and Mininet's names (letters then digits: interfaces are
+``NAME-ethN``).  A host's link or a switch-to-switch link may state
+``bw_mbps``, ``delay_ms`` and ``loss_pct`` (default: a plain veth; no loss
+between switches); the scenario's ``link`` and the run's flags override
+them on every host's link.
 
-Jobs map onto hosts in ``assign``: a job's ``worker_hosts`` and ``ps_host``
-name them; a job that names none takes the next hosts nobody named, in the
-file's order, its workers first and then its PS.  A host plays one part in
-one job: each runs its program on the ESA port (``esa.wire.UDP_PORT``), as
-the controller's topology says.
+Jobs map onto hosts in ``assign``: a job with a placement (``worker_hosts``
+and ``ps_hosts``, in any racks) runs there; a job without takes the next
+hosts nobody named, in the file's order, its workers first and then its one
+PS.  A host plays one part in one job: each runs its program on its ESA
+port, as the controller's topology says.  A job's PS sends what it
+completes to the job's top switch (``Fabric.job_roles``: where its sum
+completes).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from controller.errors import ControllerError
+from controller.fabric import Device, Fabric
+from controller.fabric import Link as FabricLink
 from controller.topology import Host
-from esa import wire
+from esa.job import Placement
 from testbed.paths import ROOT
-from testbed.run.scenario import LINK_FIELDS, JobSpec, Link, Scenario, parse_link
+from testbed.run.scenario import LINK_FIELDS, Link, RunJob, Scenario, parse_link
 
 TOPOLOGIES = ROOT / "mininet" / "topologies"
-MAX_PORT = 510
-"""BMv2 ports are 9 bits and 511 is its drop port."""
+RUN_FIELD = "link_properties"
 _NAME = re.compile(r"^[a-z][a-z0-9]*[0-9]$")
 """Mininet's node names: letters then digits (interfaces are NAME-ethN)."""
-_MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
-
-
-@dataclass(frozen=True)
-class Node:
-    """The switch's addresses, where a PS sends what it completes."""
-
-    name: str
-    ip: str
-    mac: str
 
 
 @dataclass(frozen=True)
 class Attachment:
-    """A host on its link: the host (on the switch port the link ends at)
-    and the link's properties."""
+    """A host on its link: the host (on its switch's port), the switch, and
+    the link's properties."""
 
     host: Host
+    switch: str
     link: Link
 
     @property
@@ -65,13 +69,28 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class Trunk:
+    """A switch-to-switch link and its properties."""
+
+    switch: str
+    port: int
+    peer: str
+    peer_port: int
+    link: Link
+
+
+@dataclass(frozen=True)
 class Topology:
     name: str
-    switch: Node
-    subnet: ipaddress.IPv4Network
+    fabric: Fabric
     links: tuple[Attachment, ...]
     """one per host, in the file's order of hosts."""
-    description: str = ""
+    trunks: tuple[Trunk, ...] = ()
+
+    @property
+    def switches(self) -> tuple[Device, ...]:
+        """In the file's order."""
+        return tuple(self.fabric.devices.values())
 
     @property
     def hosts(self) -> tuple[Host, ...]:
@@ -85,7 +104,23 @@ class Topology:
 
     @property
     def prefix_len(self) -> int:
-        return self.subnet.prefixlen
+        assert self.fabric.subnet is not None  # parse requires it
+        return self.fabric.subnet.prefixlen
+
+    @property
+    def default_switch(self) -> str:
+        """The switch a fault that names none hits: the only one, or the first ToR."""
+        tors = [d.name for d in self.switches if d.role == "tor"]
+        return tors[0] if tors else self.switches[0].name
+
+    def top(self, placement: Placement) -> str:
+        """The switch where a job placed there completes its sums."""
+        roles = self.fabric.job_roles(placement.workers, placement.ps)
+        return next(s for s, r in roles.items() if r.completes)
+
+    def address(self, switch: str) -> str:
+        """The switch's ip (every switch of a run's topology has one)."""
+        return str(self.fabric.devices[switch].ip)
 
 
 @dataclass(frozen=True)
@@ -94,9 +129,9 @@ class Member:
 
     host: Host
     role: str
-    """``j<job>w<index>`` for a worker, ``ps<job>`` for the PS: names its log."""
+    """``j<job>w<index>`` for a worker, ``j<job>ps<index>`` for a PS: names its log."""
     index: int
-    """the worker's bit in the job's bitmap; -1 for the PS."""
+    """the worker's bit in the job's bitmap, or the PS's shard."""
 
     @property
     def name(self) -> str:
@@ -109,6 +144,33 @@ class Member:
     @property
     def udp_port(self) -> int:
         return self.host.udp_port
+
+
+@dataclass(frozen=True)
+class JobHosts:
+    """A job's parts on the topology: worker ``i`` on ``workers[i]``, PS
+    shard ``i`` on ``ps[i]``."""
+
+    workers: tuple[Member, ...]
+    ps: tuple[Member, ...]
+    top: str
+    """the switch where its sums complete."""
+    switch_addr: str
+    """the top's address, where its PSes send what they complete."""
+
+    @property
+    def members(self) -> tuple[Member, ...]:
+        return (*self.workers, *self.ps)
+
+    @property
+    def ps_addresses(self) -> str:
+        """The PS hosts as the workers take them (``--ps``, ``ESA_PS``):
+        ``HOST:PORT`` in shard order, comma-separated."""
+        return ",".join(f"{m.ip}:{m.udp_port}" for m in self.ps)
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(tuple(m.name for m in self.workers), tuple(m.name for m in self.ps))
 
 
 def _error(where: str, msg: str) -> ValueError:
@@ -134,138 +196,148 @@ def load(ref: str) -> Topology:
     return parse(raw, ref)
 
 
-def _node(where: str, raw: Any, what: str) -> Node:
-    if not isinstance(raw, dict) or set(raw) != {"name", "ip", "mac"}:
-        raise _error(where, f"{what} must be an object with exactly name, ip and mac")
-    name, ip, mac = raw["name"], raw["ip"], raw["mac"]
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise _error(where, f"{what} name {name!r} is not letters then digits (h1, s1)")
-    try:
-        ipaddress.IPv4Address(ip)
-    except ValueError:
-        raise _error(where, f"{name}: {ip!r} is not an IPv4 address") from None
-    if not isinstance(mac, str) or not _MAC.match(mac.lower()):
-        raise _error(where, f"{name}: {mac!r} is not a MAC address")
-    return Node(name, ip, mac.lower())
-
-
-def _attachment(where: str, raw: Any, hosts: dict[str, Node]) -> Attachment:
-    if not isinstance(raw, dict) or not {"host", "port"} <= set(raw):
-        raise _error(where, f"link {raw!r} must name its host and switch port")
-    unknown = set(raw) - {"host", "port", *LINK_FIELDS}
-    if unknown:
-        raise _error(
-            where, f"link of {raw['host']} has unknown field(s) {', '.join(sorted(unknown))}"
-        )
-    host, port = raw["host"], raw["port"]
-    if host not in hosts:
-        raise _error(where, f"a link names the unknown host {host!r}")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= MAX_PORT:
-        raise _error(where, f"{host}: port {port!r} is not a switch port (1..{MAX_PORT})")
+def _properties(where: str, raw: Any, what: str) -> Link:
     props = {k: v for k, v in raw.items() if k in LINK_FIELDS}
     try:
-        link = Link().overridden(parse_link(props))
+        return Link().overridden(parse_link(props))
     except ValueError as e:
-        raise _error(where, f"link of {host}: {e}") from None
-    node = hosts[host]
-    return Attachment(Host(host, port, node.mac, node.ip, wire.UDP_PORT), link)
+        raise _error(where, f"link of {what}: {e}") from None
 
 
-def _distinct(where: str, nodes: list[Node], field: str) -> None:
-    seen: dict[str, str] = {}
-    for n in nodes:
-        value = getattr(n, field)
-        if value in seen:
-            raise _error(where, f"{seen[value]} and {n.name} share the {field} {value}")
-        seen[value] = n.name
+def _pair(link: FabricLink) -> frozenset[str]:
+    return frozenset((link.switch, link.peer))
+
+
+def _link_properties(
+    where: str, raw: Any, fabric: Fabric
+) -> tuple[dict[str, Link], dict[frozenset[str], Link]]:
+    """Each entry's properties: by host, and by the pair of switches a link joins."""
+    if not isinstance(raw, list):
+        raise _error(where, f"{RUN_FIELD} must be a list")
+    hosts: dict[str, Link] = {}
+    trunks: dict[frozenset[str], Link] = {}
+    joined = {_pair(k) for k in fabric.links}
+    for item in raw:
+        ends = set(item) - set(LINK_FIELDS) if isinstance(item, dict) else set()
+        if ends == {"host"}:
+            name = item["host"]
+            if name not in fabric.hosts:
+                raise _error(where, f"{RUN_FIELD} names the unknown host {name!r}")
+            if name in hosts:
+                raise _error(where, f"{RUN_FIELD} gives the link of {name} twice")
+            hosts[name] = _properties(where, item, name)
+        elif ends == {"switch", "peer"}:
+            pair = frozenset((item["switch"], item["peer"]))
+            what = f"{item['switch']} and {item['peer']}"
+            if pair not in joined:
+                raise _error(where, f"{RUN_FIELD}: no link joins {what}")
+            if pair in trunks:
+                raise _error(where, f"{RUN_FIELD} gives the link of {what} twice")
+            trunks[pair] = _properties(where, item, what)
+            if trunks[pair].loss_pct:
+                raise _error(where, f"link of {what}: loss is for hosts' links only")
+        else:
+            raise _error(
+                where,
+                f"{RUN_FIELD} entry {item!r} must name a host, or a switch and its peer, "
+                f"and give only {', '.join(LINK_FIELDS)}",
+            )
+    return hosts, trunks
+
+
+def _check_for_the_run(where: str, fabric: Fabric) -> None:
+    if fabric.subnet is None:
+        raise _error(where, "give the hosts' subnet")
+    if not fabric.hosts:
+        raise _error(where, "no hosts")
+    for name in (*fabric.devices, *fabric.hosts):
+        if not _NAME.match(name):
+            raise _error(where, f"name {name!r} is not letters then digits (h1, s1)")
+    for d in fabric.devices.values():
+        if d.ip is None:
+            raise _error(where, f"switch {d.name} needs an ip and a mac (a PS sends to them)")
 
 
 def parse(raw: Any, where: str) -> Topology:
     """A topology from its JSON; ``where`` names it in errors."""
-    fields = {"description", "subnet", "switch", "hosts", "links"}
     if not isinstance(raw, dict):
-        raise _error(where, "expected an object with subnet, switch, hosts and links")
-    unknown = set(raw) - fields
-    if unknown:
-        raise _error(where, f"unknown field(s) {', '.join(sorted(unknown))}")
-    missing = fields - {"description"} - set(raw)
-    if missing:
-        raise _error(where, f"missing field(s) {', '.join(sorted(missing))}")
+        raise _error(where, "expected an object with subnet, switches and hosts")
+    fabric_part = {k: v for k, v in raw.items() if k != RUN_FIELD}
     try:
-        subnet = ipaddress.IPv4Network(raw["subnet"])
-    except (ValueError, TypeError):
-        raise _error(where, f"subnet {raw['subnet']!r} is not an IPv4 network") from None
-    switch = _node(where, raw["switch"], "the switch")
-    if not isinstance(raw["hosts"], list) or not raw["hosts"]:
-        raise _error(where, "hosts must be a non-empty list")
-    hosts = [_node(where, h, "a host") for h in raw["hosts"]]
-    for field in ("name", "ip", "mac"):
-        _distinct(where, [switch, *hosts], field)
-    for n in (switch, *hosts):
-        if ipaddress.IPv4Address(n.ip) not in subnet:
-            raise _error(where, f"{n.name}'s address {n.ip} is outside the subnet {subnet}")
-    if not isinstance(raw["links"], list):
-        raise _error(where, "links must be a list")
-    names = {h.name: h for h in hosts}
-    links: dict[str, Attachment] = {}
-    on_port: dict[int, str] = {}
-    for item in raw["links"]:
-        a = _attachment(where, item, names)
-        name = a.host.name
-        if name in links:
-            raise _error(where, f"{name} has two links (one switch port per host)")
-        if a.port in on_port:
-            raise _error(where, f"duplicate port {a.port}: {on_port[a.port]} and {name}")
-        links[name], on_port[a.port] = a, name
-    unlinked = [h.name for h in hosts if h.name not in links]
-    if unlinked:
-        raise _error(where, f"no link for host(s) {', '.join(unlinked)}")
+        fabric = Fabric.from_json(fabric_part)
+    except ControllerError as e:
+        raise _error(where, str(e).removeprefix("fabric: ")) from None
+    _check_for_the_run(where, fabric)
+    hosts, trunks = _link_properties(where, raw.get(RUN_FIELD, []), fabric)
     return Topology(
         name=Path(where).stem,
-        switch=switch,
-        subnet=subnet,
-        links=tuple(links[h.name] for h in hosts),
-        description=str(raw.get("description", "")),
+        fabric=fabric,
+        links=tuple(
+            Attachment(h, fabric.home(n), hosts.get(n, Link())) for n, h in fabric.hosts.items()
+        ),
+        trunks=tuple(
+            Trunk(k.switch, k.port, k.peer, k.peer_port, trunks.get(_pair(k), Link()))
+            for k in fabric.links
+        ),
     )
 
 
-def _named(job: JobSpec) -> list[str]:
-    return [*job.worker_hosts, *([job.ps_host] if job.ps_host else [])]
+def _named(job: RunJob) -> tuple[str, ...]:
+    return () if job.placement is None else (*job.placement.workers, *job.placement.ps)
 
 
-def assign(scenario: Scenario, topo: Topology) -> dict[int, tuple[list[Member], Member]]:
-    """Each job's workers and PS on the topology's hosts (see the module's doc)."""
+def assign(scenario: Scenario, topo: Topology) -> dict[int, JobHosts]:
+    """Each job's workers and PSes on the topology's hosts (see the module's doc)."""
     known = {h.name for h in topo.hosts}
     taken: dict[str, int] = {}
     for job in scenario.jobs:
         for name in _named(job):
             if name not in known:
                 raise ValueError(
-                    f"job {job.job}: unknown host {name!r}: topology {topo.name} has "
+                    f"job {job.spec.job}: unknown host {name!r}: topology {topo.name} has "
                     f"{', '.join(h.name for h in topo.hosts)}"
                 )
             if name in taken:
                 raise ValueError(
-                    f"job {job.job}: host {name} is already given to job {taken[name]} "
+                    f"job {job.spec.job}: host {name} is already given to job {taken[name]} "
                     "(a host plays one part in one job)"
                 )
-            taken[name] = job.job
+            taken[name] = job.spec.job
     free = [h.name for h in topo.hosts if h.name not in taken]
-    need = sum(job.workers + 1 for job in scenario.jobs) - len(taken)
+    need = sum(job.spec.workers + 1 for job in scenario.jobs if job.placement is None)
     if need > len(free):
-        total = sum(job.workers + 1 for job in scenario.jobs)
+        total = len(taken) + need
         raise ValueError(
-            f"the jobs need {total} hosts (workers and a PS each), topology {topo.name} "
+            f"the jobs need {total} hosts (workers and PSes), topology {topo.name} "
             f"has {len(topo.hosts)}: use a larger topology or fewer jobs"
         )
 
-    def member(host: str, role: str, index: int) -> Member:
-        return Member(topo.host(host), role, index)
+    def members(names: tuple[str, ...], role: str) -> tuple[Member, ...]:
+        return tuple(Member(topo.host(h), f"{role}{i}", i) for i, h in enumerate(names))
 
-    out: dict[int, tuple[list[Member], Member]] = {}
+    out = {}
     for job in scenario.jobs:
-        hosts = list(job.worker_hosts) or [free.pop(0) for _ in range(job.workers)]
-        workers = [member(h, f"j{job.job}w{i}", i) for i, h in enumerate(hosts)]
-        ps = member(job.ps_host or free.pop(0), f"ps{job.job}", -1)
-        out[job.job] = (workers, ps)
+        j, p = job.spec.job, job.placement
+        if p is None:
+            p = Placement(tuple(free.pop(0) for _ in range(job.spec.workers)), (free.pop(0),))
+        top = topo.top(p)
+        workers, ps = members(p.workers, f"j{j}w"), members(p.ps, f"j{j}ps")
+        out[j] = JobHosts(workers, ps, top, topo.address(top))
     return out
+
+
+def check_faults(scenario: Scenario, topo: Topology) -> None:
+    """A fault that names a switch names one of the topology's."""
+    for f in scenario.faults:
+        if f.switch and f.switch not in topo.fabric.devices:
+            raise ValueError(
+                f"fault {f}: topology {topo.name} has no switch {f.switch} "
+                f"(it has {', '.join(topo.fabric.devices)})"
+            )
+
+
+def placed(scenario: Scenario, topo: Topology) -> Scenario:
+    """``scenario`` with every job placed where ``assign`` puts it."""
+    hosts = assign(scenario, topo)
+    jobs = tuple(replace(j, placement=hosts[j.spec.job].placement) for j in scenario.jobs)
+    return replace(scenario, jobs=jobs)

@@ -27,9 +27,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from esa.job import JobSpec
 from testbed.run.report import JobResult
-from testbed.run.scenario import TORCH, JobSpec, Scenario
-from testbed.run.topology import Member
+from testbed.run.scenario import TORCH, Scenario, with_specs
+from testbed.run.topology import JobHosts, Member
 from testbed.run.world import PY
 
 SCRIPT = "examples.torch_digits"
@@ -56,9 +57,7 @@ def prepare(s: Scenario) -> Scenario:
     """A torch scenario's jobs with ``values`` set to their MLP's parameter count."""
     if s.train != TORCH:
         return s
-    return replace(
-        s, jobs=tuple(replace(j, values=mlp_values(hidden_for(j.values))) for j in s.jobs)
-    )
+    return with_specs(s, lambda j: replace(j, values=mlp_values(hidden_for(j.values))))
 
 
 def train_args(job: JobSpec) -> list[str]:
@@ -69,20 +68,18 @@ def train_args(job: JobSpec) -> list[str]:
     ]  # fmt: skip
 
 
-def ddp_env(
-    s: Scenario, job: JobSpec, workers: list[Member], me: Member, ps: Member
-) -> dict[str, str]:
+def ddp_env(s: Scenario, job: JobSpec, hosts: JobHosts, me: Member) -> dict[str, str]:
     """What ``torchrun`` would set for worker ``me`` of ``job``, and its ``ESA_*`` settings."""
     return {
         "RANK": str(me.index),
         "LOCAL_RANK": "0",
         "WORLD_SIZE": str(job.workers),
-        "MASTER_ADDR": workers[0].ip,
+        "MASTER_ADDR": hosts.workers[0].ip,
         "MASTER_PORT": str(MASTER_PORT),
         "GLOO_SOCKET_IFNAME": f"{me.name}-eth0",
         "OMP_NUM_THREADS": "1",
         "ESA_JOB": str(job.job),
-        "ESA_PS": ps.ip,
+        "ESA_PS": hosts.ps_addresses,
         "ESA_BIND": f"{me.ip}:{me.udp_port}",
         "ESA_WINDOW": str(s.window),
         "ESA_RTO": f"{s.rto_s:g}",
@@ -95,10 +92,8 @@ def command(env: dict[str, str], module: str, args: list[str]) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in env.items()), PY, "-m", module, *args]
 
 
-def worker_command(
-    s: Scenario, job: JobSpec, workers: list[Member], me: Member, ps: Member
-) -> list[str]:
-    return command(ddp_env(s, job, workers, me, ps), SCRIPT, ["--esa", *train_args(job)])
+def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, me: Member) -> list[str]:
+    return command(ddp_env(s, job, hosts, me), SCRIPT, ["--esa", *train_args(job)])
 
 
 def result(

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from esa.job import JobSpec
 from hosts import quant
 from hosts.gradients import digest, synthetic_gradient
-from testbed.run.scenario import JobSpec
 
 SEED = 1
 """Seed of the synthetic gradients the run's workers stream."""

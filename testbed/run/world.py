@@ -1,16 +1,21 @@
-"""One policy's world: Mininet hosts around one switch, and the controller.
+"""One policy's world: Mininet hosts around the topology's switches, and the
+controller.
 
-The hosts, their addresses and switch ports and their links come from the
-scenario's topology (``testbed.run.topology``); the switch is BMv2 or the
-reference switch (``testbed.run.switches``).  Links are plain veths; their
+The switches, the hosts, their addresses and switch ports and the links come
+from the scenario's topology (``testbed.run.topology``); every switch is BMv2
+or the reference switch (``testbed.run.switches``), with the device id and
+P4Runtime address the fabric gives it and a Thrift port of its own
+(``THRIFT_PORT`` + its place in the file).  Links are plain veths; their
 loss, bandwidth and delay come from ``testbed.run.links``, which fails when
 a property can not be applied (Mininet's TCLink would only log it).  The
-controller runs as ``esa-ctl serve`` with a state file in the world's work
-directory and logs every P4Runtime request it sends
-(``<switch>-p4runtime-requests.txt``); the switch and the controller can
+controller runs once, as ``esa-ctl serve`` given the fabric, with a state
+file in the world's work directory, and logs every P4Runtime request it
+sends (``<switch>-p4runtime-requests.txt`` with one switch,
+``p4runtime-requests.txt`` with several); a switch and the controller can
 each be crashed and restarted (``restart_switch``, ``restart_controller``)
-and the entries the switch holds read back over a read-only P4Runtime
-session (``entries``), so a fault's re-sync is checked on the switch itself.
+and the entries the switches hold read back over read-only P4Runtime
+sessions (``entries``), so a fault's re-sync is checked on the switches
+themselves.
 
 The hosts' shells find ``esa-ctl``, ``esa-worker`` and ``esa-ps`` on their
 PATH, and ``esa-ctl`` finds the controller (``ESA_CTL_ADDR``): a user at the
@@ -36,19 +41,20 @@ from mininet.node import Host
 
 from controller.admin import AdminClient, AdminError
 from controller.entries import SwitchEntries
+from controller.fabric import Device
 from controller.switch import P4RuntimeSwitch
+from testbed.bmv2 import THRIFT_PORT
 from testbed.mininet_switch import Bmv2MininetSwitch, RefMininetSwitch
 from testbed.paths import ROOT
 from testbed.run import links
 from testbed.run.capture import Capture
 from testbed.run.scenario import Link, Scenario
 from testbed.run.switches import BMV2, Program
-from testbed.run.timeline import NoRegisters, Registers
+from testbed.run.timeline import FabricRegisters, NoRegisters, Registers
 from testbed.run.topology import Member, Topology, assign
 from testbed.thrift import RegisterReader
 
 PY = sys.executable
-GRPC_ADDR = "127.0.0.1:9559"
 CONTROLLER_ELECTION_ID = 10
 READER_ELECTION_ID = (0, 1)
 """below the controller's: the run's reads never take the switch from it."""
@@ -87,18 +93,17 @@ class World:
         logs.mkdir(parents=True, exist_ok=True)
         self.jobs = assign(scenario, topology)
         self.net: Any = None
-        self.switch: Bmv2MininetSwitch | RefMininetSwitch | None = None
+        self.switches: dict[str, Bmv2MininetSwitch | RefMininetSwitch] = {}
         self.capture: Capture | None = None
         self.ctl: subprocess.Popen[bytes] | None = None
         self.procs: list[subprocess.Popen[str]] = []
 
     @property
-    def switch_name(self) -> str:
-        return self.topo.switch.name
-
-    @property
     def p4rt_log(self) -> Path:
-        return self.logs / f"{self.switch_name}-p4runtime-requests.txt"
+        """One log for every switch: each request names its device id."""
+        names = [d.name for d in self.topo.switches]
+        prefix = f"{names[0]}-" if len(names) == 1 else ""
+        return self.logs / f"{prefix}p4runtime-requests.txt"
 
     def __enter__(self) -> World:
         try:
@@ -124,41 +129,52 @@ class World:
         self._host_environment()
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
         self.net = net
-        name, logs = self.switch_name, str(self.logs)
-        if self.program.kind is BMV2:
-            pcaps = str(self.pcaps) if self.pcaps else None
-            if self.pcaps:
-                self.pcaps.mkdir(parents=True, exist_ok=True)
-            self.switch = net.addSwitch(
-                name,
-                cls=Bmv2MininetSwitch,
-                log_dir=logs,
-                work_dir=str(self.work),
-                pcap_dir=pcaps,
-                trace=self.trace,
-            )
-        else:
-            self.switch = net.addSwitch(
-                name, cls=RefMininetSwitch, log_dir=logs, pool=self.scenario.pool_size
-            )
+        if self.pcaps:
+            self.pcaps.mkdir(parents=True, exist_ok=True)
+        for index, device in enumerate(self.topo.switches):
+            self.switches[device.name] = self._add_switch(index, device)
         prefix = self.topo.prefix_len
-        for node, link in zip(self.topo.hosts, self.topo.links, strict=True):
-            h = net.addHost(node.name, ip=f"{node.ip}/{prefix}", mac=node.mac)
-            net.addLink(h, self.switch, port2=link.port)
+        for a in self.topo.links:
+            h = net.addHost(a.host.name, ip=f"{a.host.ip}/{prefix}", mac=a.host.mac)
+            net.addLink(h, self.switches[a.switch], port2=a.port)
+        for t in self.topo.trunks:
+            sw, peer = self.switches[t.switch], self.switches[t.peer]
+            net.addLink(sw, peer, port1=t.port, port2=t.peer_port)
         net.build()
         net.start()
         if self.pcaps and self.program.kind is not BMV2:
-            ifaces = [f"{name}-eth{a.port}" for a in self.topo.links]
+            ifaces = [i.name for sw in self.switches.values() for i in sw.intfList()]
+            ifaces = [name for name in ifaces if name != "lo"]
             self.capture = Capture(ifaces, self.pcaps, self.logs / "tcpdump.log")
         net.staticArp()
-        sw = self.topo.switch
         for h in net.hosts:
-            h.cmd(f"ip neigh replace {sw.ip} lladdr {sw.mac} dev {h.name}-eth0")
+            for d in self.topo.switches:
+                h.cmd(f"ip neigh replace {d.ip} lladdr {d.mac} dev {h.name}-eth0")
             # checksum offload would leave UDP checksums unfilled on the wire
             for off in ("tx", "rx"):
                 h.cmd(f"ethtool -K {h.name}-eth0 {off} off >/dev/null 2>&1")
         self._apply_links()
         self._start_controller()
+
+    def _add_switch(self, index: int, device: Device) -> Bmv2MininetSwitch | RefMininetSwitch:
+        """The fabric's ``index``-th switch; BMv2 gets a work directory (its
+        notifications socket) and a Thrift port of its own."""
+        where = {"grpc_addr": device.p4runtime, "device_id": device.device_id}
+        sw: Bmv2MininetSwitch | RefMininetSwitch
+        if self.program.kind is not BMV2:
+            sw = self.net.addSwitch(
+                device.name, cls=RefMininetSwitch, log_dir=str(self.logs),
+                pool=self.scenario.pool_size, **where,
+            )  # fmt: skip
+            return sw
+        work = self.work / device.name
+        work.mkdir()
+        sw = self.net.addSwitch(
+            device.name, cls=Bmv2MininetSwitch, log_dir=str(self.logs), work_dir=str(work),
+            thrift_port=THRIFT_PORT + index, pcap_dir=str(self.pcaps) if self.pcaps else None,
+            trace=self.trace, **where,
+        )  # fmt: skip
+        return sw
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
@@ -167,9 +183,9 @@ class World:
             _stop(p)
         if self.ctl is not None:
             _stop(self.ctl)
-        if self.switch is not None:
+        for sw in self.switches.values():
             # before Mininet removes the links: the switch's log ends where it stopped
-            self.switch.halt()
+            sw.halt()
         if self.net is not None:
             self.net.stop()
         if self.capture is not None:
@@ -179,7 +195,7 @@ class World:
         return self.net.get(name)
 
     def members(self) -> list[Member]:
-        return [m for workers, ps in self.jobs.values() for m in (*workers, ps)]
+        return [m for hosts in self.jobs.values() for m in hosts.members]
 
     # -- links --
 
@@ -204,7 +220,10 @@ class World:
             if link.loss_pct:
                 links.apply_loss(self._host_exec(name), f"{name}-eth0", link.loss_pct)
             links.apply_shaping(self._host_exec(name), f"{name}-eth0", link)
-            links.apply_shaping(_sh, f"{self.switch_name}-eth{a.port}", link)
+            links.apply_shaping(_sh, f"{a.switch}-eth{a.port}", link)
+        for t in self.topo.trunks:
+            links.apply_shaping(_sh, f"{t.switch}-eth{t.port}", t.link)
+            links.apply_shaping(_sh, f"{t.peer}-eth{t.peer_port}", t.link)
 
     def dropped(self, names: list[str]) -> int:
         """Frames the loss rules dropped on these hosts' links, both ways."""
@@ -214,23 +233,23 @@ class World:
     # -- controller --
 
     def _topology(self) -> Path:
-        """Every host of the topology, as the controller's topology file."""
-        hosts = {h.name: h.to_json() for h in self.topo.hosts}
+        """The fabric, with the scenario's pool, as the controller's topology file."""
         path = self.logs / "topology.json"
-        path.write_text(json.dumps({"pool_size": self.scenario.pool_size, "hosts": hosts}))
+        fabric = {**self.topo.fabric.to_json(), "pool_size": self.scenario.pool_size}
+        path.write_text(json.dumps(fabric, indent=1))
         return path
 
     def _start_controller(self) -> None:
         cmd = [
             PY, "-m", "controller.cli", "--admin", self.admin, "serve",
-            "--switch", GRPC_ADDR, "--p4json", str(self.program.device_config),
-            "--p4info", str(self.program.p4info),
+            "--p4json", str(self.program.device_config), "--p4info", str(self.program.p4info),
             "--topology", str(self._topology()), "--db", str(self.work / "esa-ctl.db"),
             "--election-id", str(CONTROLLER_ELECTION_ID),
             "--interval", str(CONTROLLER_INTERVAL_S), "--p4rt-log", str(self.p4rt_log),
         ]  # fmt: skip
-        if isinstance(self.switch, Bmv2MininetSwitch):
-            cmd += ["--thrift-cli", shlex.join(self.switch.cli_command())]
+        for name, sw in self.switches.items():
+            if isinstance(sw, Bmv2MininetSwitch):
+                cmd += ["--thrift-cli", f"{name}={shlex.join(sw.cli_command())}"]
         with open(self.logs / "controller.log", "ab") as log:
             # its own session: a Ctrl-C reaches the run, which stops it in order
             self.ctl = subprocess.Popen(
@@ -243,10 +262,11 @@ class World:
             time.sleep(0.2)
 
     def controller_ready(self) -> bool:
-        """The controller answers and holds the switch."""
+        """The controller answers and holds every switch."""
         client = AdminClient(self.admin)
         try:
-            return client.status(timeout=2.0).switch.connected
+            held = {s.name for s in client.status(timeout=2.0).switches if s.connected}
+            return held == set(self.switches)
         except AdminError:
             return False
         finally:
@@ -261,27 +281,25 @@ class World:
 
     # -- switch --
 
-    def restart_switch(self) -> None:
-        """Kill the switch (SIGKILL, as a crash) and start it again, empty."""
-        assert self.switch is not None
-        self.switch.restart(crash=True)
+    def restart_switch(self, name: str = "") -> None:
+        """Kill a switch (SIGKILL, as a crash; "": the topology's default one)
+        and start it again, empty."""
+        self.switches[name or self.topo.default_switch].restart(crash=True)
 
     def registers(self) -> Registers:
-        """Whole-array register reads: BMv2's Thrift; the reference switch
-        serves none, so its slot timeline has no slot counts."""
-        if isinstance(self.switch, Bmv2MininetSwitch):
-            return RegisterReader(self.switch.cli_command())
-        return NoRegisters()
+        """Whole-array register reads of every switch, as one pool: BMv2's
+        Thrift; the reference switch serves none, so its slot timeline has
+        no slot counts."""
+        readers: list[Registers] = [
+            RegisterReader(sw.cli_command())
+            for sw in self.switches.values()
+            if isinstance(sw, Bmv2MininetSwitch)
+        ]
+        return FabricRegisters(readers) if readers else NoRegisters()
 
-    def entries(self) -> SwitchEntries:
-        """What the switch holds now, read over a read-only P4Runtime session."""
-        reader = P4RuntimeSwitch.connect(GRPC_ADDR, 0, READER_ELECTION_ID, require_primary=False)
-        try:
-            if reader.session.cookie is None:  # no pipeline yet: nothing is written
-                return SwitchEntries()
-            return reader.read_entries()
-        finally:
-            reader.close()
+    def entries(self) -> dict[str, SwitchEntries]:
+        """What each switch holds now, read over read-only P4Runtime sessions."""
+        return {d.name: _entries(d) for d in self.topo.switches}
 
     # -- hosts' programs --
 
@@ -292,6 +310,18 @@ class World:
             )
         self.procs.append(p)
         return p
+
+
+def _entries(device: Device) -> SwitchEntries:
+    reader = P4RuntimeSwitch.connect(
+        device.p4runtime, device.device_id, READER_ELECTION_ID, require_primary=False
+    )
+    try:
+        if reader.session.cookie is None:  # no pipeline yet: nothing is written
+            return SwitchEntries()
+        return reader.read_entries()
+    finally:
+        reader.close()
 
 
 def _stop(p: subprocess.Popen[Any]) -> None:
