@@ -9,7 +9,7 @@ BUILD := build
 P4_MAIN := p4src/esa.p4
 P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 
-.PHONY: help setup build gen p4info test lint run cli stop sim bench clean
+.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier bench clean
 
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
@@ -23,6 +23,7 @@ help:
 	@echo "make stop    - end a run left behind (its processes, work directory and PID file)"
 	@echo "make sim     - the cluster-scale simulator: one point per regime, 5 seeds (under a minute)"
 	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
+	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"
 	@echo "make clean   - make stop, then remove build/ and results/ (compiled programs, logs, pcaps)"
 
@@ -77,6 +78,9 @@ sim: $(PY)
 
 sim-full: $(PY)
 	$(PY) -m sim --full --out results/sim-full
+
+sim-tier: $(PY)
+	$(PY) -m sim.tier_report
 
 bench: $(PY) build
 	$(PY) -m bench.dataplane_rate

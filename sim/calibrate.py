@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-import numpy as np
-
+from esa.job import JobSpec
 from sim import fluid, packet
-from sim.params import JobSpec, Net, Scheme
-from sim.workload import compute_times
+from sim.params import Net, Scheme
+from sim.workload import beyond_compute
 
 
 @dataclass(frozen=True)
@@ -28,37 +27,30 @@ class Case:
     pools: tuple[int, ...]
 
 
-def _jobs(chunks: int, compute_s: float, spacing_s: float) -> tuple[JobSpec, ...]:
+def _jobs(chunks: int, compute_s: float, jitter: float, spacing_s: float) -> tuple[JobSpec, ...]:
     shapes = ((4, 1.0, 10), (4, 0.6, 200), (2, 1.5, 100), (8, 0.8, 50))
     return tuple(
-        JobSpec(i + 1, w, 32 * round(chunks * m), 2, p, spacing_s * i, compute_s)
+        JobSpec(i + 1, w, 32 * round(chunks * m), 2, p, spacing_s * i, compute_s, jitter)
         for i, (w, m, p) in enumerate(shapes)
     )
 
 
-US_SKEW = Case("us skew", _jobs(1000, 20e-6, 5e-6), Net(hop_ns=500, ps_shards=2), (256, 1024))
+US_SKEW = Case("us skew", _jobs(1000, 20e-6, 0.01, 5e-6), Net(hop_ns=500, ps_shards=2), (256, 1024))
 """Jobs tens of microseconds long; workers skewed by up to 0.4 us."""
 MS_SKEW = Case(
     "ms skew",
-    _jobs(3000, 5e-3, 50e-6),
-    Net(jitter=0.3, ps_shards=2, ps_stall_ns=20e3),
+    _jobs(3000, 5e-3, 0.15, 50e-6),
+    Net(ps_shards=2, ps_stall_ns=20e3),
     (128, 256, 1024),
 )
 """Workers skewed by up to 1.5 ms: the early ones park their windows."""
 LARGE_BDP = Case(
-    "large BDP", _jobs(8000, 5e-3, 50e-6), replace(MS_SKEW.net, hop_ns=5000.0), (512, 2048)
+    "large BDP", _jobs(8000, 5e-3, 0.15, 50e-6), replace(MS_SKEW.net, hop_ns=5000.0), (512, 2048)
 )
 """5 us hops: a window of 686 packets (1,372 under ATP), pools below and above it."""
 LAG = Case("2 us lag", MS_SKEW.jobs, replace(MS_SKEW.net, lag_ns=2000.0), (256, 1024))
 """MS_SKEW with each worker's link up to 2 us slower than its peers'."""
 CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG)
-
-
-def beyond_compute(jobs: tuple[JobSpec, ...], net: Net, jct: dict[int, float]) -> float:
-    """Mean over the jobs of JCT less the compute of the slowest worker of
-    every iteration (seconds)."""
-    compute = {j.job_id: float(compute_times(j, net, 0).max(axis=1).sum()) for j in jobs}
-    return float(np.mean([jct[j.job_id] - compute[j.job_id] for j in jobs]))
 
 
 def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float, float]:
@@ -67,7 +59,7 @@ def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float
     jobs = list(case.jobs)
     exact = packet.simulate(jobs, pool, scheme, net)
     coarse = fluid.simulate(jobs, pool, scheme, net)
-    return beyond_compute(case.jobs, net, exact), beyond_compute(case.jobs, net, coarse)
+    return beyond_compute(case.jobs, exact), beyond_compute(case.jobs, coarse)
 
 
 CALIBRATED = [s for s in Scheme if s is not Scheme.STATIC_EQUAL]

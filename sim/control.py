@@ -1,7 +1,7 @@
 """What the controller decides for the simulated switch, shared by both models.
 
-* Priorities: ``sim.priority`` (the controller's rules) for the ESA schemes
-  that use them, one level for every job under ``Scheme.ESA_EQUAL``.
+* Priorities: ``sim.priority`` (the controller's rules), one level for
+  every job under ``Scheme.ESA_EQUAL``.
 * Memory under the STATIC schemes.  ``STATIC_BDP`` is SwitchML's rule: the
   pool is cut into partitions of one bandwidth-delay product; an admitted
   job holds one until it finishes and a job that finds none waits, first
@@ -14,27 +14,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from controller.partition import partition
 from sim.params import EQUAL_PRIORITY, Net, Scheme
 from sim.priority import Running, job_priorities
 
 
-def priorities(scheme: Scheme, net: Net, running: Iterable[Running]) -> dict[int, int]:
-    """Priority of every running job, by job id."""
+def priorities(
+    scheme: Scheme, net: Net, running: Iterable[Running], held: Mapping[int, int] | None = None
+) -> dict[int, int]:
+    """Priority of every running job, by job id; ``held``: those the running
+    jobs hold now."""
     if scheme is Scheme.ESA_EQUAL:
-        return {spec.job_id: EQUAL_PRIORITY for spec, _, _ in running}
-    return job_priorities(scheme, net, running)
+        return {spec.job: EQUAL_PRIORITY for spec, _, _ in running}
+    return job_priorities(scheme, net, running, held)
 
 
 class Partitions:
     """Which job may stream and through which slots (``part_base, part_size``)."""
 
-    def __init__(self, scheme: Scheme, pool_size: int, net: Net) -> None:
+    def __init__(self, scheme: Scheme, pool_size: int, size: int) -> None:
+        """``size``: slots of a STATIC_BDP or STATIC_FB partition (one
+        bandwidth-delay product of the switch's path, ``Net.bdp_partition``)."""
         self.scheme = scheme
         self.pool_size = pool_size
-        self.size = net.bdp_partition(pool_size)
+        self.size = size
         self.free = list(range(pool_size // self.size))
         self.held: dict[int, int] = {}
         """STATIC_BDP: job -> its partition's index."""
@@ -79,3 +84,51 @@ class Partitions:
         if self.scheme is Scheme.STATIC_EQUAL:
             return partition(self.pool_size, self.running)
         return {j: (0, 0) for j in self.running}
+
+
+class FabricPartitions:
+    """Partitions at every switch a job uses (``sim.tiers``), each switch
+    handing out its own pool as ``Partitions`` does.  STATIC_BDP admits a
+    job only when each of its switches has a partition free, first come
+    first served across the fabric; the other schemes admit it at once."""
+
+    def __init__(
+        self, scheme: Scheme, switches: dict[str, Partitions], uses: dict[int, tuple[str, ...]]
+    ) -> None:
+        self.scheme = scheme
+        self.switches = switches
+        self.uses = uses
+        """job -> the switches that aggregate it."""
+        self.running: list[int] = []
+        self.waiting: list[int] = []
+        """STATIC_BDP: jobs waiting for a partition at every switch they use."""
+
+    def _fits(self, job: int) -> bool:
+        return all(self.switches[s].free for s in self.uses[job])
+
+    def _start(self, job: int) -> None:
+        for s in self.uses[job]:
+            self.switches[s].request(job)
+        self.running.append(job)
+
+    def request(self, job: int) -> bool:
+        if self.scheme is Scheme.STATIC_BDP and (self.waiting or not self._fits(job)):
+            self.waiting.append(job)
+            return False
+        self._start(job)
+        return True
+
+    def release(self, job: int) -> list[int]:
+        """``job`` finished; the jobs admitted in its place."""
+        self.running.remove(job)
+        for s in self.uses[job]:
+            self.switches[s].release(job)
+        admitted = []
+        while self.waiting and self._fits(self.waiting[0]):
+            nxt = self.waiting.pop(0)
+            self._start(nxt)
+            admitted.append(nxt)
+        return admitted
+
+    def layout(self, switch: str) -> dict[int, tuple[int, int]]:
+        return self.switches[switch].layout()

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from esa.job import JobSpec
 from sim.control import Partitions, priorities
-from sim.params import JobSpec, Net, Scheme
+from sim.params import Net, Scheme
 from sim.rates import Flow, Parked, Paths, park_slots, solve
 from sim.workload import compute_times, lags
 
@@ -80,12 +81,14 @@ class FluidSim:
     ) -> None:
         self.net, self.scheme, self.pool = net, scheme, pool_size
         self.paths = Paths.of(scheme, net, pool_size)
-        self.parts = Partitions(scheme, pool_size, net)
+        self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.now = 0.0
         self.dirty = False
+        self.prios: dict[int, int] = {}
+        """the priorities last given to the running jobs."""
         self.jobs: dict[int, FluidJob] = {}
         for spec in jobs:
-            ct = compute_times(spec, net, seed) * 1e9
+            ct = compute_times(spec, seed) * 1e9
             lag = lags(spec, net, seed)
             skew = np.zeros(spec.iterations) if net.barrier else ct.max(axis=1) - ct.min(axis=1)
             flow = Flow(
@@ -96,10 +99,10 @@ class FluidSim:
                 lag_max=float(lag.max()),
             )
             marks = phase_marks(ct, net, self.paths.squat)
-            self.jobs[spec.job_id] = FluidJob(spec, marks, skew, flow)
+            self.jobs[spec.job] = FluidJob(spec, marks, skew, flow)
 
     def run(self) -> dict[int, float]:
-        pending = sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_s, j.spec.job_id))
+        pending = sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_s, j.spec.job))
         live: list[FluidJob] = []
         while pending or live:
             t_arr = pending[0].spec.arrival_s * 1e9 if pending else math.inf
@@ -119,8 +122,8 @@ class FluidSim:
 
     # the controller -------------------------------------------------------
     def _arrive(self, j: FluidJob) -> None:
-        if self.parts.request(j.spec.job_id):
-            self._admit([j.spec.job_id])
+        if self.parts.request(j.spec.job):
+            self._admit([j.spec.job])
 
     def _admit(self, ids: list[int]) -> None:
         for jid in ids:
@@ -131,12 +134,11 @@ class FluidSim:
 
     def _reprioritise(self) -> None:
         running = [self.jobs[jid] for jid in self.parts.running]
-        prios = priorities(
-            self.scheme, self.net, [(j.spec, j.it, j.admitted_at * 1e-9) for j in running]
-        )
+        ranked = [(j.spec, j.it, j.admitted_at * 1e-9) for j in running]
+        prios = self.prios = priorities(self.scheme, self.net, ranked, self.prios)
         layout = self.parts.layout()
         for j in running:
-            new = (prios[j.spec.job_id], layout[j.spec.job_id][1])
+            new = (prios[j.spec.job], layout[j.spec.job][1])
             if new != (j.flow.prio, j.flow.part):
                 j.flow.prio, j.flow.part = new
                 self.dirty = True
@@ -178,11 +180,11 @@ class FluidSim:
         j.it += 1
         if j.it < j.spec.iterations:
             self._start_iteration(j)
-            if self.net.report_progress and self.scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING):
+            if self.net.report_progress and self.scheme.ranked:
                 self._reprioritise()
             return
         j.phase, j.finish, j.t_next = Phase.DONE, self.now, math.inf
-        admitted = self.parts.release(j.spec.job_id)
+        admitted = self.parts.release(j.spec.job)
         self._reprioritise()
         self._admit(admitted)
 

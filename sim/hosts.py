@@ -1,4 +1,4 @@
-"""State of the packet model's links and hosts (behaviour: ``sim.packet``)."""
+"""State of the packet models' links and hosts (behaviour: ``sim.hostsim``)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.params import JobSpec, Net
+from esa.job import JobSpec, ps_shard
+from hosts.rto import RetransmitTimeout
 
 
 class Link:
     """One direction of a link: FIFO, serialisation then propagation."""
 
-    def __init__(self, net: Net, extra_ns: float = 0.0) -> None:
+    def __init__(self, tx_ns: float, delay_ns: float) -> None:
         self.free_at = 0.0
-        self.tx = net.pkt_ns
-        self.delay = net.hop_ns + extra_ns
+        self.tx = tx_ns
+        """serialisation of one packet."""
+        self.delay = delay_ns
+        self.sent = 0
+        """packets it has carried."""
 
     def arrival(self, now: float) -> float:
         start = max(now, self.free_at)
         self.free_at = start + self.tx
+        self.sent += 1
         return self.free_at + self.delay
 
 
@@ -36,13 +41,11 @@ class Worker:
     ready: bool = False
     outstanding: set[int] = field(default_factory=set)
     retx_pending: set[int] = field(default_factory=set)
-    rto: float = 0.0
-    srtt: float | None = None
-    rttvar: float = 0.0
+    timeout: RetransmitTimeout | None = None
+    """the worker's retransmission timeout in ns (``hosts.rto``); None: none."""
     sent_at: dict[int, float] = field(default_factory=dict)
     """first send of chunks not retransmitted yet (Karn: only they give samples)."""
     deadline: dict[int, float] = field(default_factory=dict)
-    backed_off_at: float = -1.0
     retransmits: int = 0
 
     @property
@@ -52,10 +55,12 @@ class Worker:
 
 @dataclass
 class PsHost:
-    """One PS shard of a job: the chunks whose ``seq % shards`` is its index."""
+    """One PS shard of a job: the chunks ``esa.job.ps_shard`` gives it."""
 
     up: Link
     down: Link
+    port: int
+    """the switch port it injects through (the job's ``ps_ports``)."""
     busy_until: float = 0.0
     bitmaps: dict[int, int] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
@@ -80,6 +85,11 @@ class JobRun:
     part_base: int = 0
     part_size: int = 0
     admitted: bool = False
+    mask: int = field(init=False)
+    """the job's worker bitmap, complete."""
+
+    def __post_init__(self) -> None:
+        self.mask = self.spec.worker_set.mask
 
     def shard(self, seq: int) -> PsHost:
-        return self.shards[seq % len(self.shards)]
+        return self.shards[ps_shard(seq, len(self.shards))]

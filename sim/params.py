@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from esa import wire
+from esa.job import valid_shards
 from esa.spec import DEFAULT_STALE_US, Policy
 
 WIRE_BYTES = 14 + 20 + 8 + wire.PAYLOAD_BYTES
@@ -40,7 +41,10 @@ class Scheme(enum.Enum):
     ESA_EQUAL = "esa-equal"
     """ESA, every job on one priority: release at completion, no preemption."""
     ESA = "esa"
-    """ESA with the fixed priority given per job (``JobSpec.priority``)."""
+    """ESA with each job's own priority (``esa.job.JobSpec.priority``): a
+    static job its number; a job without one (None) the controller's
+    automatic rank, with aging (``Net.aging_period_s``), as ``esa-ctl serve``
+    ranks a mix of static and automatic jobs."""
     ESA_SRPT = "esa-srpt"
     """ESA, the controller's automatic strict order by remaining volume."""
     ESA_AGING = "esa-aging"
@@ -53,6 +57,12 @@ class Scheme(enum.Enum):
         if self.is_static:
             return Policy.STATIC
         return Policy.ESA
+
+    @property
+    def ranked(self) -> bool:
+        """Jobs run on distinct priority levels, so one may preempt another
+        and a progress report may re-rank them."""
+        return self in (Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING)
 
     @property
     def is_static(self) -> bool:
@@ -75,8 +85,8 @@ class Net:
     """PS service time per packet it receives; 0 means one packet time
     (a PS exactly as fast as its own link)."""
     ps_shards: int = 1
-    """PS hosts per job: chunk ``seq`` belongs to shard ``seq % ps_shards``,
-    each shard behind its own link."""
+    """PS hosts per job, 1, 2, 4 or 8: chunk ``seq`` belongs to shard
+    ``esa.job.ps_shard(seq, ps_shards)``, each shard behind its own link."""
     switch_pkt_ns: float = 0.0
     """service time of the switch per arriving packet: one FIFO server shared
     by every port (BMv2 is a software switch); 0 means infinitely fast."""
@@ -89,8 +99,6 @@ class Net:
     ps_stall_ns: float = 0.0
     """the PS pulls a chunk it holds incomplete and untouched this long
     (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
-    jitter: float = 0.02
-    """per-worker compute time is ``compute_s * (1 + jitter * U[0, 1))``."""
     lag_ns: float = 0.0
     """each worker's packets reach the switch a fixed ``U[0, lag_ns)`` later
     (NIC, PCIe and host stack differences), drawn per job and worker."""
@@ -113,6 +121,10 @@ class Net:
     """esa-srpt / esa-aging: a job reports its remaining bytes to the
     controller at each iteration boundary (``esa-ctl progress``); False: only
     the size hint given at admission counts, as in the Mininet run."""
+
+    def __post_init__(self) -> None:
+        if not valid_shards(self.ps_shards):
+            raise ValueError(f"ps_shards must be 1, 2, 4 or 8, got {self.ps_shards}")
 
     @property
     def pkt_ns(self) -> float:
@@ -152,51 +164,18 @@ class Net:
         """STATIC_BDP, STATIC_FB: slots per partition, one bandwidth-delay product."""
         return min(pool_size, self.bdp_window(Scheme.STATIC_BDP))
 
-    def squat_us_for(self, scheme: Scheme) -> int:
+    def squat_us_for(self, scheme: Scheme, rtt_ns: float | None = None) -> int:
+        """The squat timeout of a switch whose path has round trip ``rtt_ns``
+        (default: the one switch's, ``rtt_ns(scheme)``)."""
         if scheme.policy is not Policy.ESA:
             return 0
         if self.squat_us is not None:
             return self.squat_us
-        return math.ceil(SQUAT_RTTS * self.rtt_ns(scheme) / 1000)
+        rtt = self.rtt_ns(scheme) if rtt_ns is None else rtt_ns
+        return math.ceil(SQUAT_RTTS * rtt / 1000)
 
     @property
     def barrier_ns(self) -> float:
         """The barrier's round trip: the last worker's message to the PS and
         the PS's release back, through the switch."""
         return 4 * self.hop_ns + 2 * self.pkt_ns + self.ps_ns
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One training job: the same description serves both simulators and a
-    Mininet run (``sim.scenario.run_scenario``)."""
-
-    job_id: int
-    workers: int
-    values: int
-    """gradient size per iteration, in int32 values (one value per parameter)."""
-    iterations: int
-    priority: int = 128
-    """static priority 0..255 (higher = more urgent), used by ``Scheme.ESA``."""
-    arrival_s: float = 0.0
-    compute_s: float = 0.0
-    """forward + backward time of one iteration on one worker."""
-    model: str = ""
-
-    @property
-    def chunks(self) -> int:
-        """Packets per worker per iteration."""
-        return math.ceil(self.values / wire.K)
-
-    def remaining_bytes(self, iters_done: int) -> int:
-        """Volume still to aggregate, as a job declares it to the controller
-        (4-byte values, like the Mininet run's size hint)."""
-        return 4 * self.values * (self.iterations - iters_done)
-
-    @property
-    def mask(self) -> int:
-        return (1 << self.workers) - 1
-
-    def ideal_iteration_s(self, net: Net) -> float:
-        """Compute plus streaming the gradient at line rate, no contention."""
-        return self.compute_s + self.chunks * net.pkt_ns * 1e-9

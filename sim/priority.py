@@ -2,8 +2,9 @@
 
 The rule is ``controller.priority``'s (the real system's): auto jobs ranked
 by remaining bytes (SRPT), ties by admission order, aging by admission time,
-and the rank mapped to distinct levels.  This module only decides what the
-controller would be told: a job declares its volume at admission and, with
+and the rank mapped to distinct levels; static jobs keep their number.  This
+module only decides what the controller would be told: a job declares its
+mode (``esa.job.JobSpec.priority_spec``) at admission and, with
 ``Net.report_progress``, reports what is left at each iteration boundary.
 A rank depends on every running job, so the caller recomputes all
 priorities when a job is admitted, finishes or reports progress, and writes
@@ -13,29 +14,34 @@ controller does.  The switch never computes a priority.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from controller.priority import Admission, PrioritySpec, priorities
-from sim.params import JobSpec, Net, Scheme
+from controller.priority import Admission, priorities
+from esa.job import JobSpec, PrioritySpec
+from sim.params import Net, Scheme
 
 Running = tuple[JobSpec, int, float]
 """A running job: its spec, the iterations it has done, its admission time in s."""
 
 
-def job_priorities(scheme: Scheme, net: Net, running: Iterable[Running]) -> dict[int, int]:
-    """Priority of every running job, by job id."""
-    running = list(running)
-    if scheme not in (Scheme.ESA_SRPT, Scheme.ESA_AGING):
-        return {spec.job_id: spec.priority for spec, _, _ in running}
-    aging = net.aging_period_s if scheme is Scheme.ESA_AGING else 0.0
+def job_priorities(
+    scheme: Scheme, net: Net, running: Iterable[Running], held: Mapping[int, int] | None = None
+) -> dict[int, int]:
+    """Priority of every running job, by job id; ``held``: the priorities the
+    running jobs hold now (``controller.priority.priorities``).
+
+    ``ESA_SRPT`` and ``ESA_AGING`` declare every job automatic, whatever its
+    spec says (without and with aging); every other scheme runs each job in
+    its own mode, automatic ones ranked with the controller's aging."""
+    auto = scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING)
+    aging = 0.0 if scheme is Scheme.ESA_SRPT else net.aging_period_s
+
+    def declared(spec: JobSpec, done: int) -> PrioritySpec:
+        done = done if net.report_progress else 0
+        if auto:
+            return PrioritySpec.auto(spec.remaining_bytes(done))
+        return spec.priority_spec(done)
+
     return priorities(
-        (
-            Admission(
-                spec.job_id,
-                PrioritySpec.auto(spec.remaining_bytes(done if net.report_progress else 0)),
-                admitted_at,
-            )
-            for spec, done, admitted_at in running
-        ),
-        aging,
+        (Admission(spec.job, declared(spec, done), at) for spec, done, at in running), aging, held
     )

@@ -22,7 +22,13 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   its slot, or any chunk once it has been idle for the squat timeout;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
-  timer (the data plane sends the rest after an evicted partial);
+  timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
+  sends its later contributions after it;
+* that memory is one chunk per slot: when another chunk's fallback or
+  eviction at the same slot overwrites it before the chunk's last
+  contribution came, and that contribution finds the slot free, it claims
+  it and the chunk is **stranded**: its partial waits for the squat timeout
+  and the next chunk to land there, or for the PS's pull (``stranded``);
 * every completed chunk's result reaches its PS shard too (ESA and STATIC
   multicast a copy to the PS; ATP holds the slot until the PS answers);
 * the rate is the least of the worker link, the PS shard's link and CPU,
@@ -87,6 +93,9 @@ class Paths:
     hold_ps: float
     """ATP: ns a completed chunk keeps its slot (the PS round trip)."""
     squat: float
+    pull: float
+    """ns from a chunk's first piece at its PS until a pull has flushed a
+    stranded partial: the PS's stall, then PULL out and RETX back."""
     ps_cost: float
     """ns per packet at a PS shard: the slower of its link and its CPU."""
     shards: int
@@ -109,11 +118,12 @@ class Paths:
             lat_ok=net.rtt_ns(scheme) - net.lag_ns,
             hold_ps=2 * hop + 2 * tx + net.ps_ns + sw if atp else 0.0,
             squat=net.squat_us_for(scheme) * 1000.0,
+            pull=net.ps_stall_ns + 4 * hop + 4 * tx + net.ps_ns + 2 * sw,
             ps_cost=max(tx, net.ps_ns),
             shards=net.ps_shards,
             lat_ps_base=4 * hop + 3 * tx + net.ps_ns + 2 * sw,
             pool=pool,
-            ranked=scheme in (Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING),
+            ranked=scheme.ranked,
             static=scheme.is_static,
             atp=atp,
         )
@@ -123,9 +133,10 @@ class Paths:
 
     def hold(
         self, rate: np.ndarray, lat: np.ndarray, skew: np.ndarray, lag_spread: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per flow: (ns a chunk keeps its slot from others, ns it sits idle
-        and may be taken, ns it queues at its PS shard)."""
+        and may be taken, ns it queues at its PS shard, ns from its first
+        contribution to its last)."""
         slack = np.maximum(0.0, self.window / rate - lat)
         line = rate * self.tx >= 1 - 1e-9
         queue = np.where(line, 0.0, slack)
@@ -134,7 +145,34 @@ class Paths:
         idle = partial - blk
         if self.atp:
             blk = blk + self.hold_ps + queue
-        return blk, idle, queue
+        return blk, idle, queue, partial
+
+    def stranded(
+        self,
+        rate: np.ndarray,
+        to_ps: np.ndarray,
+        blocked: np.ndarray,
+        span: np.ndarray,
+        occupied: float,
+    ) -> tuple[np.ndarray, float, float]:
+        """(Per flow, the share of its chunks stranded; the ns a stranded
+        chunk waits before its partial leaves the slot, and of that the ns
+        it keeps other chunks out).
+
+        Every chunk that goes to the PS writes its slot's one marker (S8 on a
+        fallback, S10/S11 on an eviction), at ``sum(rate * to_ps) / pool``
+        per slot and ns.  A blocked chunk is marked at its first
+        contribution and needs the marker for its whole ``span``; an evicted
+        one, on average, for half of it.  A lost marker strands the chunk
+        when its next contribution finds the slot free (``1 - occupied``)."""
+        marks = float((rate * to_ps).sum()) / self.pool
+        exposed = span * (blocked + (to_ps - blocked) / 2)
+        lost = -np.expm1(-marks * exposed / np.maximum(to_ps, 1e-12))
+        share = to_ps * lost * (1 - min(1.0, occupied))
+        if self.squat <= 0:
+            return share, self.pull, self.pull
+        wait = min(self.pull, self.squat + self.pool / max(float(rate.sum()), 1e-12))
+        return share, wait, min(wait, self.squat)
 
 
 @functools.cache
@@ -235,6 +273,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     )
     to_ps = np.array([f.to_ps for f in flows])
     logs = np.log1p(-np.minimum(BLOCK_CAP, np.array([*held, *(b for _, b in parked)]) / pool))
+    parked_slots = sum(b for _, b in parked)
     damp = 0.7 if paths.atp else 1.0
     for _ in range(ROUNDS):
         if paths.ranked:
@@ -245,23 +284,23 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
         else:
             free = np.exp(logs.sum() - logs[:n])
             higher, total = 0.0, rate.sum()
-        t_blk, t_idle, _ = paths.hold(rate, lat, skew, lag_spread)
+        t_blk, t_idle, _, span = paths.hold(rate, lat, skew, lag_spread)
         own = self_blocked(pool, rate * t_blk)
         f_b = np.minimum(BLOCK_CAP, 1 - free * (1 - own))
         new_to_ps = f_b
         if not paths.atp:
             evict = 1 - np.exp(-(higher * t_blk + (total - rate) * t_idle) / pool)
             new_to_ps = f_b + (1 - f_b) * evict
-        lat = (1 - new_to_ps) * paths.lat_ok + new_to_ps * lat_ps + lag_max
+        occupied = (held.sum() + parked_slots) / pool
+        strand, wait, keep = paths.stranded(rate, new_to_ps, f_b, span, occupied)
+        lat = (1 - new_to_ps) * paths.lat_ok + new_to_ps * lat_ps + strand * wait + lag_max
         per_chunk = ((1 - new_to_ps) + new_to_ps * workers) / paths.shards
         new = np.minimum(np.minimum(1 / tx, 1 / (per_chunk * paths.ps_cost)), w / lat)
-        moved = max(
-            float(np.max(np.abs(new - rate) / new)), float(np.max(np.abs(new_to_ps - to_ps)))
-        )
+        moved = max(float((np.abs(new - rate) / new).max()), float(np.abs(new_to_ps - to_ps).max()))
         rate = rate + damp * (new - rate)
         t_blk = paths.hold(rate, lat, skew, lag_spread)[0]
-        target = (1 - f_b) * rate * t_blk
-        moved = max(moved, float(np.max(np.abs(target - held) / np.maximum(target, 1.0))))
+        target = (1 - f_b) * rate * t_blk + rate * strand * keep
+        moved = max(moved, float((np.abs(target - held) / np.maximum(target, 1.0)).max()))
         to_ps = new_to_ps
         held = held + damp * (target - held)
         logs[:n] = np.log1p(-np.minimum(BLOCK_CAP, held / pool))

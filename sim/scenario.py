@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from esa.job import JobSpec
 from sim import fluid, packet
-from sim.params import JobSpec, Net, Scheme
+from sim.params import Net, Scheme
 
 Model = Literal["packet", "fluid"]
 

@@ -2,9 +2,10 @@
 
 ``SUBSET`` is what ``make sim`` runs: one point per regime that decides the
 question (light load, moderate load, overload in small, medium and large
-pools, a large bandwidth-delay product).  ``full()`` is ``make sim-full``:
-the grid of mixes, loads, pools and links, and the sensitivity variants
-(barrier, PS shards, link lag, a fixed window, no squat timeout).
+pools, workers whose links lag each other by microseconds, a large
+bandwidth-delay product).  ``full()`` is ``make sim-full``:
+the grid of mixes, loads, pools, links and link lag, and the sensitivity
+variants (barrier, PS shards, a fixed window, no squat timeout).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from esa.job import JobSpec
 from sim import fluid
-from sim.params import JobSpec, Net, Scheme
+from sim.params import Net, Scheme
 from sim.workload import WorkloadSpec, make_jobs
 
 SEEDS = 5
@@ -62,11 +64,15 @@ class Point:
 
     @property
     def link(self) -> str:
-        return f"{self.gbps:g}G/{self.hop_ns / 1000:g}us"
+        lag = f" lag {self.lag_ns / 1000:g}us" if self.lag_ns else ""
+        return f"{self.gbps:g}G/{self.hop_ns / 1000:g}us{lag}"
 
 
 LIGHT, MODERATE, OVERLOAD = 1.0, 4.0, 16.0
 BURST = 8
+LAG_NS = 2000.0
+"""Worker links up to 2 us apart (``Net.lag_ns``): the regime where the
+packet model once had ESA losing to ``static-fb`` (docs/simulator.md)."""
 
 SUBSET: tuple[Point, ...] = (
     Point("light", "mixed", LIGHT, 4096),
@@ -74,6 +80,7 @@ SUBSET: tuple[Point, ...] = (
     Point("overload", "comm-heavy", OVERLOAD, 1024, burst=BURST),
     Point("overload-small-pool", "comm-heavy", OVERLOAD, 256, burst=BURST),
     Point("overload-large-pool", "comm-heavy", OVERLOAD, 16384, burst=BURST),
+    Point("moderate-lag", "mixed", MODERATE, 1024, lag_ns=LAG_NS),
     Point("large-bdp", "mixed", MODERATE, 4096, gbps=400.0, hop_ns=5000.0),
     Point("large-bdp-overload", "comm-heavy", OVERLOAD, 16384, BURST, gbps=400.0, hop_ns=5000.0),
 )
@@ -83,8 +90,9 @@ def full() -> list[Point]:
     """The grid behind ``make sim-full`` (light and moderate load of the
     mixed workload, bursty overload of the communication-heavy one; pools of
     256 to 16,384 slots; 100 G links with 1 us hops and 400 G with 5 us, and
-    at moderate load also 400 G / 1 us and 100 G / 5 us), then the
-    sensitivity variants of four of ``SUBSET``'s points."""
+    at moderate load also 400 G / 1 us, 100 G / 5 us and 100 G / 1 us with
+    2 us of link lag), then the sensitivity variants of four of ``SUBSET``'s
+    points."""
     loads = (("mixed", LIGHT, 1), ("mixed", MODERATE, 1), ("comm-heavy", OVERLOAD, BURST))
     links = ((100.0, 1000.0), (400.0, 5000.0), (400.0, 1000.0), (100.0, 5000.0))
     grid = [
@@ -102,6 +110,12 @@ def full() -> list[Point]:
         )
         if load == MODERATE or (g, h) in links[:2]
     ]
+    grid += [
+        Point(
+            f"mixed L{MODERATE:g} {pool} 100G/1us lag 2us", "mixed", MODERATE, pool, lag_ns=LAG_NS
+        )
+        for pool in (256, 1024, 4096, 16384)
+    ]
     changes: tuple[tuple[str, Callable[[Point], Point]], ...] = (
         ("no barrier", lambda p: replace(p, barrier=False)),
         ("no barrier, no squat", lambda p: replace(p, barrier=False, squat=False)),
@@ -111,7 +125,8 @@ def full() -> list[Point]:
     )
     variants = [
         replace(change(base), name=f"{base.name}/{tag}", sensitivity=True)
-        for base in (SUBSET[1], SUBSET[2], SUBSET[3], SUBSET[6])
+        for base in SUBSET
+        if base.name in ("moderate", "overload", "overload-small-pool", "large-bdp-overload")
         for tag, change in changes
     ]
     return grid + variants
@@ -129,11 +144,11 @@ def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
             "point": pt.name,
             "seed": seed,
             "scheme": scheme.value,
-            "job": s.job_id,
-            "model": s.model,
+            "job": s.job,
+            "model": s.name,
             "workers": s.workers,
             "iterations": s.iterations,
-            "jct_s": jct[s.job_id],
+            "jct_s": jct[s.job],
         }
         for s in specs
     ]

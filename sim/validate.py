@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from esa.job import JobSpec, Workers
 from sim import packet
-from sim.params import JobSpec, Net, Scheme
+from sim.params import Net, Scheme
 from sim.scenario import mean_jct
 
 DEFAULT_RUN = Path("results/run")
@@ -61,10 +62,11 @@ above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 PS_STALL_S = 0.2
 """``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
 
-SCHEMES = {"esa": Scheme.ESA_AGING, "atp": Scheme.ATP, "static": Scheme.STATIC_EQUAL}
-"""The run's policies.  ``esa`` with automatic priorities is the controller's
-SRPT with aging, with progress reported at each iteration (``make run``);
-``static`` is the controller's equal split of the pool among the jobs."""
+SCHEMES = {"esa": Scheme.ESA, "atp": Scheme.ATP, "static": Scheme.STATIC_EQUAL}
+"""The run's policies.  ``esa`` ranks each job as the run declares it: its
+static priority, or (None) the controller's automatic rank with aging and
+progress reported at each iteration (``make run``); ``static`` is the
+controller's equal split of the pool among the jobs."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,6 @@ class Run:
     policies: list[str]
     measured: dict[str, dict[int, float]]
     """policy -> job -> JCT (s) of the run."""
-    auto_priority: bool
-    """the jobs' priorities are the controller's automatic ones (size hints)."""
 
 
 def net_for(scenario: dict[str, Any]) -> Net:
@@ -93,7 +93,6 @@ def net_for(scenario: dict[str, Any]) -> Net:
         window=int(scenario["window"]),
         rto_ns=float(scenario["rto_s"]) * 1e9,
         ps_stall_ns=PS_STALL_S * 1e9,
-        jitter=0.0,
         stale_us=int(scenario["stale_us"]),
         squat_us=int(scenario.get("squat_us", 0)),
         static_fit_window=False,
@@ -103,16 +102,16 @@ def net_for(scenario: dict[str, Any]) -> Net:
 def load(run_dir: Path) -> Run:
     scenario = json.loads((run_dir / "scenario.json").read_text())
     rows = json.loads((run_dir / "jobs.json").read_text())
-    auto = [j["priority"] is None for j in scenario["jobs"]]
-    if any(auto) and not all(auto):
-        raise ValueError("jobs mix automatic and static priorities; the simulator runs one rule")
     jobs = [
         JobSpec(
-            job_id=int(j["job"]),
+            job=int(j["job"]),
             workers=int(j["workers"]),
             values=int(j["values"]),
             iterations=int(j["iterations"]),
-            priority=0 if j["priority"] is None else int(j["priority"]),
+            priority=None if j.get("priority") is None else int(j["priority"]),
+            arrival_s=float(j.get("arrival_s", 0.0)),
+            compute_s=float(j.get("compute_s", 0.0)),
+            jitter=float(j.get("jitter", 0.0)),
         )
         for j in scenario["jobs"]
     ]
@@ -122,20 +121,12 @@ def load(run_dir: Path) -> Run:
     policies = [p for p in scenario["policies"] if p in measured]
     if "esa" not in policies:
         raise ValueError("the run has no esa policy to compare with")
-    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), policies, measured, any(auto))
-
-
-def scheme_for(policy: str, auto_priority: bool) -> Scheme:
-    """Static priorities given per job run as plain ESA."""
-    return Scheme.ESA if policy == "esa" and not auto_priority else SCHEMES[policy]
+    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), policies, measured)
 
 
 def simulate(run: Run) -> dict[str, dict[int, float]]:
     """policy -> job -> simulated JCT (s), packet model."""
-    return {
-        p: packet.simulate(run.jobs, run.pool, scheme_for(p, run.auto_priority), run.net)
-        for p in run.policies
-    }
+    return {p: packet.simulate(run.jobs, run.pool, SCHEMES[p], run.net) for p in run.policies}
 
 
 @dataclass(frozen=True)
@@ -191,12 +182,11 @@ def measure_ps_pkt_ns(pairs: int = 1000, rounds: int = 5) -> float:
     chunk and sends its PS_RESULT)."""
     from esa import wire
     from hosts import codec
-    from hosts.ps import JobSpec as PsJob
     from hosts.ps import ParameterServer
     from hosts.transport import UdpTransport
 
     ps_sock, sink = UdpTransport(("127.0.0.1", 0)), UdpTransport(("127.0.0.1", 0))
-    ps = ParameterServer(ps_sock, sink.addr, {1: PsJob.of(2)})
+    ps = ParameterServer(ps_sock, sink.addr, {1: Workers.of(2)})
     sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     frame, values = codec.Frame(), np.arange(wire.K, dtype=np.int32)
     costs = []

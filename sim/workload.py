@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from sim.params import JobSpec, Net
+from esa.job import JobSpec
+from sim.params import Net
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class WorkloadSpec:
     burst: int = 1
     """jobs per arrival: arrivals come in groups of this many at one instant
     (a batch of jobs submitted together), the groups Poisson."""
+    jitter: float = 0.01
+    """every job's ``JobSpec.jitter``: a worker's compute time is within 1 %
+    of ``compute_s`` (a spread of 2 % between a job's workers)."""
 
 
 def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
@@ -82,29 +87,45 @@ def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
     arrivals = np.repeat(starts - starts[0], spec.burst)[: spec.jobs]
     return [
         JobSpec(
-            job_id=i + 1,
+            job=i + 1,
             workers=w,
             values=round(m.params_m * 1e6),
             iterations=it,
             priority=prio,
             arrival_s=float(arrivals[i]),
             compute_s=m.compute_ms * 1e-3,
-            model=m.name,
+            jitter=spec.jitter,
+            name=m.name,
         )
         for i, (m, it, w, prio) in enumerate(shapes)
     ]
 
 
-def compute_times(job: JobSpec, net: Net, seed: int) -> np.ndarray:
-    """Compute time (s) of each (iteration, worker); the same draw in both models."""
-    rng = np.random.default_rng([seed, job.job_id])
-    return job.compute_s * (1.0 + net.jitter * rng.random((job.iterations, job.workers)))
+def ideal_iteration_s(job: JobSpec, net: Net) -> float:
+    """Compute plus streaming the gradient at line rate, no contention."""
+    return job.compute_s + job.chunks * net.pkt_ns * 1e-9
+
+
+def compute_times(job: JobSpec, seed: int) -> np.ndarray:
+    """Compute time (s) of each (iteration, worker), uniform within
+    ``job.jitter`` of ``compute_s`` as the hosts draw it
+    (``hosts.gradients.compute_time``); the same draw in both models."""
+    rng = np.random.default_rng([seed, job.job])
+    u = rng.random((job.iterations, job.workers))
+    return job.compute_s * (1.0 + job.jitter * (2.0 * u - 1.0))
+
+
+def beyond_compute(jobs: Sequence[JobSpec], jct: dict[int, float], seed: int = 0) -> float:
+    """Mean over the jobs of JCT less the compute of the slowest worker of
+    every iteration (seconds): what aggregation costs."""
+    compute = {j.job: float(compute_times(j, seed).max(axis=1).sum()) for j in jobs}
+    return float(np.mean([jct[j.job] - compute[j.job] for j in jobs]))
 
 
 def lags(job: JobSpec, net: Net, seed: int) -> np.ndarray:
     """Extra one-way delay (ns) of each worker's packets to the switch; the
     same draw in both models."""
-    rng = np.random.default_rng([seed, job.job_id, 1])
+    rng = np.random.default_rng([seed, job.job, 1])
     return net.lag_ns * rng.random(job.workers)
 
 
@@ -114,7 +135,7 @@ def concurrency(jobs: list[JobSpec], net: Net) -> float:
     n(t), so a burst counts as the crowd its jobs meet."""
     edges = sorted(
         [(j.arrival_s, 1) for j in jobs]
-        + [(j.arrival_s + j.iterations * j.ideal_iteration_s(net), -1) for j in jobs]
+        + [(j.arrival_s + j.iterations * ideal_iteration_s(j, net), -1) for j in jobs]
     )
     n, last, seen, weight = 0, edges[0][0], 0.0, 0.0
     for t, step in edges:

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.partition import partition
+from esa.job import JobSpec
 from sim.control import Partitions, priorities
-from sim.params import EQUAL_PRIORITY, JobSpec, Net, Scheme
+from sim.params import EQUAL_PRIORITY, Net, Scheme
 
 NET = Net()
 BDP = NET.bdp_partition(1 << 20)
@@ -22,7 +23,7 @@ pools = st.sampled_from([64, 139, 256, 600, 1024, 4096])
 def replay(scheme: Scheme, pool: int, trace: list[bool]) -> tuple[Partitions, list[int]]:
     """Arrive a new job on True, finish the oldest running one on False;
     return the partitions and the order in which jobs were admitted."""
-    parts = Partitions(scheme, pool, NET)
+    parts = Partitions(scheme, pool, NET.bdp_partition(pool))
     admitted: list[int] = []
     next_id = 1
     for arrive in trace:

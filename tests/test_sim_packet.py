@@ -8,16 +8,18 @@ from dataclasses import replace
 import pytest
 
 from controller.partition import partition
+from esa.job import JobSpec, ps_shard
 from esa.spec import Event, Verdict
 from sim import calibrate
-from sim.packet import Deadlock, PacketSim
-from sim.params import JobSpec, Net, Scheme
+from sim.hostsim import Deadlock
+from sim.packet import PacketSim
+from sim.params import Net, Scheme
 
 NET = Net(hop_ns=500, window=64)
 JOBS = [
-    JobSpec(1, 4, 32 * 600, 2, priority=10, arrival_s=0.0, compute_s=20e-6),
-    JobSpec(2, 3, 32 * 400, 2, priority=200, arrival_s=5e-6, compute_s=20e-6),
-    JobSpec(3, 2, 32 * 800, 2, priority=100, arrival_s=10e-6, compute_s=20e-6),
+    JobSpec(1, 4, 32 * 600, 2, priority=10, arrival_s=0.0, compute_s=20e-6, jitter=0.01),
+    JobSpec(2, 3, 32 * 400, 2, priority=200, arrival_s=5e-6, compute_s=20e-6, jitter=0.01),
+    JobSpec(3, 2, 32 * 800, 2, priority=100, arrival_s=10e-6, compute_s=20e-6, jitter=0.01),
 ]
 
 
@@ -29,17 +31,17 @@ def run(scheme: Scheme, pool: int = 64, net: Net = NET, jobs: list[JobSpec] = JO
 
 def assert_every_chunk_completed_once(sim: PacketSim) -> None:
     for job in sim.jobs.values():
-        ev = sim.switch.events(job.spec.job_id)
+        ev = sim.switch.events(job.spec.job)
         total = job.spec.chunks * job.spec.iterations
-        assert ev[Event.COMPLETED] + sim.ps_completed[job.spec.job_id] == total
+        assert ev[Event.COMPLETED] + sim.ps_completed[job.spec.job] == total
 
 
 @pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA, Scheme.ESA_SRPT])
 def test_switch_counters_are_the_models(scheme: Scheme) -> None:
     sim = run(scheme)
     for spec in JOBS:
-        ev = sim.switch.events(spec.job_id)
-        v = {verdict: sim.verdicts[(spec.job_id, verdict)] for verdict in Verdict}
+        ev = sim.switch.events(spec.job)
+        v = {verdict: sim.verdicts[(spec.job, verdict)] for verdict in Verdict}
         assert ev[Event.COMPLETED] == v[Verdict.COMPLETE]
         assert ev[Event.FALLBACK] == v[Verdict.FALLBACK]
         assert ev[Event.PREEMPT_WON] == v[Verdict.PREEMPT]
@@ -144,7 +146,7 @@ def test_large_pool_has_no_contention() -> None:
 
 
 @pytest.mark.parametrize("scheme", [Scheme.ESA, Scheme.ATP, Scheme.STATIC_BDP])
-@pytest.mark.parametrize("shards", [1, 2, 3])
+@pytest.mark.parametrize("shards", [1, 2, 4])
 def test_the_ps_is_sharded_by_seq_and_pays_for_every_result(scheme: Scheme, shards: int) -> None:
     """No contention: every chunk completes in the switch and its result
     reaches its PS shard (ESA and STATIC: a copy; ATP: the held result the
@@ -158,7 +160,7 @@ def test_the_ps_is_sharded_by_seq_and_pays_for_every_result(scheme: Scheme, shar
         assert sum(served) == total
         assert max(served) - min(served) <= job.spec.iterations
         for i, ps in enumerate(job.shards):
-            assert ps.done and all(seq % shards == i for seq in ps.done)
+            assert ps.done and all(ps_shard(seq, shards) == i for seq in ps.done)
 
 
 def test_squat_timeout_and_barrier_reach_the_switch_and_the_hosts() -> None:
@@ -172,7 +174,7 @@ def test_squat_timeout_and_barrier_reach_the_switch_and_the_hosts() -> None:
         sim = PacketSim(jobs, 128, Scheme.ESA_EQUAL, replace(case.net, barrier=barrier))
         assert sim.switch.squat_us == case.net.squat_us_for(Scheme.ESA_EQUAL) > 0
         sim.run()
-        idle[barrier] = sum(sim.switch.events(j.job_id)[Event.IDLE_RECLAIMED] for j in jobs)
+        idle[barrier] = sum(sim.switch.events(j.job)[Event.IDLE_RECLAIMED] for j in jobs)
         assert_every_chunk_completed_once(sim)
     assert idle[False] > 0 and idle[True] == 0
     assert PacketSim(jobs, 128, Scheme.ATP, case.net).switch.squat_us == 0
@@ -186,10 +188,10 @@ def test_an_evicted_chunk_completes_at_the_ps_without_a_timer() -> None:
     only after a second and no worker retransmits.  (The pool is large
     enough that the parked window does not collide with itself: a chunk
     whose first contribution falls back still waits for the PS's pull.)"""
-    net = replace(NET, window=0, jitter=0.5, ps_stall_ns=1e9, squat_us=0)
+    net = replace(NET, window=0, ps_stall_ns=1e9, squat_us=0)
     jobs = [
-        JobSpec(1, 4, 32 * 500, 1, priority=10, compute_s=100e-6),
-        JobSpec(2, 2, 32 * 3000, 1, priority=200, arrival_s=100e-6, compute_s=1e-6),
+        JobSpec(1, 4, 32 * 500, 1, priority=10, compute_s=100e-6, jitter=0.25),
+        JobSpec(2, 2, 32 * 3000, 1, priority=200, arrival_s=75e-6, compute_s=1e-6),
     ]
     sim = PacketSim(jobs, 4096, Scheme.ESA, net)
     jct = sim.run()
@@ -224,3 +226,12 @@ def test_host_timers_recover_every_chunk() -> None:
     sim = run(Scheme.ESA_SRPT, net=net)
     assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) > 0
     assert_every_chunk_completed_once(sim)
+
+
+def test_ps_shards_are_a_power_of_two_as_the_switch_routes_them() -> None:
+    with pytest.raises(ValueError, match="ps_shards must be 1, 2, 4 or 8"):
+        Net(ps_shards=3)
+    sim = PacketSim(JOBS, 64, Scheme.ESA, replace(NET, ps_shards=4))
+    sim._arrive(1)
+    assert sim.switch.jobs[1].ps_ports == tuple(ps.port for ps in sim.jobs[1].shards)
+    assert len(set(sim.switch.jobs[1].ps_ports)) == 4

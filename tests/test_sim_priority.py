@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.priority import AUTO_TOP, Admission, PrioritySpec, priorities
+from controller.priority import AUTO_TOP, Admission, priorities
+from esa.job import JobSpec, PrioritySpec
 from esa.model import Packet, Result
 from sim import fluid
 from sim.packet import PacketSim
-from sim.params import JobSpec, Net, Scheme
+from sim.params import Net, Scheme
 from sim.priority import job_priorities
 
 NET = Net(hop_ns=500, window=64)
@@ -39,6 +40,22 @@ def test_srpt_is_the_controllers_rule_on_the_declared_bytes() -> None:
     assert aging == priorities(declared, NET.aging_period_s)
 
 
+def test_esa_runs_each_job_in_its_own_mode() -> None:
+    """Under ``esa`` a static job keeps its number and a job without one
+    (None) gets the controller's automatic rank, with aging, from what it
+    has left; ``esa-srpt`` ranks every job automatically."""
+    auto = JobSpec(5, 2, 32 * 100, 2)
+    running = [(SMALL, 0, 0.0), (LARGE, 0, 0.0), (auto, 1, 0.5)]
+    declared = [
+        Admission(1, PrioritySpec.static(5), 0.0),
+        Admission(2, PrioritySpec.static(250), 0.0),
+        Admission(5, PrioritySpec.auto(4 * 32 * 100), 0.5),
+    ]
+    prios = job_priorities(Scheme.ESA, NET, running)
+    assert prios == priorities(declared, NET.aging_period_s) == {1: 5, 2: 250, 5: AUTO_TOP}
+    assert job_priorities(Scheme.ESA_SRPT, NET, running)[2] == AUTO_TOP - 2
+
+
 def test_progress_reports_move_a_job_ahead() -> None:
     half = JobSpec(4, 2, 32 * 150, 2)  # 1.5x SMALL: behind it, until it has done one iteration
     assert job_priorities(Scheme.ESA_SRPT, NET, [(SMALL, 0, 0.0), (half, 0, 0.0)])[4] < AUTO_TOP
@@ -55,9 +72,9 @@ def test_aging_keeps_a_late_small_job_behind_an_old_large_one() -> None:
     bound = net.aging_period_s * (4 * 32 * 10_000 * 2).bit_length()  # > T * log2(1 + bytes)
     late = [(LARGE, 0, 0.0), (SMALL, 0, bound)]
     soon = [(LARGE, 0, 0.0), (SMALL, 0, 0.5)]
-    assert job_priorities(Scheme.ESA_SRPT, net, late)[SMALL.job_id] == AUTO_TOP
-    assert job_priorities(Scheme.ESA_AGING, net, late)[LARGE.job_id] == AUTO_TOP
-    assert job_priorities(Scheme.ESA_AGING, net, soon)[SMALL.job_id] == AUTO_TOP
+    assert job_priorities(Scheme.ESA_SRPT, net, late)[SMALL.job] == AUTO_TOP
+    assert job_priorities(Scheme.ESA_AGING, net, late)[LARGE.job] == AUTO_TOP
+    assert job_priorities(Scheme.ESA_AGING, net, soon)[SMALL.job] == AUTO_TOP
 
 
 def run_spied(scheme: Scheme, jobs: list[JobSpec], net: Net) -> tuple[dict[int, float], set[bool]]:
@@ -87,8 +104,9 @@ def test_no_ties_in_the_switch_and_no_starvation_under_aging() -> None:
     arrives too late for that (after ``T * log2(1 + bytes)`` of the large
     job), and every job finishes."""
     net = replace(NET, aging_period_s=2e-6)
-    jobs = [JobSpec(1, 4, 32 * 3000, 3, arrival_s=0.0, compute_s=5e-6)] + [
-        JobSpec(i, 4, 32 * 200, 2, arrival_s=4e-6 * i, compute_s=5e-6) for i in range(2, 8)
+    jobs = [JobSpec(1, 4, 32 * 3000, 3, arrival_s=0.0, compute_s=5e-6, jitter=0.01)] + [
+        JobSpec(i, 4, 32 * 200, 2, arrival_s=4e-6 * i, compute_s=5e-6, jitter=0.01)
+        for i in range(2, 8)
     ]
     jct, srpt_first = run_spied(Scheme.ESA_SRPT, jobs, net)
     assert all(t > 0 for t in jct.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,27 @@ def test_self_collisions_are_the_switchs_hash() -> None:
         direct = np.mean([slots[s] in slots[s - h : s] for s in tail])
         assert abs(float(self_blocked(pool, np.array([float(h)]))[0]) - direct) < 0.03
     assert self_blocked(pool, np.array([83.0]))[0] == 0
+
+
+def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
+    """S8 and S13 keep one marker per slot: a chunk that went to the PS is
+    stranded when another chunk's marker replaces its own before its last
+    contribution came and that contribution finds the slot free.  Nothing
+    is stranded when a chunk's contributions arrive together."""
+    pool = 1024
+    rate = np.array([LINE, 0.5 * LINE])
+    to_ps, blocked = np.array([0.2, 0.3]), np.array([0.2, 0.1])
+    span = np.array([0.0, 2000.0])
+    esa = Paths.of(Scheme.ESA_EQUAL, NET, pool)
+    share, wait, keep = esa.stranded(rate, to_ps, blocked, span, occupied=0.25)
+    marks = (LINE * 0.2 + 0.5 * LINE * 0.3) / pool
+    exposed = 2000.0 * (0.1 + 0.2 / 2) / 0.3
+    assert share[0] == 0
+    assert share[1] == pytest.approx(0.3 * -np.expm1(-marks * exposed) * 0.75)
+    claim = pool / (1.5 * LINE)
+    assert wait == pytest.approx(min(esa.pull, esa.squat + claim))
+    assert keep == min(esa.squat, wait)
+    atp = Paths.of(Scheme.ATP, NET, pool)
+    share, wait, keep = atp.stranded(rate, to_ps, blocked, span, occupied=1.5)
+    assert atp.squat == 0 and wait == keep == atp.pull and list(share) == [0, 0]
+    assert atp.pull == NET.ps_stall_ns + 4 * NET.hop_ns + 4 * NET.pkt_ns + NET.ps_ns

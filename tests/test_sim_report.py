@@ -8,10 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esa.job import JobSpec
 from sim import report, sweep
-from sim.params import BASELINES, ESA_SCHEMES, JobSpec, Net, Scheme
+from sim.params import BASELINES, ESA_SCHEMES, Net, Scheme
 from sim.report import Stats, Summary
-from sim.workload import WorkloadSpec, concurrency, make_jobs
+from sim.workload import WorkloadSpec, compute_times, concurrency, make_jobs
 
 NET = Net()
 
@@ -106,3 +107,13 @@ def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
         max(float(str(r["jct_s"])) for r in rows if r["scheme"] == "esa"),
         rtol=0.05,
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(jitter=st.floats(0.0, 0.99), seed=st.integers(0, 1000))
+def test_compute_times_are_drawn_within_the_jobs_jitter(jitter: float, seed: int) -> None:
+    job = JobSpec(3, 8, 32, 50, compute_s=0.1, jitter=jitter)
+    t = compute_times(job, seed)
+    assert t.shape == (50, 8)
+    assert (abs(t / 0.1 - 1) <= jitter + 1e-12).all()
+    assert (compute_times(job, seed) == t).all()

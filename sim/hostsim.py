@@ -1,0 +1,324 @@
+"""The packet models' hosts and event loop, whatever the switches between them.
+
+Hosts (our design; no ESA host code is public):
+
+* a worker streams its iteration's chunks with a window of outstanding
+  chunks (its scheme's bandwidth-delay product unless ``Net.window`` is
+  set); a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
+  With ``Net.rto_ns`` it also resends (RETX) a chunk left unresolved for its
+  retransmission timeout, adapted as ``hosts.worker`` adapts it
+  (``hosts.rto``).  With ``Net.barrier`` a job's workers start each
+  iteration's stream together, a barrier round trip after the last of them
+  is ready.
+* a job's PS is ``Net.ps_shards`` hosts, chunk ``seq`` on shard
+  ``esa.job.ps_shard(seq, shards)``, each behind its own link and switch
+  port (the job's ``ps_ports``).  A shard serves, one packet each
+  ``Net.ps_ns``, every packet the network brings it: FALLBACK, PARTIAL, the
+  RESULT copy of a chunk completed in a switch and, under ATP, every held
+  RESULT (it answers those with the PS_RESULT that releases the slot).  It
+  merges what it gets by worker bitmap; when a chunk reaches it incomplete
+  it sends a PULL naming the workers it has (at once, or, with
+  ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
+  every such period); the others resend (RETX) or will send as RETX, so a
+  stranded partial sum is flushed.
+
+A subclass is the network: how a worker's or a PS's packet reaches a
+switch, what the switches do with it, and what the controller writes into
+their tables (``sim.packet``: one switch; ``sim.tiers``: ToRs and a spine).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable
+
+from esa import wire
+from esa.job import MAX_PS_SHARDS, JobSpec
+from esa.model import Packet
+from esa.wire import Flag, PacketType
+from hosts.rto import RetransmitTimeout
+from hosts.worker import MAX_RTO
+from sim.hosts import JobRun, Link, PsHost, Worker
+from sim.params import Net, Scheme
+from sim.workload import compute_times, lags
+
+ZEROS = (0,) * wire.K
+PS_PORT_BASE = 1000
+MAX_RTO_NS = MAX_RTO * 1e9
+"""``hosts.worker.MAX_RTO``: the timeout backs off no further."""
+
+Event = tuple[float, int, Callable[[], None]]
+
+
+def ps_port(job: int, shard: int) -> int:
+    """The switch port of one PS shard of a job."""
+    return PS_PORT_BASE + MAX_PS_SHARDS * job + shard
+
+
+class Deadlock(RuntimeError):
+    """The run ended with jobs unfinished: a chunk's partial sum was stranded
+    and no timer (``Net.rto_ns``, ``Net.ps_stall_ns``) recovers it.  The
+    controller's recut of the partitions under STATIC_EQUAL strands the
+    chunks in flight; the switch's stale timeout frees their slots only when
+    another chunk lands there."""
+
+
+class HostSim:
+    """Workers, PS shards and the event loop; the network is the subclass's."""
+
+    def __init__(self, jobs: list[JobSpec], scheme: Scheme, net: Net, seed: int) -> None:
+        self.net = net
+        self.scheme = scheme
+        self.now = 0.0
+        self.queue: list[Event] = []
+        self.counter = itertools.count()
+        self.ps_completed: Counter[int] = Counter()
+        """chunks each job completed at its PS rather than in a switch."""
+        self.jobs = {spec.job: self._job_run(spec, seed) for spec in jobs}
+
+    def _job_run(self, spec: JobSpec, seed: int) -> JobRun:
+        net, lag = self.net, lags(spec, self.net, seed)
+        workers = [
+            Worker(
+                i,
+                Link(net.pkt_ns, net.hop_ns + float(lag[i])),
+                Link(net.pkt_ns, net.hop_ns),
+                timeout=self._rto(),
+            )
+            for i in range(spec.workers)
+        ]
+        shards = [
+            PsHost(Link(net.pkt_ns, net.hop_ns), Link(net.pkt_ns, net.hop_ns), ps_port(spec.job, s))
+            for s in range(net.ps_shards)
+        ]
+        return JobRun(spec, workers, shards, compute_times(spec, seed), self._window(spec))
+
+    def _rto(self) -> RetransmitTimeout | None:
+        if self.net.rto_ns <= 0:
+            return None
+        return RetransmitTimeout(self.net.rto_ns, MAX_RTO_NS)
+
+    # the network and the controller ---------------------------------------
+    def _window(self, spec: JobSpec) -> int:
+        """A worker's window before the controller writes its job."""
+        raise NotImplementedError
+
+    def _barrier_ns(self, job: JobRun) -> float:
+        raise NotImplementedError
+
+    def _worker_out(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+        """A worker's packet enters the network."""
+        raise NotImplementedError
+
+    def _ps_out(self, job: JobRun, ps: PsHost, pkt: Packet) -> None:
+        """A PS shard's PS_RESULT or PULL enters the network."""
+        raise NotImplementedError
+
+    def _request(self, jid: int) -> bool:
+        """``jid`` arrived: admit it now (True) or queue it (False)."""
+        raise NotImplementedError
+
+    def _release(self, jid: int) -> list[int]:
+        """``jid`` finished: remove its entries; the jobs admitted in its place."""
+        raise NotImplementedError
+
+    def _write_jobs(self) -> None:
+        """Write every running job's entries whose priority or partition changed."""
+        raise NotImplementedError
+
+    # event plumbing -------------------------------------------------------
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self.queue, (t, next(self.counter), fn))
+
+    def hop(self, link: Link, then: Callable[[], None]) -> None:
+        """Send over ``link``; ``then`` runs when the packet has crossed it."""
+        self.at(link.arrival(self.now), then)
+
+    def run(self) -> dict[int, float]:
+        """Simulate until every job finished; JCT in seconds per job id."""
+        for jid, job in self.jobs.items():
+            self.at(job.spec.arrival_s * 1e9, functools.partial(self._arrive, jid))
+        while self.queue:
+            self.now, _, fn = heapq.heappop(self.queue)
+            fn()
+        stuck = sorted(jid for jid, job in self.jobs.items() if job.finish is None)
+        if stuck:
+            raise Deadlock(f"jobs {stuck} never finished: chunks stranded without a timer")
+        return {
+            jid: (job.finish or 0.0) * 1e-9 - job.spec.arrival_s for jid, job in self.jobs.items()
+        }
+
+    def _arrive(self, jid: int) -> None:
+        if self._request(jid):
+            self._admit([jid])
+
+    def _admit(self, ids: list[int]) -> None:
+        for jid in ids:
+            self.jobs[jid].admitted, self.jobs[jid].admitted_at = True, self.now
+        self._write_jobs()
+        for jid in ids:
+            for w in self.jobs[jid].workers:
+                self._compute(self.jobs[jid], w)
+
+    def _finish(self, job: JobRun) -> None:
+        job.finish = self.now
+        admitted = self._release(job.spec.job)
+        self._write_jobs()
+        self._admit(admitted)
+
+    # workers --------------------------------------------------------------
+    def _compute(self, job: JobRun, w: Worker) -> None:
+        def ready() -> None:
+            if not self.net.barrier:
+                w.ready = True
+                self._pump(job, w)
+                return
+            job.at_barrier[w.it] += 1
+            if job.at_barrier[w.it] == job.spec.workers:
+                self.at(self.now + self._barrier_ns(job), functools.partial(self._go, job))
+
+        self.at(self.now + float(job.compute[w.it, w.idx]) * 1e9, ready)
+
+    def _go(self, job: JobRun) -> None:
+        """The PS's barrier releases every worker of the job at once."""
+        for w in job.workers:
+            w.ready = True
+            self._pump(job, w)
+
+    def _pump(self, job: JobRun, w: Worker) -> None:
+        spec = job.spec
+        while w.ready and w.next_i < spec.chunks and len(w.outstanding) < job.window:
+            seq = w.base + w.next_i
+            w.next_i += 1
+            w.outstanding.add(seq)
+            retx = seq in w.retx_pending
+            if not retx:
+                w.sent_at[seq] = self.now
+            self._send(job, w, seq, retx)
+
+    def _send(self, job: JobRun, w: Worker, seq: int, retx: bool) -> None:
+        flags = int(Flag.RETX) if retx else 0
+        self._worker_out(job, w, Packet(PacketType.CONTRIB, job.spec.job, seq, w.bit, ZEROS, flags))
+        if w.timeout is not None:
+            deadline = w.deadline[seq] = self.now + w.timeout.value
+            self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
+
+    def _timeout(self, job: JobRun, w: Worker, seq: int, deadline: float) -> None:
+        """``hosts.worker.Worker.poll``: resend a chunk whose timer expired
+        (``hosts.rto`` decides whether the timeout backs off), and Karn's rule
+        drops its sample."""
+        if seq not in w.outstanding or w.deadline.get(seq) != deadline or w.timeout is None:
+            return
+        w.retransmits += 1
+        w.sent_at.pop(seq, None)
+        w.timeout.expired(self.now, job.window)
+        self._send(job, w, seq, retx=True)
+
+    def _to_workers(self, job: JobRun, workers: list[Worker], pkt: Packet) -> None:
+        for w in workers:
+            self.hop(w.down, functools.partial(self._at_worker, job, w, pkt))
+
+    def _at_worker(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+        if pkt.ptype is PacketType.PULL:
+            if pkt.bitmap & w.bit:
+                return
+            if pkt.seq in w.outstanding:
+                self._send(job, w, pkt.seq, retx=True)
+            elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
+                w.retx_pending.add(pkt.seq)
+            return
+        if pkt.seq not in w.outstanding:
+            return
+        w.outstanding.discard(pkt.seq)
+        w.deadline.pop(pkt.seq, None)
+        sent = w.sent_at.pop(pkt.seq, None)
+        if sent is not None and w.timeout is not None:
+            w.timeout.sample(self.now - sent)
+        w.done += 1
+        if w.done < job.spec.chunks:
+            self._pump(job, w)
+            return
+        w.ready = False
+        it = w.it
+        w.it += 1
+        w.base += job.spec.chunks
+        w.next_i = w.done = 0
+        w.retx_pending.clear()
+        w.sent_at.clear()
+        w.deadline.clear()
+        job.workers_in_iter[it] += 1
+        if job.workers_in_iter[it] == job.spec.workers:
+            job.iters_done = it + 1
+            if job.iters_done == job.spec.iterations:
+                self._finish(job)
+            elif self.net.report_progress and self.scheme.ranked:
+                self._write_jobs()
+        if w.it < job.spec.iterations:
+            self._compute(job, w)
+
+    # parameter server -----------------------------------------------------
+    def _to_ps(self, job: JobRun, pkt: Packet, workers: int) -> None:
+        """``pkt`` reaches its chunk's PS shard over the shard's link;
+        ``workers`` is the bitmap of the workers whose values it carries."""
+        ps = job.shard(pkt.seq)
+        self.hop(ps.down, lambda: self._at_ps(job, ps, pkt, workers))
+
+    def _at_ps(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
+        ps.busy_until = max(self.now, ps.busy_until) + self.net.ps_ns
+        ps.served += 1
+        self.at(ps.busy_until, lambda: self._ps_serve(job, ps, pkt, workers))
+
+    def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
+        if pkt.ptype is PacketType.RESULT and not pkt.flags & Flag.HOLD:
+            ps.done.add(pkt.seq)
+            return
+        if pkt.seq in ps.done:
+            return
+        bitmap = ps.bitmaps.get(pkt.seq, 0) | workers
+        if bitmap == job.mask:
+            ps.done.add(pkt.seq)
+            ps.bitmaps.pop(pkt.seq, None)
+            ps.touched.pop(pkt.seq, None)
+            if pkt.ptype is not PacketType.RESULT:
+                self.ps_completed[job.spec.job] += 1
+            count = job.spec.workers
+            out = Packet(PacketType.PS_RESULT, job.spec.job, pkt.seq, bitmap, ZEROS, count=count)
+            self._ps_out(job, ps, out)
+            return
+        ps.bitmaps[pkt.seq] = bitmap
+        stall = self.net.ps_stall_ns
+        if stall > 0:
+            ps.touched[pkt.seq] = self.now
+            self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
+        elif self._pull_now(job, ps, pkt.seq):
+            self._pull(job, ps, pkt.seq)
+
+    def _pull_now(self, job: JobRun, ps: PsHost, seq: int) -> bool:
+        """Without a stall time the PS pulls a chunk once, on its first
+        incomplete packet."""
+        if seq in ps.pulled:
+            return False
+        ps.pulled.add(seq)
+        return True
+
+    def _pull_bitmap(self, job: JobRun, ps: PsHost, seq: int) -> int:
+        """The workers a PULL names: those that must not resend."""
+        return ps.bitmaps[seq]
+
+    def _pull(self, job: JobRun, ps: PsHost, seq: int) -> None:
+        bitmap = self._pull_bitmap(job, ps, seq)
+        self._ps_out(job, ps, Packet(PacketType.PULL, job.spec.job, seq, bitmap, ZEROS))
+
+    def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
+        """``hosts.ps`` pulls a chunk left incomplete and untouched for its stall time."""
+        if seq in ps.done or ps.touched.get(seq) != touched:
+            return
+        ps.touched[seq] = self.now
+        self._pull(job, ps, seq)
+        self.at(
+            self.now + self.net.ps_stall_ns,
+            functools.partial(self._ps_scan, job, ps, seq, self.now),
+        )
