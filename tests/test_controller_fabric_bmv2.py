@@ -46,12 +46,18 @@ def connector(device: Device, program: Program, log: Path) -> Callable[[], Switc
     return connect
 
 
+def fabric_controller(rig: Bmv2Fabric, program: Program, tmp: Path, pool: int) -> Controller:
+    """A controller of every switch of ``rig``, each logging its P4Runtime
+    requests to ``tmp/<switch>.log``."""
+    connectors = {n: connector(d, program, tmp / f"{n}.log") for n, d in rig.fabric.devices.items()}
+    return Controller(Store(tmp / "state.db"), rig.fabric, pool, connectors, 0.0)
+
+
 class Net:
     def __init__(self, rig: Bmv2Fabric, program: Program, tmp: Path) -> None:
         self.rig = rig
         self.logs = {name: tmp / f"{name}.log" for name in rig.fabric.devices}
-        connectors = {n: connector(d, program, self.logs[n]) for n, d in rig.fabric.devices.items()}
-        self.ctl = Controller(Store(tmp / "state.db"), rig.fabric, POOL, connectors, 0.0)
+        self.ctl = fabric_controller(rig, program, tmp, POOL)
 
     def writes(self) -> dict[str, int]:
         """Write requests sent to each switch so far."""

@@ -35,8 +35,6 @@ from scapy.layers.l2 import Ether
 
 from controller.fabric import Fabric
 from controller.messages import AdmitRequest, JobRef, PolicyRequest
-from controller.service import Controller
-from controller.state import Store
 from controller.switch import Switch
 from controller.topology import ip_to_int, mac_to_int
 from esa import spec, wire
@@ -50,7 +48,7 @@ from testbed.bmv2_fabric import Bmv2Fabric
 from testbed.fabric_model import Addr, FabricModel, Frame
 from testbed.paths import ROOT
 from tests.dataplane import counter_arrays, frame, parse
-from tests.test_controller_fabric_bmv2 import connector
+from tests.test_controller_fabric_bmv2 import fabric_controller
 
 pytestmark = pytest.mark.bmv2
 
@@ -115,10 +113,7 @@ class Tiered:
     def __init__(self, rig: Bmv2Fabric, program: tuple[Path, Path], tmp: Path) -> None:
         self.rig = rig
         self.fabric = rig.fabric
-        connectors = {
-            n: connector(d, program, tmp / f"{n}.log") for n, d in rig.fabric.devices.items()
-        }
-        self.ctl = Controller(Store(tmp / "state.db"), rig.fabric, POOL, connectors, 0.0)
+        self.ctl = fabric_controller(rig, program, tmp, POOL)
         self.model = FabricModel(self.fabric, POOL)
         self.probes = 0
         self.base: dict[str, tuple[list[int], list[int]]] = {}

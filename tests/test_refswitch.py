@@ -161,11 +161,30 @@ def program(tmp_path: Path) -> tuple[Path, Path]:
     return json_path, P4INFO
 
 
+Twins = tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]
+"""BMv2 and the reference switch with the rig's ports, and the compiled program."""
+
+
 def fresh(addr: str, program: tuple[Path, Path]) -> None:
     """Push the pipeline again: empty tables, a free pool, zero counters."""
     sw = P4RuntimeSwitch.connect(addr)
     sw.push_pipeline(*program)
     sw.close()
+
+
+def programmed(twins: Twins, entries: SwitchEntries) -> list[P4RuntimeSwitch]:
+    """BMv2 restarted, then both switches given a fresh pipeline and
+    ``entries``; the sessions, in (BMv2, reference) order.  BMv2 is
+    restarted rather than pushed again: a second push leaves its multicast
+    engine holding the old groups' nodes beside the new ones."""
+    bmv2, ref, program = twins
+    bmv2.restart()
+    sessions = []
+    for sw in (bmv2, ref):
+        fresh(sw.grpc_addr, program)
+        sessions.append(P4RuntimeSwitch.connect(sw.grpc_addr))
+        reconcile(sessions[-1], entries, sessions[-1].read_entries())
+    return sessions
 
 
 def two_jobs(policy: Policy = Policy.ESA) -> SwitchEntries:
@@ -727,9 +746,7 @@ def first_difference(bmv2: dict[int, list[bytes]], ref: dict[int, list[bytes]]) 
 
 
 @pytest.fixture(scope="module")
-def twins(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]]:
+def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
     """BMv2 and the reference switch with the rig's ports, and the compiled program."""
     program = compile_p4(
         ROOT / "p4src" / "esa.p4", tmp_path_factory.mktemp("p4"), pool=dataplane.POOL
@@ -749,21 +766,13 @@ def twins(
 
 @pytest.mark.bmv2
 @pytest.mark.parametrize("policy", list(Policy))
-def test_same_frames_as_bmv2(
-    twins: tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]], policy: Policy
-) -> None:
+def test_same_frames_as_bmv2(twins: Twins, policy: Policy) -> None:
     """BMv2 is restarted rather than pushed again: a second push leaves its
     multicast engine holding the old groups' nodes beside the new ones, so
     every multicast copy would leave twice."""
-    bmv2, ref, program = twins
-    bmv2.restart()
-    switches: list[Ports] = [bmv2, ref]
-    sessions = []
+    switches: list[Ports] = [twins[0], twins[1]]
+    sessions = programmed(twins, dataplane_entries(policy))
     try:
-        for sw in switches:
-            fresh(sw.grpc_addr, program)
-            sessions.append(P4RuntimeSwitch.connect(sw.grpc_addr))
-            reconcile(sessions[-1], dataplane_entries(policy), sessions[-1].read_entries())
         got = in_step(switches, bmv2_trace(seed=int(policy)))
         assert got[1] == got[0], first_difference(got[0], got[1])
         assert sum(len(f) for f in got[0].values()) > 100
@@ -954,21 +963,15 @@ def tier_frame(step: TierStep) -> bytes:
 
 
 @pytest.mark.bmv2
-def test_tier_roles_as_bmv2(twins: tuple[Bmv2Switch, RefSwitchProcess, tuple[Path, Path]]) -> None:
+def test_tier_roles_as_bmv2(twins: Twins) -> None:
     """One device with a ToR's role in two jobs across racks (a leaf with an
     up port, and one with a single worker) and the top's role, with
     children, in a third: the controller's entries through P4Runtime to
     BMv2 and the reference switch, the same frames into both, step by step."""
-    bmv2, ref, program = twins
-    bmv2.restart()
-    switches: list[Ports] = [bmv2, ref]
-    sessions = []
+    switches: list[Ports] = [twins[0], twins[1]]
+    sessions = programmed(twins, tier_entries())
     try:
-        for sw in switches:
-            fresh(sw.grpc_addr, program)
-            sessions.append(P4RuntimeSwitch.connect(sw.grpc_addr))
-            reconcile(sessions[-1], tier_entries(), sessions[-1].read_entries())
-            assert sessions[-1].read_entries() == tier_entries()
+        assert [sw.read_entries() for sw in sessions] == [tier_entries()] * 2
         for n, step in enumerate(tier_steps()):
             got: list[dict[int, list[bytes]]] = [{}, {}]
             send_in_step(switches, n, step.port, tier_frame(step), got)

@@ -23,8 +23,6 @@ from scapy.layers.l2 import Ether
 
 from controller.fabric import Fabric
 from controller.messages import AdmitRequest, JobRef, PolicyRequest
-from controller.service import Controller
-from controller.state import Store
 from esa import spec, wire
 from esa.model import Packet, slot_hash
 from esa.p4names import register
@@ -34,7 +32,7 @@ from esa.wire import Flag, PacketType
 from testbed.bmv2_fabric import Bmv2Fabric
 from testbed.paths import ROOT
 from tests.dataplane import frame, parse
-from tests.test_controller_fabric_bmv2 import connector
+from tests.test_controller_fabric_bmv2 import fabric_controller
 from tests.test_hosts_ps import feed, server
 
 pytestmark = pytest.mark.bmv2
@@ -49,10 +47,7 @@ class Net:
     def __init__(self, rig: Bmv2Fabric, program: tuple[Path, Path], tmp: Path) -> None:
         self.rig = rig
         self.fabric = rig.fabric
-        connectors = {
-            n: connector(d, program, tmp / f"{n}.log") for n, d in rig.fabric.devices.items()
-        }
-        self.ctl = Controller(Store(tmp / "state.db"), rig.fabric, POOL, connectors, 0.0)
+        self.ctl = fabric_controller(rig, program, tmp, POOL)
 
     def policy(self, policy: Policy) -> None:
         self.ctl.policy(PolicyRequest(policy.name.lower(), LONG_US, LONG_US, 0))
