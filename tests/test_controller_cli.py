@@ -22,7 +22,7 @@ from esa.job import Placement, PrioritySpec
 from tests.test_controller_service import Clock, make_controller
 
 ROOT = Path(__file__).resolve().parent.parent
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 COMMANDS = [
     "serve", "admit", "jobs", "prio", "progress", "remove", "policy", "status", "stats", "slots"
 ]  # fmt: skip

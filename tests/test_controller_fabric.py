@@ -19,7 +19,7 @@ from controller.topology import Host, Topology
 from esa import wire
 
 ROOT = Path(__file__).resolve().parent.parent
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 RAW: dict[str, Any] = json.loads(TWO_TIER.read_text())
 FABRIC = Fabric.load(TWO_TIER)
 

@@ -1,4 +1,4 @@
-"""One controller for the three BMv2 switches of mininet/topologies/two-tier.json
+"""One controller for the three BMv2 switches of tests/data/two-racks.json
 (testbed/bmv2_fabric.py): a session, pipeline and plan per switch; a job
 inside a rack is written to its ToR alone, and a restarted ToR is re-synced
 alone.  Each switch's P4Runtime requests go to a log of its own, whose Write
@@ -26,7 +26,7 @@ from testbed.paths import ROOT
 
 pytestmark = pytest.mark.bmv2
 
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 POOL = 16
 WRITE = "/p4.v1.P4Runtime/Write"
 Program = tuple[Path, Path]

@@ -27,7 +27,7 @@ from testbed.paths import ROOT
 from tests.test_controller_cli import esa_ctl_here
 from tests.test_controller_service import Clock, connector
 
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 FABRIC = Fabric.load(TWO_TIER)
 POOL = 16
 RACK = AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=7)

@@ -200,7 +200,7 @@ def test_topology_rejects_bad_hosts(hosts_json: str, message: str) -> None:
         Topology.from_json({"hosts": json.loads(hosts_json)})
 
 
-TWO_TIER = Fabric.load(Path(__file__).resolve().parent.parent / "mininet/topologies/two-tier.json")
+TWO_TIER = Fabric.load(Path(__file__).resolve().parent / "data" / "two-racks.json")
 """t1: h1-h4 on ports 1-4, t2: h5-h8 on ports 1-4, each up by port 5 to
 spine s1's port 1 and 2; h9 and h10 on s1's ports 3 and 4."""
 SEEN = {

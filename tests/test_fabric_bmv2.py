@@ -1,4 +1,4 @@
-"""Three BMv2 switches wired as mininet/topologies/two-tier.json
+"""Three BMv2 switches wired as tests/data/two-racks.json
 (testbed/bmv2_fabric.py), each programmed through the controller's switch
 API with the L2 entries of the hosts as that switch sees them
 (``Fabric.hosts_as_seen_by``)."""
@@ -22,7 +22,7 @@ from testbed.paths import ROOT
 
 pytestmark = pytest.mark.bmv2
 
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 POOL = 16
 Program = tuple[Path, Path]
 

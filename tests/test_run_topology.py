@@ -80,6 +80,8 @@ def test_two_tier_is_two_racks_under_a_spine() -> None:
     assert homes == {
         **{f"h{i}": ("t1", i) for i in range(1, 5)},
         **{f"h{i}": ("t2", i - 4) for i in range(5, 9)},
+        **{f"h{i}": ("t1", i - 5) for i in range(11, 15)},
+        **{f"h{i}": ("t2", i - 9) for i in range(15, 19)},
         "h9": ("s1", 3),
         "h10": ("s1", 4),
     }

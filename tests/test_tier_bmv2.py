@@ -1,5 +1,5 @@
 """One P4 program, a run-time role per device and job: three BMv2 switches
-wired as mininet/topologies/two-tier.json (testbed/bmv2_fabric.py), each
+wired as tests/data/two-racks.json (testbed/bmv2_fabric.py), each
 programmed by one controller (its plan per device: jobs, children, groups).
 
 t1 holds h1-h4 and t2 h5-h8 on ports 1-4, each up by port 5 to the spine
@@ -37,7 +37,7 @@ from tests.test_hosts_ps import feed, server
 
 pytestmark = pytest.mark.bmv2
 
-TWO_TIER = ROOT / "mininet" / "topologies" / "two-tier.json"
+TWO_TIER = ROOT / "tests" / "data" / "two-racks.json"
 POOL = 16
 LONG_US = 10_000_000
 """Stale and squat timeouts no test outlasts."""
