@@ -25,6 +25,17 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.entries import (
+    JobEntry,
+    PolicyEntry,
+    PsRoute,
+    Replica,
+    ShardKey,
+    SwitchEntries,
+)
+from controller.reconcile import reconcile
+from controller.switch import P4RuntimeSwitch
+from controller.topology import Host, ip_to_int, mac_to_int
 from esa import wire
 from esa.spec import Policy
 from esa.toolchain import compile_p4
@@ -41,30 +52,32 @@ class Program:
     name: str
     source: Path
     outputs_per_input: float
-    setup: Callable[[Bmv2Switch], None]
+    setup: Callable[[Bmv2Switch, tuple[Path, Path]], None]
 
 
-def esa_setup(sw: Bmv2Switch) -> None:
-    sw.cli(
-        "\n".join(
-            [
-                "table_set_default EsaIngress.admission.policy "
-                f"EsaIngress.admission.set_policy {int(Policy.ESA)} 1000000 1000000",
-                "table_add EsaIngress.admission.jobs EsaIngress.admission.set_job 1 => "
-                "2 3 1 0 2 2 0 0",
-                "table_add EsaIngress.forwarding.ps_route EsaIngress.forwarding.set_ps "
-                "1 0&&&0 => 2 02:00:00:00:00:02 10.0.0.2 1 1",
-                "mc_mgrp_create 1",
-                "mc_node_create 1 2",
-                "mc_node_associate 1 0",
-                "table_add EsaEgress.rewrite.replicas EsaEgress.rewrite.set_dst 1 => "
-                f"02:00:00:00:00:02 10.0.0.2 {wire.UDP_PORT}",
-            ]
-        )
+def esa_entries() -> SwitchEntries:
+    """One job of two workers whose results (and nothing else) go to port 2."""
+    ps = Host("ps", 2, "02:00:00:00:00:02", "10.0.0.2")
+    return SwitchEntries(
+        policy=PolicyEntry(Policy.ESA, 1_000_000, 1_000_000),
+        jobs={1: JobEntry(2, 0b11, 1, (ps.port,), mgid_workers=2, part_base=0, part_size=0)},
+        ps_routes={ShardKey.of(1, 0, 1): PsRoute(ps.port, mac_to_int(ps.mac), ip_to_int(ps.ip), 1)},
+        replicas={1: Replica(mac_to_int(ps.mac), ip_to_int(ps.ip), ps.udp_port)},
+        groups={1: frozenset({(ps.port, 1)})},
     )
 
 
-def no_setup(sw: Bmv2Switch) -> None:
+def esa_setup(sw: Bmv2Switch, program: tuple[Path, Path]) -> None:
+    """Through the controller's Switch API, as the controller programs it."""
+    p4rt = P4RuntimeSwitch.connect(sw.grpc_addr)
+    try:
+        p4rt.ensure_pipeline(*program)
+        reconcile(p4rt, esa_entries(), p4rt.read_entries())
+    finally:
+        p4rt.close()
+
+
+def no_setup(sw: Bmv2Switch, program: tuple[Path, Path]) -> None:
     return None
 
 
@@ -143,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rates: dict[str, float] = {}
     for prog in programs:
-        json_path, _ = compile_p4(prog.source, build)
-        sw = Bmv2Switch(ports=2, json_path=json_path)
+        program = compile_p4(prog.source, build)
+        sw = Bmv2Switch(ports=2, json_path=program[0])
         try:
             sw.start()
-            prog.setup(sw)
+            prog.setup(sw, program)
             rates[prog.name] = max_rate(sw, prog, 500.0, args.max_rate, args.seconds)
         finally:
             sw.close()
