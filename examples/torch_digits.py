@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if esa is not None:
         report["counters"] = esa.worker.counters.as_dict()
     print(json.dumps(report), flush=True)
+    # Both ranks reach the teardown together: a rank that tears its Gloo
+    # pairs down while its peer still uses them can abort at exit.
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 

@@ -77,6 +77,15 @@ class Net:
         counts = session.switch.read_counters().events.get(job, {})
         return {e: n for e, n in counts.items() if n}
 
+    def reached(self, switch: str, job: int, event: Event, n: int = 1) -> None:
+        """Wait until ``switch`` counted ``n`` ``event``s of ``job``: frames
+        entering different switches or ports race, and a rule's outcome
+        depends on which comes first."""
+        deadline = time.monotonic() + 3.0
+        while self.events(switch, job).get(event, 0) < n:
+            assert time.monotonic() < deadline, f"{switch} never counted {n} {event.name} of {job}"
+            time.sleep(0.01)
+
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
@@ -215,6 +224,7 @@ def admit_low_high(net: Net) -> tuple[int, int]:
 def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
     low, high = admit_low_high(net)
     net.send("h1", contrib(4, low, 0), "h9")  # t1 claims for LOW
+    net.reached("t1", 4, Event.AGGREGATED)
     net.send("h3", contrib(5, high, 0), "h10")  # t1: HIGH preempts, LOW's bit 0 to h9
     net.send("h4", contrib(5, high, 1), "h10")  # HIGH complete on t1, up
     net.send("h6", contrib(5, high, 2), "h10")  # t2's only worker: up; spine completes
@@ -246,6 +256,7 @@ def test_a_preemption_at_the_spine_ends_in_an_exact_sum_at_the_ps(net: Net) -> N
     low, high = admit_low_high(net)
     net.send("h1", contrib(4, low, 0), "h9")
     net.send("h2", contrib(4, low, 1), "h9")  # t1's sum of LOW waits at the spine
+    net.reached("s1", 4, Event.AGGREGATED)
     net.send("h3", contrib(5, high, 0), "h10")
     net.send("h4", contrib(5, high, 1), "h10")  # t1's sum of HIGH preempts it there
     net.send("h6", contrib(5, high, 2), "h10")
