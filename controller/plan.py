@@ -31,7 +31,7 @@ makes as many copies as with one PS (docs/dataplane.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.entries import (
@@ -180,13 +180,17 @@ def device_entries(
     pool_size: int,
     aging_period_s: float,
     held: SwitchEntries,
+    levels: Mapping[int, int] | None = None,
 ) -> SwitchEntries:
     """The complete entry set of ``device`` for ``state``; ``held`` is what it
-    holds now, whose fixed partitions stay where they are, and whose auto
-    priorities are the order its jobs keep within the swap margin
-    (``priority.SWAP_MARGIN``).  Auto priorities are ranks among all auto
-    jobs of the fabric, so a change of one job can move others: the
-    reconciliation rewrites every job entry whose priority changed."""
+    holds now, whose fixed partitions stay where they are.  Auto priorities
+    are ranks among all auto jobs of the fabric, so a change of one job can
+    move others: the reconciliation rewrites every job entry whose priority
+    changed.  The ranks keep, within the swap margin
+    (``priority.SWAP_MARGIN``), the order of ``levels``, the priorities the
+    jobs hold across the fabric, and of ``held`` for a job ``levels`` lacks:
+    every switch is given the same ranks, however much of the fabric it
+    held before (a restarted one held none)."""
     jobs = state.jobs.values()
     roles = roles_on(fabric, device, jobs)
     here = [r for r in jobs if r.job in roles]
@@ -195,7 +199,8 @@ def device_entries(
     kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
     parts = {r.job: (0, 0) for r in here} | partition(pool_size, order, state.part_size, kept)
     admissions = (Admission(r.job, r.priority, r.admitted_at) for r in jobs)
-    prios = priorities(admissions, aging_period_s, {j: e.prio for j, e in held.jobs.items()})
+    kept_levels = {j: e.prio for j, e in held.jobs.items()} | dict(levels or {})
+    prios = priorities(admissions, aging_period_s, kept_levels)
     seen = {h.name: h for h in fabric.hosts_as_seen_by(device)}
     plans = [
         JobPlan(

@@ -97,18 +97,30 @@ class Controller:
         with self.lock:
             written = 0
             failed: ControllerError | None = None
+            levels = self._levels()
             for name in validate.devices(device, self.sessions):
                 try:
-                    written += self.sessions[name].sync(self._planner(self.state, name))
+                    written += self.sessions[name].sync(self._planner(self.state, name, levels))
                 except ControllerError as e:
                     failed = failed or e
             if failed is not None:
                 raise failed
             return written
 
-    def _planner(self, state: State, device: str) -> Planner:
+    def _levels(self) -> dict[int, int]:
+        """The priority each job holds on the switches, taken once before a
+        change so that every switch is planned from the same levels."""
+        return {j: e.prio for s in self.sessions.values() for j, e in s.applied.jobs.items()}
+
+    def _planner(self, state: State, device: str, levels: dict[int, int]) -> Planner:
         return functools.partial(
-            device_entries, state, self.fabric, device, self.pool_size, self.aging_period_s
+            device_entries,
+            state,
+            self.fabric,
+            device,
+            self.pool_size,
+            self.aging_period_s,
+            levels=levels,
         )
 
     def _change(self, after: State, new_job: int | None = None) -> None:
@@ -117,17 +129,19 @@ class Controller:
         an unreachable one fails the change before anything is written; one
         whose plan stays as it is is left alone, even unreachable (it is
         synced to the new state when it comes back)."""
+        levels = self._levels()
+        planners = {name: self._planner(after, name, levels) for name in self.sessions}
         changed = [
             name
             for name, session in self.sessions.items()
-            if self._planner(after, name)(session.applied) != session.applied
+            if planners[name](session.applied) != session.applied
         ]
         for name in changed:
             if not self.sessions[name].connected:
                 self.sync(name)
         try:
             for name in changed:
-                self.sessions[name].commit(self._planner(after, name), new_job)
+                self.sessions[name].commit(planners[name], new_job)
         except (SwitchError, SwitchUnavailable):
             self._restore(changed)
             raise

@@ -18,7 +18,7 @@ from controller.entries import JobEntry, PolicyEntry
 from controller.errors import FailedPrecondition, NotFound, SwitchError, SwitchUnavailable
 from controller.fabric import Fabric
 from controller.memswitch import MemorySwitch
-from controller.messages import AdmitRequest, JobRef, PolicyRequest
+from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest
 from controller.plan import device_entries
 from controller.service import Controller
 from controller.state import Store
@@ -133,6 +133,27 @@ def test_a_restarted_switch_is_resynced_alone(net: Net) -> None:
     assert net.writes() == {**before, "t2": before["t2"] + 3}  # policy, support, jobs
     assert {n: s.read_entries() for n, s in net.sw.items()} == held
     assert net.ctl.sync() == 0
+
+
+def test_a_restarted_switch_gets_the_priorities_the_others_hold(net: Net) -> None:
+    """Two auto jobs on every switch swap places only beyond the swap margin:
+    after job 2 reports a little less left than job 4, both keep their
+    order.  A switch that restarts empty is given that same order, not the
+    one ranking from nothing would give (job 2 first)."""
+    net.ctl.admit(AdmitRequest(job=2, workers=("h1", "h5"), ps=("h9",), size=1_000_000))
+    net.ctl.admit(AdmitRequest(job=4, workers=("h2", "h6"), ps=("h10",), size=900_000))
+    net.ctl.progress(ProgressRequest(job=2, remaining=850_000))
+
+    def prios(name: str) -> dict[int, int]:
+        return {j: e.prio for j, e in net.sw[name].read_entries().jobs.items()}
+
+    assert prios("t1") == prios("t2") == prios("s1")
+    assert prios("s1")[4] > prios("s1")[2]
+    held = prios("s1")
+    net.sw["t2"].restart()
+    net.sw["t2"].closed = True
+    net.ctl.sync("t2")
+    assert prios("t2") == held
 
 
 def test_a_switch_down_fails_only_the_changes_it_takes_part_in(net: Net) -> None:
