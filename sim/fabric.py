@@ -17,7 +17,11 @@ from sim.params import Net, Scheme
 
 
 @dataclass(frozen=True)
-class Fabric:
+class Racks:
+    """The simulated cluster's shape: how many racks, how many hosts under
+    each top-of-rack switch, and their uplinks (the topology a controller
+    serves is ``controller.fabric.Fabric``)."""
+
     racks: int = 4
     hosts_per_rack: int = 8
     """hosts under one ToR: with the host link rate they set the uplink's."""
@@ -66,7 +70,7 @@ class RackJob:
         return sum(1 << i for i, r in enumerate(self.racks) if r == rack)
 
 
-def place(specs: list[JobSpec], fabric: Fabric, spread: int) -> list[RackJob]:
+def place(specs: list[JobSpec], fabric: Racks, spread: int) -> list[RackJob]:
     """Workers filled rack by rack, each job on ``min(spread, workers)``
     consecutive racks (as evenly as they divide), the first rack of job
     ``k`` being rack ``k % racks``: ``spread`` 1 keeps every job inside one
@@ -84,7 +88,7 @@ class Paths:
     """Round trips of one job's paths through the fabric."""
 
     net: Net
-    fabric: Fabric
+    fabric: Racks
     job: RackJob
 
     @property
@@ -123,7 +127,7 @@ def tor_rtt(net: Net) -> float:
     return net.rtt_ns(Scheme.ESA)
 
 
-def spine_rtt(net: Net, fabric: Fabric) -> float:
+def spine_rtt(net: Net, fabric: Racks) -> float:
     """Worker, ToR, spine, ToR, worker; with two tiers the ToR processes the
     contribution and the result as well."""
     up = 2 * net.hop_ns + 2 * fabric.uplink_ns(net) + net.switch_pkt_ns

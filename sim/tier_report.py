@@ -22,13 +22,13 @@ from typing import Literal
 
 from esa.job import JobSpec
 from sim import packet, tiers
-from sim.fabric import Fabric, place
+from sim.fabric import Racks, place
 from sim.params import BASELINES, ESA_SCHEMES, Net, Scheme
 from sim.workload import beyond_compute
 
 NET = Net(ps_shards=2, barrier=True)
 """The sweep's links, hosts and PS (100 G, 1 us hops, two PS shards)."""
-FABRIC = Fabric(racks=4, hosts_per_rack=8, oversubscription=2.0)
+FABRIC = Racks(racks=4, hosts_per_rack=8, oversubscription=2.0)
 POOL = 256
 """Slots of every switch: the one switch, each ToR and the spine."""
 SPREAD = 2

@@ -1,7 +1,7 @@
 """Packet-level simulator of a multi-rack fabric (``sim.fabric``): a chain of
 switch models, one ``esa.model.SwitchModel`` per ToR and one at the spine.
 
-Two-tier aggregation (``Fabric.tor_aggregation``):
+Two-tier aggregation (``Racks.tor_aggregation``):
 
 * A job inside one rack is its ToR's alone, exactly as the one switch of
   ``sim.packet`` has it: it completes there, and its PS is in the rack.
@@ -43,7 +43,7 @@ from esa.model import JobConfig, Out, Output, Packet, SwitchModel
 from esa.spec import Verdict
 from esa.wire import PacketType
 from sim.control import FabricPartitions, Partitions, priorities
-from sim.fabric import Fabric, Paths, RackJob, spine_rtt, tor_rtt
+from sim.fabric import Paths, RackJob, Racks, spine_rtt, tor_rtt
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import ZEROS, HostSim
 from sim.params import Net, Scheme
@@ -83,7 +83,7 @@ class TierSim(HostSim):
         pool_size: int,
         scheme: Scheme,
         net: Net,
-        fabric: Fabric,
+        fabric: Racks,
         seed: int = 0,
         spine_pool: int | None = None,
     ) -> None:
@@ -357,6 +357,6 @@ class TierSim(HostSim):
 
 
 def simulate(
-    jobs: list[RackJob], pool_size: int, scheme: Scheme, net: Net, fabric: Fabric, seed: int = 0
+    jobs: list[RackJob], pool_size: int, scheme: Scheme, net: Net, fabric: Racks, seed: int = 0
 ) -> dict[int, float]:
     return TierSim(jobs, pool_size, scheme, net, fabric, seed).run()

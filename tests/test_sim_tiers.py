@@ -12,13 +12,13 @@ from esa.job import JobSpec
 from esa.spec import Event, Verdict
 from sim import tier_report
 from sim.control import FabricPartitions, Partitions
-from sim.fabric import Fabric, RackJob, place
+from sim.fabric import RackJob, Racks, place
 from sim.packet import PacketSim
 from sim.params import Net, Scheme
 from sim.tiers import TierSim
 
 NET = Net(hop_ns=500, ps_shards=2, barrier=True)
-FABRIC = Fabric(racks=3, hosts_per_rack=4, oversubscription=2.0)
+FABRIC = Racks(racks=3, hosts_per_rack=4, oversubscription=2.0)
 
 
 def spec(
@@ -36,7 +36,7 @@ CROSS = [
 
 
 def run(
-    jobs: list[RackJob], pool: int, scheme: Scheme, fabric: Fabric = FABRIC, net: Net = NET
+    jobs: list[RackJob], pool: int, scheme: Scheme, fabric: Racks = FABRIC, net: Net = NET
 ) -> TierSim:
     sim = TierSim(jobs, pool, scheme, net, fabric)
     sim.run()
@@ -157,7 +157,7 @@ def test_a_rack_that_fell_back_is_sent_up_by_the_ps() -> None:
 )
 def test_place_spreads_each_job_evenly(spread: int, workers: list[int], racks: int) -> None:
     specs = [JobSpec(i + 1, w, 32, 1) for i, w in enumerate(workers)]
-    for k, rj in enumerate(place(specs, Fabric(racks=racks), spread)):
+    for k, rj in enumerate(place(specs, Racks(racks=racks), spread)):
         n = min(spread, rj.spec.workers, racks)
         assert len(rj.used) == n and rj.ps_rack == k % racks == rj.racks[0]
         sizes = [rj.rack_mask(r).bit_count() for r in rj.used]
@@ -205,7 +205,7 @@ def test_static_bdp_admits_across_the_fabric_first_come_first_served(
 
 def test_the_uplink_is_oversubscribed() -> None:
     assert FABRIC.uplink_ns(NET) == pytest.approx(NET.pkt_ns / 2)
-    assert Fabric(hosts_per_rack=8, oversubscription=1.0).uplink_ns(NET) == NET.pkt_ns / 8
+    assert Racks(hosts_per_rack=8, oversubscription=1.0).uplink_ns(NET) == NET.pkt_ns / 8
 
 
 def test_the_tier_report_compares_each_setting_and_the_uplinks() -> None:
