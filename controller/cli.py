@@ -213,9 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--part-size",
         type=integer("partition size", 0, MAX_PART_SIZE, f"0..{MAX_PART_SIZE}"),
-        help="static partitions of this many slots, given to jobs in admission order "
+        help="partitions of this many slots, given to jobs in admission order "
         "(a job's bandwidth-delay product in chunks, as SwitchML sizes them); "
-        "0 = an equal split among all jobs (default: unchanged)",
+        "esa streams a job through its partition and hashes a job without one "
+        "over the pool; 0 = an equal split among all jobs under static, no "
+        "partitions under esa (default: unchanged)",
     )
 
     p = sub.add_parser(

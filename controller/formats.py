@@ -104,14 +104,20 @@ def _stats_by_switch(stats: Stats, job: int | None) -> str:
     return "\n".join(lines)
 
 
-def _parts(size: int) -> str:
+def _parts(policy: str, size: int) -> str:
+    if policy == "esa":
+        return (
+            f"partitions of {size} slots, a job without one hashed over the pool"
+            if size
+            else "no partitions, every job hashed over the pool"
+        )
     return f"static partitions of {size} slots" if size else "static partitions: equal split"
 
 
 def format_policy(p: PolicyState) -> str:
     return (
         f"policy {p.policy}, stale timeout {p.stale_us} us, "
-        f"squat timeout {p.squat_us} us, {_parts(p.part_size)}"
+        f"squat timeout {p.squat_us} us, {_parts(p.policy, p.part_size)}"
     )
 
 
@@ -135,7 +141,7 @@ def format_status(s: Status) -> str:
         [
             *head,
             f"policy:   {s.policy} (stale timeout {s.stale_us} us, "
-            f"squat timeout {s.squat_us} us, {_parts(s.part_size)})",
+            f"squat timeout {s.squat_us} us, {_parts(s.policy, s.part_size)})",
             f"pool:     {s.pool_size} slots" + (" per switch" if len(s.switches) > 1 else ""),
             f"jobs:     {s.jobs}",
             f"entries:  {s.entries}",

@@ -1,4 +1,5 @@
-"""Static partitions of the slot pool (the STATIC policy, SwitchML-style).
+"""Partitions of the slot pool (the STATIC policy, SwitchML-style; ESA's
+fixed partitions).
 
 Two ways to cut the pool, chosen with ``esa-ctl policy static --part-size N``:
 
@@ -15,9 +16,13 @@ Two ways to cut the pool, chosen with ``esa-ctl policy static --part-size N``:
     contributions to its PS (rule S1) meanwhile: SwitchML's fall-back
     variant.  A freed partition goes to the earliest-admitted job without one.
 
-The controller keeps partitions written under every policy, so switching to
-STATIC needs no job rewrite.  If there are more jobs than slots (equal
-split), the jobs beyond the pool get size 0 as well.
+ESA uses fixed partitions too: a job streams through its own while it
+has one, so jobs that hold partitions never land on each other's chunks;
+a job without one hashes over the whole pool and contends by priority.
+Under ESA with the equal split no job gets a partition (ESA hashes every
+chunk, as the paper's ESA does).  ATP ignores partitions.  If there are
+more jobs than slots (equal split), the jobs beyond the pool get size 0
+as well.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ functions.
 with a role on one switch (``Fabric.job_roles``): its priority from
 ``controller.priority``, ranked among all jobs, its partition from
 ``controller.partition``, cut from that switch's pool among the jobs it
-serves, and its hosts as that switch sees them (``Fabric.hosts_as_seen_by``:
+serves (none under ESA with the equal split: ESA then hashes every chunk
+over the pool), and its hosts as that switch sees them (``Fabric.hosts_as_seen_by``:
 a host behind a link is reached through the link's port).  ``desired`` turns
 the plans into entries: L2 for every host, whether or not the switch has a
 role in any job; a job's entry, PS routes, groups and replicas only where
@@ -52,7 +53,7 @@ from controller.priority import Admission, priorities
 from controller.state import JobRecord, State
 from controller.topology import Host, ip_to_int, mac_to_int
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
-from esa.spec import BCAST_MGID, PS_MEMBER, mgid_all, mgid_workers, rid
+from esa.spec import BCAST_MGID, PS_MEMBER, Policy, mgid_all, mgid_workers, rid
 
 BROADCAST_MAC = 0xFFFFFFFFFFFF
 
@@ -197,7 +198,9 @@ def device_entries(
     summing = [r for r in here if not roles[r.job].transit]
     order = [r.job for r in sorted(summing, key=lambda r: (r.admitted_at, r.job))]
     kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
-    parts = {r.job: (0, 0) for r in here} | partition(pool_size, order, state.part_size, kept)
+    parts = {r.job: (0, 0) for r in here}
+    if state.part_size or state.policy.policy is not Policy.ESA:
+        parts |= partition(pool_size, order, state.part_size, kept)
     admissions = (Admission(r.job, r.priority, r.admitted_at) for r in jobs)
     kept_levels = {j: e.prio for j, e in held.jobs.items()} | dict(levels or {})
     prios = priorities(admissions, aging_period_s, kept_levels)

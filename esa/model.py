@@ -180,10 +180,10 @@ class SwitchModel:
         return {e: self.job_events[counter_index(job, e)] for e in Event}
 
     def slot_index(self, job: int, seq: int, cfg: JobConfig) -> int | None:
-        if self.policy is Policy.STATIC:
-            if cfg.part_size == 0:
-                return None
+        if cfg.part_size != 0 and self.policy is not Policy.ATP:
             return cfg.part_base + seq % cfg.part_size
+        if self.policy is Policy.STATIC:
+            return None
         return slot_hash(job, seq, self.pool_size)
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
@@ -63,9 +63,14 @@ JOBS = {j.job: j for j in (LOW, HIGH, TWO, FOUR)}
 HOSTS = [h for j in JOBS.values() for h in (*j.workers, *j.ps)]
 
 
-def entries(policy: PolicyEntry) -> SwitchEntries:
-    """What the controller's plan writes for the rig's jobs."""
-    return desired(HOSTS, list(JOBS.values()), policy)
+def entries(policy: PolicyEntry, parts: Iterable[int] | None = None) -> SwitchEntries:
+    """What the controller's plan writes for the rig's jobs: the jobs named
+    in ``parts`` keep their partitions of 4 slots, the others have none (by
+    default all of them under STATIC, none under ESA and ATP, as with the
+    controller's equal split)."""
+    keep = set(JOBS if policy.policy is Policy.STATIC else ()) if parts is None else set(parts)
+    jobs = [j if j.job in keep else replace(j, part_base=0, part_size=0) for j in JOBS.values()]
+    return desired(HOSTS, jobs, policy)
 
 
 def counter_arrays(c: Counters) -> tuple[list[int], list[int]]:
@@ -143,32 +148,37 @@ class Rig:
         self.pending: dict[int, list[bytes]] = {p: [] for p in range(1, PORTS + 1)}
         """frames taken off a port while waiting for a probe, not yet collected."""
         self.base = self._read_counters()
-        for job, cfg in job_configs(entries(PolicyEntry())).items():
-            self.model.add_job(job, cfg)
         self.set_policy(Policy.ESA)
 
     def set_policy(
-        self, policy: Policy, stale_us: int = 10_000_000, squat_us: int = 10_000_000
+        self,
+        policy: Policy,
+        stale_us: int = 10_000_000,
+        squat_us: int = 10_000_000,
+        parts: Iterable[int] | None = None,
     ) -> None:
         """Timeouts default to 10 s, which no test outlasts: the switch's clock
         and the model's are not the same, so a test that wants a slot to
-        age says so."""
-        reconcile(
-            self.p4rt,
-            entries(PolicyEntry(policy, stale_us, squat_us)),
-            self.p4rt.read_entries(),
-        )
+        age says so.  ``parts``: the jobs with partitions (``entries``)."""
+        want = entries(PolicyEntry(policy, stale_us, squat_us), parts)
+        reconcile(self.p4rt, want, self.p4rt.read_entries())
+        for job, cfg in job_configs(want).items():
+            self.model.add_job(job, cfg)
         self.model.policy = policy
         self.model.stale_us = stale_us
         self.model.squat_us = squat_us
 
     def reset(
-        self, policy: Policy = Policy.ESA, stale_us: int = 10_000_000, squat_us: int = 10_000_000
+        self,
+        policy: Policy = Policy.ESA,
+        stale_us: int = 10_000_000,
+        squat_us: int = 10_000_000,
+        parts: Iterable[int] | None = None,
     ) -> None:
         """Empty slots, counters from zero (the switch's are read relative to now)."""
         self.sw.cli("\n".join(f"register_reset {register(r.name)}" for r in spec.SLOT_REGISTERS))
         self.base = self._read_counters()
-        self.set_policy(policy, stale_us, squat_us)
+        self.set_policy(policy, stale_us, squat_us, parts)
         self.model.slots = SwitchModel(pool_size=POOL).slots
         self.model.job_events = [0] * spec.COUNTER_SIZE
         self.model.drops = [0] * (len(spec.Drop) + 1)

@@ -22,7 +22,7 @@ from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressReq
 from controller.plan import device_entries
 from controller.service import Controller
 from controller.state import Store
-from esa.spec import Drop, Event, counter_index, mgid_workers
+from esa.spec import Drop, Event, Policy, counter_index, mgid_workers
 from testbed.paths import ROOT
 from tests.test_controller_cli import esa_ctl_here
 from tests.test_controller_service import Clock, connector
@@ -62,6 +62,7 @@ def net(tmp_path: Path) -> Net:
     sw = {name: MemorySwitch() for name in FABRIC.devices}
     ctl = controller(tmp_path / "state.db", sw)
     ctl.sync()
+    ctl.policy(PolicyRequest("static"))  # every job has a partition: the tables show them
     return Net(sw, ctl, tmp_path / "state.db")
 
 
@@ -163,7 +164,10 @@ def test_a_switch_down_fails_only_the_changes_it_takes_part_in(net: Net) -> None
         with pytest.raises(SwitchUnavailable, match=r"^switch unreachable at memory$"):
             change()
         assert net.writes() == before
-    assert (Store(net.db).jobs(), Store(net.db).policy()) == ({}, PolicyEntry())
+    assert (Store(net.db).jobs(), Store(net.db).policy()) == (
+        {},
+        PolicyEntry(Policy.STATIC, squat_us=0),
+    )
     net.ctl.admit(RACK)
     assert net.writes() == {**before, "t1": before["t1"] + 2}
     net.sw["t2"].up = True

@@ -127,11 +127,11 @@ def test_admit_installs_job_and_lists_it(rig: Rig) -> None:
         "static_priority": 10,
         "remaining": None,
         "admitted_at": 1000.0,
-        "partition": [0, POOL],
+        "partition": [0, 0],
         "mgid_all": [2],
         "mgid_workers": 3,
         "top": "s1",
-        "switches": {"s1": {"fan_in": 3, "worker_mask": 0b111, "partition": [0, POOL]}},
+        "switches": {"s1": {"fan_in": 3, "worker_mask": 0b111, "partition": [0, 0]}},
     }
     assert rig.call("Jobs") == {"jobs": [job]}
     e = rig.sw.entries
@@ -359,6 +359,7 @@ def test_switch_unreachable_changes_nothing(rig: Rig) -> None:
 
 
 def test_remove_frees_entries_and_repartitions(rig: Rig) -> None:
+    rig.call("Policy", policy="static")
     empty = rig.sw.read_entries()
     rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     with_one = rig.sw.read_entries()
@@ -457,6 +458,8 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     for job, hosts in ((5, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (9, ("h7", "h8", "h9"))):
         rig.call("Admit", job=job, workers=list(hosts[:2]), ps=[hosts[2]], priority=1)
         rig.clock.now += 1
+    assert parts() == {2: (0, 0), 5: (0, 0), 9: (0, 0)}  # ESA, equal split: every job hashes
+    rig.call("Policy", policy="static")
     assert parts() == {2: (0, 22), 5: (22, 21), 9: (43, 21)}  # equal split, by job id
     big = rig.ctl.pool_size // 2
     assert rig.call("Policy", policy="static", part_size=big)["part_size"] == big
@@ -465,6 +468,7 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     assert parts() == {2: (big, big), 9: (0, big)}
     assert Store(rig.db).part_size() == big
     assert rig.call("Policy", policy="esa")["part_size"] == big, "kept unless given"
+    assert parts() == {2: (big, big), 9: (0, big)}, "ESA streams through fixed partitions"
 
 
 def test_bad_squat_timeout_refused(rig: Rig) -> None:

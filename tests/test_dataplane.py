@@ -215,6 +215,27 @@ def test_static_partitions_are_private(rig: Rig) -> None:
     assert rig.model.slots[6].owner == 0
 
 
+def test_esa_partitions_keep_jobs_apart_and_a_job_without_one_shares_by_priority(
+    rig: Rig,
+) -> None:
+    """LOW (priority 1) and HIGH (5) stream through partitions of 4 slots;
+    FOUR (2) has none and hashes: into LOW's partition it preempts, into
+    HIGH's it falls back."""
+    rig.reset(Policy.ESA, parts=(LOW.job, HIGH.job))
+    assert rig.run([contrib(LOW, 2, 0), contrib(HIGH, 2, 0)]) == []
+    assert (rig.model.slots[2].owner >> 32, rig.model.slots[6].owner >> 32) == (LOW.job, HIGH.job)
+    into_low = next(s for s in range(400) if slot_hash(FOUR.job, s, POOL) == 2)
+    into_high = next(s for s in range(400) if slot_hash(FOUR.job, s, POOL) == 6)
+    got = rig.run([contrib(FOUR, into_low, 0), contrib(FOUR, into_high, 0)])
+    assert sorted((g.packet.job, g.packet.ptype, g.packet.seq) for g in got) == [
+        (LOW.job, PacketType.PARTIAL, 2),
+        (FOUR.job, PacketType.FALLBACK, into_high),
+    ]
+    assert rig.model.slots[2].owner >> 32 == FOUR.job
+    assert events(rig, FOUR)[Event.PREEMPT_WON] == 1
+    assert events(rig, LOW)[Event.PREEMPT_SUFFERED] == 1
+
+
 def test_float_and_pull_pass_through(rig: Rig) -> None:
     rig.reset(Policy.ESA)
     fl = Packet(PacketType.FLOAT, LOW.job, 4, 1, vals(1), count=1)

@@ -55,9 +55,15 @@ def trace(seed: int, n: int) -> list[tuple[Packet, Host]]:
     return out
 
 
-@pytest.mark.parametrize("policy", list(Policy))
-def test_switch_equals_model(rig: Rig, policy: Policy) -> None:
-    rig.reset(policy)
-    got = rig.run(trace(seed=int(policy), n=300))
+@pytest.mark.parametrize(
+    ("policy", "parts"),
+    [(p, None) for p in Policy] + [(Policy.ESA, (1, 2, 3)), (Policy.ATP, (1, 2, 3))],
+)
+def test_switch_equals_model(rig: Rig, policy: Policy, parts: tuple[int, ...] | None) -> None:
+    """Every policy as the controller writes it; and ESA (ATP, which ignores
+    them) with partitions for three jobs and none for the fourth, which
+    hashes into theirs."""
+    rig.reset(policy, parts=parts)
+    got = rig.run(trace(seed=int(policy) + len(parts or ()), n=300))
     assert len(got) > 100
     assert {s.port for s in got} == set(range(1, 17))

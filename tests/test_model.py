@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -50,11 +51,14 @@ def next_in_slot(job: int, seq: int) -> int:
     return next(t for t in range(seq + 1, seq + 10**6) if slot_hash(job, t, POOL) == idx)
 
 
-def switch(policy: Policy = Policy.ESA, fan_in: int = 2) -> SwitchModel:
+def switch(policy: Policy = Policy.ESA, fan_in: int = 2, parts: bool | None = None) -> SwitchModel:
+    """LOW and HIGH, each with a partition of 4 slots if ``parts`` (by
+    default under STATIC only; ATP ignores them)."""
     sw = SwitchModel(pool_size=POOL, policy=policy, stale_us=1000)
     mask = (1 << fan_in) - 1
-    sw.add_job(LOW, JobConfig(fan_in, mask, 1, ps_ports=(PS_PORT,), part_base=0, part_size=4))
-    sw.add_job(HIGH, JobConfig(fan_in, mask, 5, ps_ports=(PS_PORT,), part_base=4, part_size=4))
+    part = 4 if (policy is Policy.STATIC if parts is None else parts) else 0
+    sw.add_job(LOW, JobConfig(fan_in, mask, 1, ps_ports=(PS_PORT,), part_base=0, part_size=part))
+    sw.add_job(HIGH, JobConfig(fan_in, mask, 5, ps_ports=(PS_PORT,), part_base=4, part_size=part))
     return sw
 
 
@@ -184,6 +188,44 @@ def test_static_uses_own_partition_only() -> None:
     assert sw.slots[5].owner >> 32 == HIGH
 
 
+def test_esa_jobs_with_partitions_stream_through_them_and_never_meet() -> None:
+    sw = switch(Policy.ESA, parts=True)
+    assert sw.process(contrib(LOW, 1, 0), 0).verdict is Verdict.CLAIM
+    assert sw.process(contrib(HIGH, 1, 0), 0).verdict is Verdict.CLAIM
+    assert (sw.slots[1].owner >> 32, sw.slots[5].owner >> 32) == (LOW, HIGH)
+    # seq 5 shares LOW's slot 1 with seq 1, of the same job: no preemption
+    res = sw.process(contrib(LOW, 5, 0), 0)
+    assert (res.verdict, [o.to for o in res.outputs]) == (Verdict.FALLBACK, [Out.PS])
+    assert sw.process(contrib(LOW, 1, 1), 1).verdict is Verdict.COMPLETE
+    assert sw.slots[1].owner == 0
+
+
+def hashed_into(job: int, slots: range) -> int:
+    """The first seq of ``job`` whose hash lands in ``slots``."""
+    return next(s for s in range(1000) if slot_hash(job, s, POOL) in slots)
+
+
+def test_esa_a_job_without_a_partition_shares_the_pool_by_priority() -> None:
+    sw = switch(Policy.ESA, parts=True)
+    sw.add_job(HIGH, replace(sw.jobs[HIGH], part_base=0, part_size=0))
+    high = hashed_into(HIGH, range(4))
+    idx = slot_hash(HIGH, high, POOL)
+    assert sw.process(contrib(LOW, idx, 0), 0).verdict is Verdict.CLAIM
+    # HIGH hashes into LOW's partition and preempts LOW's partial there
+    res = sw.process(contrib(HIGH, high, 0), 1)
+    assert res.verdict is Verdict.PREEMPT
+    assert [(o.to, o.packet.job, o.packet.ptype) for o in res.outputs] == [
+        (Out.PS, LOW, PacketType.PARTIAL)
+    ]
+    assert sw.slots[idx].owner >> 32 == HIGH
+    # LOW's next chunk there finds HIGH's higher priority: it falls back
+    res = sw.process(contrib(LOW, idx + 4, 0), 2)
+    assert (res.verdict, [o.to for o in res.outputs]) == (Verdict.FALLBACK, [Out.PS])
+    # HIGH completes there and frees LOW's slot for LOW's next chunk
+    assert sw.process(contrib(HIGH, high, 1), 3).verdict is Verdict.COMPLETE
+    assert sw.process(contrib(LOW, idx + 8, 0), 4).verdict is Verdict.CLAIM
+
+
 def expected_sum(bitmap: int) -> tuple[int, ...]:
     """Values of a sum of workers' contributions where worker w sends vals(w + 1)."""
     ws = [w for w in range(32) if bitmap >> w & 1]
@@ -191,13 +233,16 @@ def expected_sum(bitmap: int) -> tuple[int, ...]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from(list(Policy)))
-def test_every_sum_is_exact_and_no_contribution_is_lost(seed: int, policy: Policy) -> None:
-    """Random traffic of two jobs, with retransmissions: every sum leaving the
-    switch holds each of its workers exactly once, and every worker that sent
-    is in a sum that left or in a slot still holding its chunk."""
+@given(st.integers(0, 2**32 - 1), st.sampled_from(list(Policy)), st.booleans())
+def test_every_sum_is_exact_and_no_contribution_is_lost(
+    seed: int, policy: Policy, parts: bool
+) -> None:
+    """Random traffic of two jobs, with retransmissions, with and without
+    partitions: every sum leaving the switch holds each of its workers
+    exactly once, and every worker that sent is in a sum that left or in a
+    slot still holding its chunk."""
     rng = random.Random(seed)
-    sw = switch(policy, fan_in=3)
+    sw = switch(policy, fan_in=3, parts=parts)
     sent: dict[tuple[int, int], set[int]] = {}
     covered: dict[tuple[int, int], int] = {}
     for t in range(200):

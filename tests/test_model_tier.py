@@ -41,14 +41,16 @@ def tor(policy: Policy = Policy.ESA, fan_in: int = 2) -> SwitchModel:
     PS above, up by port 5."""
     sw = SwitchModel(POOL, policy)
     mask = (1 << fan_in) - 1
-    sw.add_job(JOB, JobConfig(fan_in, mask, 1, ps_ports=(UP,), part_size=POOL, up_port=UP))
+    part = POOL if policy is Policy.STATIC else 0
+    sw.add_job(JOB, JobConfig(fan_in, mask, 1, ps_ports=(UP,), part_size=part, up_port=UP))
     return sw
 
 
 def spine(policy: Policy = Policy.ESA) -> SwitchModel:
     """The top: children on port 1 (bits 0, 1) and 2 (bit 2), the PS on 3."""
     sw = SwitchModel(POOL, policy)
-    cfg = JobConfig(2, 0b111, 1, (PS,), part_size=POOL, children=((1, 0b011), (2, 0b100)))
+    part = POOL if policy is Policy.STATIC else 0
+    cfg = JobConfig(2, 0b111, 1, (PS,), part_size=part, children=((1, 0b011), (2, 0b100)))
     sw.add_job(JOB, cfg)
     return sw
 
@@ -72,7 +74,7 @@ def test_s0_one_contributor_below_the_top_sends_up_at_once() -> None:
 def test_s0_at_the_top_is_a_result_to_all_or_held_for_the_ps_under_atp() -> None:
     for policy, to, flags in ((Policy.ESA, Out.ALL, 0), (Policy.ATP, Out.PS, Flag.HOLD)):
         sw = SwitchModel(POOL, policy)
-        sw.add_job(JOB, JobConfig(1, 0b1, 1, (PS,), part_size=POOL))
+        sw.add_job(JOB, JobConfig(1, 0b1, 1, (PS,)))
         res = sw.process(contrib(0b1, 4), 0, in_port=1)
         out = Packet(PacketType.RESULT, JOB, 0, 0b1, vals(4), flags, 1)
         assert res.outputs == (Output(to, out),)

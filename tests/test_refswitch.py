@@ -189,10 +189,12 @@ def programmed(twins: Twins, entries: SwitchEntries) -> list[P4RuntimeSwitch]:
 
 def two_jobs(policy: Policy = Policy.ESA) -> SwitchEntries:
     """The controller's plan for job 1 (priority 1: workers h1 h2, PS h3) and
-    job 2 (priority 5: h4 h5, PS h6), each with half the pool."""
+    job 2 (priority 5: h4 h5, PS h6) under the equal split: under STATIC
+    each has half the pool, under ESA and ATP they hash over it."""
+    half = POOL // 2 if policy is Policy.STATIC else 0
     jobs = [
-        JobPlan(1, (H["h1"], H["h2"]), (H["h3"],), 1, 0, POOL // 2),
-        JobPlan(2, (H["h4"], H["h5"]), (H["h6"],), 5, POOL // 2, POOL // 2),
+        JobPlan(1, (H["h1"], H["h2"]), (H["h3"],), 1, 0, half),
+        JobPlan(2, (H["h4"], H["h5"]), (H["h6"],), 5, half, half),
     ]
     return desired(list(H.values()), jobs, PolicyEntry(policy, LONG_US, LONG_US))
 

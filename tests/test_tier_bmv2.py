@@ -330,7 +330,9 @@ def test_a_job_inside_a_rack_reaches_its_ps_on_the_spine_through_a_transit(net: 
     net.ctl.admit(AdmitRequest(job=8, workers=("h3", "h4"), ps=("h5",), priority=9))
     low, high = colliding(7, 8)
     net.send("h1", contrib(7, low, 0), "h9")
+    net.reached("t1", 7, Event.AGGREGATED, 7)
     net.send("h3", contrib(8, high, 0), "h5")  # preempts: job 7's bit 0 to h9
+    net.reached("t1", 7, Event.PREEMPT_SUFFERED)
     net.send("h2", contrib(7, low, 1), "h9")  # follows its partial (S13)
     at_ps = net.got("h9", 2)
     assert sorted((p.ptype, p.bitmap) for p in at_ps) == [

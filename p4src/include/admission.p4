@@ -156,14 +156,15 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         // A2: an unknown job was rejected by the jobs table's default action.
         if (slot.to_pool) {
             // A7: the chunk's slot (CONTRIB, PS_RESULT, T2).  STATIC: in the
-            // job's own partition; a job without one has no slot.  ESA,
-            // ATP: a hash over the whole pool.
-            if (job.policy != policy_t.STATIC) {
-                hash_index();
-            } else if (job.part_size != 0) {
+            // job's own partition; a job without one has no slot.  ESA: in
+            // the job's partition when it has one, else a hash over the
+            // whole pool.  ATP: always the hash.
+            if (job.part_size != 0 && job.policy != policy_t.ATP) {
                 partition_index();
-            } else {
+            } else if (job.policy == policy_t.STATIC) {
                 slot.no_slot = true;
+            } else {
+                hash_index();
             }
         }
     }
