@@ -96,7 +96,8 @@ def test_a_job_inside_a_rack_is_written_to_its_tor_alone(net: Net) -> None:
     # the counters' reset, the support entries, the job entry
     assert net.writes() == {**before, "t1": before["t1"] + 3}
     after = net.held()
-    assert after["t1"].jobs == {1: JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, POOL)}
+    # ESA with the equal split (the default): no partition, the job hashes
+    assert after["t1"].jobs == {1: JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, 0)}
     assert after["t1"] == net.ctl.sessions["t1"].applied
     assert (after["s1"], after["t2"]) == (held["s1"], held["t2"])
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from esa.model import slot_hash
 from sim.params import Net, Scheme
-from sim.rates import Flow, Parked, Paths, self_blocked, solve
+from sim.rates import CONVERGED, Flow, Parked, Paths, reuse_distances, self_blocked, solve
 
 NET = Net(ps_shards=2)
 LINE = 1 / NET.pkt_ns
@@ -98,11 +98,26 @@ def test_parked_slots_only_push_chunks_to_the_ps(
     scheme: Scheme, spec: list[tuple[int, int, float, float]], pool: int, extra: float
 ) -> None:
     """Without priorities, another job's parked window can only send more of
-    every job's chunks to the PS, never fewer."""
+    every job's chunks to the PS, never fewer, but for one step of its own
+    collisions: those follow the CRC's reuse distances, a step function of
+    the chunks the job has in flight, and a parked window that pushes it to
+    the PS a little more can move that count across a step."""
     base = solved(scheme, spec, [], pool)
     more = solved(scheme, spec, [(0, extra)], pool)
     for a, b in zip(base, more, strict=True):
-        assert b.to_ps >= a.to_ps - 1e-3
+        assert b.to_ps >= a.to_ps - hash_step(pool) - CONVERGED
+
+
+def hash_step(pool: int) -> float:
+    """The largest jump of ``self_blocked``: the share of a job's chunks at one
+    reuse distance of the slot hash (the last entry counts as never)."""
+    _, counts = np.unique(reuse_distances(pool), return_counts=True)
+    return float(counts[:-1].max()) / len(reuse_distances(pool))
+
+
+def test_the_hash_step_is_one_reuse_distance() -> None:
+    assert hash_step(1024) == 640 / 8192
+    assert self_blocked(1024, np.array([155.0, 156.0])).tolist() == [5 / 64, 5 / 64 + 640 / 8192]
 
 
 @settings(max_examples=60, deadline=None)
