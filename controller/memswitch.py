@@ -7,6 +7,7 @@ so a reconciliation bug shows up here as it would on the real switch.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -72,9 +73,11 @@ class MemorySwitch(Switch):
             groups=dict(e.groups),
         )
 
-    def read_counters(self) -> Counters:
+    def read_counters(self, jobs: Iterable[int] | None = None) -> Counters:
         self._check()
         out = counters_from_indices(self.job_events)
+        if jobs is not None:
+            out.events = {j: out.events[j] for j in set(jobs) if j in out.events}
         out.drops = {d: self.drops.get(d, 0) for d in Drop}
         return out
 

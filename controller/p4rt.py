@@ -234,9 +234,10 @@ class Session:
         req.updates.extend(updates)
         self._call(self.stub.Write, req)
 
-    def read(self, entity: Any) -> list[Any]:
+    def read(self, *entities: Any) -> list[Any]:
+        """What the switch answers to one request for all of ``entities``."""
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.append(entity)
+        req.entities.extend(entities)
         try:
             return [e for rep in self.stub.Read(req, timeout=RPC_TIMEOUT_S) for e in rep.entities]
         except grpc.RpcError as e:

@@ -245,8 +245,11 @@ class Controller:
             for name in names:
                 if not self.sessions[name].connected:
                     self.sync(name)
-            read = {name: self.sessions[name].read_counters() for name in names}
             held = {name: self.sessions[name].applied.jobs for name in names}
+            read = {
+                name: self.sessions[name].read_counters(set(self.state.jobs) | set(held[name]))
+                for name in names
+            }
             return views.stats(read, held, self.state.jobs)
 
     def slots(self, device: str | None = None) -> Slots:

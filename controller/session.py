@@ -12,7 +12,7 @@ alone.  Callers serialise access (the controller's lock).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from controller.entries import SwitchEntries
 from controller.errors import SwitchUnavailable
@@ -70,10 +70,10 @@ class SwitchSession:
             raise
         self.applied = want
 
-    def read_counters(self) -> Counters:
+    def read_counters(self, jobs: Iterable[int] | None = None) -> Counters:
         switch = self._live()
         try:
-            return switch.read_counters()
+            return switch.read_counters(jobs)
         except SwitchUnavailable:
             self.drop()
             raise

@@ -49,7 +49,15 @@ from esa.p4names import (
     SET_PS,
     TO_PORT,
 )
-from esa.spec import EVENTS_PER_JOB, Drop, Event, Policy, pack_ps_ports, unpack_ps_ports
+from esa.spec import (
+    EVENTS_PER_JOB,
+    Drop,
+    Event,
+    Policy,
+    counter_index,
+    pack_ps_ports,
+    unpack_ps_ports,
+)
 
 
 class Kind(enum.Enum):
@@ -114,7 +122,10 @@ class Switch(abc.ABC):
     def read_entries(self) -> SwitchEntries: ...
 
     @abc.abstractmethod
-    def read_counters(self) -> Counters: ...
+    def read_counters(self, jobs: Iterable[int] | None = None) -> Counters:
+        """The drop counters and the events of ``jobs`` (of every job when
+        None).  The whole event array is ``COUNTER_SIZE`` cells; a sampler
+        that asks several times a second names the jobs it shows."""
 
     @abc.abstractmethod
     def reset_job_counters(self, job: int) -> None:
@@ -387,16 +398,30 @@ class P4RuntimeSwitch(Switch):
             out.replicas[key] = Replica(a["mac"], a["ip"], a["udp_port"])
         return out
 
-    def _read_counter(self, name: str) -> dict[int, int]:
-        entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = self.session.id_of(P4Type.counter, name)
+    def _read_counter(self, name: str, indices: Iterable[int] | None = None) -> dict[int, int]:
+        """Cells of counter ``name``: those at ``indices``, or all, in one request."""
+        counter_id = self.session.id_of(P4Type.counter, name)
+        entities = []
+        for i in [None] if indices is None else indices:
+            entity = p4runtime_pb2.Entity()
+            entity.counter_entry.counter_id = counter_id
+            if i is not None:
+                entity.counter_entry.index.index = i
+            entities.append(entity)
+        if not entities:
+            return {}
         return {
             int(e.counter_entry.index.index): int(e.counter_entry.data.packet_count)
-            for e in self.session.read(entity)
+            for e in self.session.read(*entities)
         }
 
-    def read_counters(self) -> Counters:
-        out = counters_from_indices(self._read_counter(JOB_EVENTS))
+    def read_counters(self, jobs: Iterable[int] | None = None) -> Counters:
+        cells = (
+            None
+            if jobs is None
+            else [counter_index(j, e) for j in sorted(set(jobs)) for e in Event]
+        )
+        out = counters_from_indices(self._read_counter(JOB_EVENTS, cells))
         drops = self._read_counter(DROPS)
         out.drops = {d: drops.get(int(d), 0) for d in Drop}
         return out

@@ -46,6 +46,8 @@ class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         self.primary: tuple[int, int] | None = None
         self.entries: dict[bytes, Any] = {}
         self.counters: dict[tuple[int, int], int] = {}
+        self.reads: list[int] = []
+        """entities per Read request, in order."""
         self.pushes = 0
 
     def StreamChannel(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
@@ -118,13 +120,25 @@ class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         return p4runtime_pb2.WriteResponse()
 
     def Read(self, req: Any, context: Any) -> Iterator[Any]:
-        want = req.entities[0]
+        self.reads.append(len(req.entities))
         rep = p4runtime_pb2.ReadResponse()
+        for want in req.entities:
+            self._read(want, rep)
+        yield rep
+
+    def _read(self, want: Any, rep: Any) -> None:
+        """A counter entry with an index reads that cell (0 if never written),
+        without one every written cell."""
         if want.HasField("counter_entry"):
-            for (cid, index), n in sorted(self.counters.items()):
-                if cid == want.counter_entry.counter_id:
-                    c = rep.entities.add().counter_entry
-                    c.counter_id, c.index.index, c.data.packet_count = cid, index, n
+            ask = want.counter_entry
+            for cid, index in (
+                [(ask.counter_id, ask.index.index)]
+                if ask.HasField("index")
+                else sorted(k for k in self.counters if k[0] == ask.counter_id)
+            ):
+                c = rep.entities.add().counter_entry
+                c.counter_id, c.index.index = cid, index
+                c.data.packet_count = self.counters.get((cid, index), 0)
         elif want.HasField("table_entry"):
             for e in self.entries.values():
                 te = e.table_entry if e.HasField("table_entry") else None
@@ -138,7 +152,6 @@ class FakeP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
             rep.entities.extend(
                 e for e in self.entries.values() if e.HasField("packet_replication_engine_entry")
             )
-        yield rep
 
 
 @pytest.fixture
@@ -237,6 +250,11 @@ def test_counters(server: tuple[FakeP4Runtime, str], program: tuple[Path, Path])
     c = sw.read_counters()
     assert c.events == {3: {e: {Event.COMPLETED: 11, Event.FALLBACK: 2}.get(e, 0) for e in Event}}
     assert c.drops == {d: 5 if d is Drop.SPOOFED_WORKER else 0 for d in Drop}
+    fake.reads.clear()
+    assert sw.read_counters([3, 4, 9]).events == {3: c.events[3]}
+    assert sw.read_counters([]).events == {}
+    # one request for the three jobs' cells (every event of each), one for the drops
+    assert fake.reads == [3 * len(Event), 1, 1]
     sw.reset_job_counters(3)
     assert sw.read_counters().events == {}
     sw.close()
