@@ -401,13 +401,15 @@ class P4RuntimeSwitch(Switch):
     def _read_counter(self, name: str, indices: Iterable[int] | None = None) -> dict[int, int]:
         """Cells of counter ``name``: those at ``indices``, or all, in one request."""
         counter_id = self.session.id_of(P4Type.counter, name)
-        entities = []
-        for i in [None] if indices is None else indices:
+
+        def cell(index: int | None = None) -> Any:
             entity = p4runtime_pb2.Entity()
             entity.counter_entry.counter_id = counter_id
-            if i is not None:
-                entity.counter_entry.index.index = i
-            entities.append(entity)
+            if index is not None:
+                entity.counter_entry.index.index = index
+            return entity
+
+        entities = [cell()] if indices is None else [cell(i) for i in indices]
         if not entities:
             return {}
         return {
