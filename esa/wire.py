@@ -93,7 +93,8 @@ class Flag(enum.IntFlag):
     """on PS_RESULT: the values are float32 bit patterns."""
     HOLD = 0x08
     """on RESULT (ATP policy): the switch holds the slot until the PS answers
-    with a PS_RESULT, which goes on to the workers."""
+    with a PS_RESULT, which goes on to the workers; on that PS_RESULT: the
+    sum of every worker's first transmission."""
 
 
 def field_offsets() -> dict[str, tuple[int, int]]:

@@ -253,14 +253,18 @@ class ParameterServer:
         self, key: Key, h: codec.Header, values: npt.NDArray[np.int32], now: float
     ) -> None:
         """A sum completed in the switch: done here too; a held one (ATP) is
-        acknowledged with a PS_RESULT that carries it on to the workers."""
+        acknowledged with a PS_RESULT that carries it on to the workers,
+        flagged HOLD: the sum of every worker's first transmission, which
+        tells a worker that resent the chunk its timeout was spurious.  The
+        answer kept for later retransmissions is not flagged: it may answer
+        a real loss."""
         self.counters.switch_results += 1
         self._close_partial(key)
         flags = h.flags & ~int(Flag.HOLD)
         payload = self._encode(PacketType.PS_RESULT, flags, key, h.bitmap, h.count, values)
         if h.flags & Flag.HOLD:
             self.counters.held_answered += 1
-            self._send(payload)
+            self._send(self._encode(PacketType.PS_RESULT, h.flags, key, h.bitmap, h.count, values))
         known = self.done.get(key)
         if known is None:
             if not flags & Flag.OVERFLOW:

@@ -2,7 +2,11 @@
 (seconds) and the packet simulator (nanoseconds): any unit works.
 
 RFC 6298 smoothing with Karn's rule (the caller samples only chunks sent
-once).  Two departures, both measured on loss:
+once), its gains divided by the samples one round trip gives (the chunks
+in flight, each sampled), as RFC 7323 (appendix G) does for TCP with
+timestamps: otherwise ``srtt`` and ``rttvar`` forget a queueing spike
+within one window, and the next spike finds the timeout as short as before.
+Two departures, both measured on loss:
 
 - A sample counts at most twice the smoothed time.  Under loss a chunk sent
   once can still wait for a peer's retransmission, so some samples measure a
@@ -13,9 +17,26 @@ once).  Two departures, both measured on loss:
   of chunks expired and none gave a sample: the sums then take longer than
   the timeout, and Karn's rule alone would keep it too low for ever.  A loss
   does not double it: random loss must not slow the rest of the window.
+
+A timeout proven spurious (``spurious``: the sum of every worker's first
+transmission arrived after the chunk was resent) is a sample too, taken in
+full, uncapped and with RFC 6298's own gains: such a sum waited for no
+peer's timeout, and under a switch's queueing the timeout must learn at
+once the delay it fell short of.  On a software
+switch a resent chunk costs about 2 x fan-in packets (the PS pulls the
+other contributions), so a timeout too short is not cheap.
 """
 
 from __future__ import annotations
+
+from esa.wire import Flag, PacketType
+
+
+def sums_first_sends(ptype: int, flags: int) -> bool:
+    """A result that is the sum of every worker's first transmission: the
+    switch's RESULT (a resent contribution never joins a slot's sum, it goes
+    to the PS), or the PS's answer to ATP's held RESULT, flagged HOLD."""
+    return ptype == PacketType.RESULT or bool(flags & Flag.HOLD and ptype == PacketType.PS_RESULT)
 
 
 class RetransmitTimeout:
@@ -32,14 +53,25 @@ class RetransmitTimeout:
         self._expired = 0
         self._round_ends = 0.0
 
-    def sample(self, rtt: float) -> None:
-        """A chunk sent once got its sum ``rtt`` after it was sent."""
+    def sample(self, rtt: float, in_flight: int = 1) -> None:
+        """A chunk sent once got its sum ``rtt`` after it was sent, while
+        ``in_flight`` chunks (itself included) were waiting for theirs."""
+        if in_flight < 1:
+            raise ValueError(f"a sampled chunk is in flight itself, got {in_flight}")
+        self._update(rtt if self.srtt is None else min(rtt, 2 * self.srtt), 1 / in_flight)
+
+    def spurious(self, rtt: float) -> None:
+        """A chunk's timer expired, yet the sum of first transmissions came
+        ``rtt`` after its first send: a sample, not capped, at full gain."""
+        self._update(rtt, 1.0)
+
+    def _update(self, rtt: float, gain: float) -> None:
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
-            rtt = min(rtt, 2 * self.srtt)
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+            beta, alpha = 0.25 * gain, 0.125 * gain
+            self.rttvar = (1 - beta) * self.rttvar + beta * abs(self.srtt - rtt)
+            self.srtt = (1 - alpha) * self.srtt + alpha * rtt
         self.value = min(max(self.floor, self.srtt + 4 * self.rttvar), self.cap)
         self._sampled = True
 

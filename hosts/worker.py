@@ -43,7 +43,7 @@ from hosts.calls import (
 )
 from hosts.drops import Drop, new_drops
 from hosts.errors import AllreduceTimeout, CallRejected
-from hosts.rto import RetransmitTimeout
+from hosts.rto import RetransmitTimeout, sums_first_sends
 from hosts.transport import Addr, Transport, wait_any
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -57,12 +57,12 @@ DEFAULT_TIMEOUT = 60.0
 STATUS_TRIES, STATUS_WAIT = 3, 0.2
 """STATUS requests after a timeout, and seconds to wait for each answer."""
 
-RETX, OVERFLOW, FLOAT = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT)
+RETX, OVERFLOW, FLOAT, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT), int(Flag.HOLD)
 """Plain ints: IntFlag operators cost a Python call per packet."""
 
 RESULT_FLAGS = {
     PacketType.RESULT: (0, OVERFLOW),
-    PacketType.PS_RESULT: (0, OVERFLOW, FLOAT),
+    PacketType.PS_RESULT: (0, OVERFLOW, FLOAT, HOLD, HOLD | OVERFLOW),
 }
 """Flag values a worker may be sent on each result type."""
 
@@ -73,6 +73,8 @@ class WorkerCounters:
     control_received: int = 0
     sent: int = 0
     retransmitted: int = 0
+    spurious: int = 0
+    """retransmitted chunks whose first transmissions were summed in the switch."""
     float_sent: int = 0
     pulls_answered: int = 0
     results_switch: int = 0
@@ -144,6 +146,8 @@ class Worker:
         """follows the measured time to a sum (``hosts.rto``)."""
         self.sent_at: dict[int, float] = {}
         """first send time of chunks of the current call not retransmitted yet."""
+        self.resent_at: dict[int, float] = {}
+        """first send time of chunks of the current call retransmitted since."""
         self.counters = WorkerCounters()
         self.calls = 0
         self.next_base = 0
@@ -223,6 +227,7 @@ class Worker:
         self.inflight.clear()
         self.timers.clear()
         self.sent_at.clear()
+        self.resent_at.clear()
         if self.control is not None:
             call.phase = ANNOUNCING
             call.digest = wire.config_digest(
@@ -274,7 +279,9 @@ class Worker:
             if self.inflight.get(i) != deadline:
                 continue
             self.counters.retransmitted += 1
-            self.sent_at.pop(i, None)
+            sent = self.sent_at.pop(i, None)
+            if sent is not None:
+                self.resent_at[i] = sent
             self.timeout.expired(now, self.window)
             if c.state[i] == FLOATING:
                 self._send_float(c, i, RETX, now)
@@ -344,7 +351,9 @@ class Worker:
         """Deliver a chunk's sum.  An OVERFLOW-flagged sum is not exact: the
         worker resends its chunk as FLOAT, but still accepts an exact (plain)
         or float sum should one come, so a forged overflow can delay a chunk
-        but neither wedge it nor make its sum differ from the peers'."""
+        but neither wedge it nor make its sum differ from the peers'.
+        A switch's sum (RESULT, or the PS's answer to ATP's held one, flagged
+        HOLD) of a chunk resent since shows the timeout was spurious."""
         if c.state[i] == DONE:
             self._drop(Drop.DUPLICATE)
             return
@@ -368,10 +377,15 @@ class Worker:
         c.delivered += 1
         self.counters.delivered += 1
         if c is self.cur:
+            in_flight = len(self.inflight)
             self.inflight.pop(i, None)
             sent = self.sent_at.pop(i, None)
+            first = self.resent_at.pop(i, None)
             if sent is not None:
-                self.timeout.sample(now - sent)
+                self.timeout.sample(now - sent, max(1, in_flight))
+            elif first is not None and sums_first_sends(h.ptype, h.flags):
+                self.counters.spurious += 1
+                self.timeout.spurious(now - first)
 
     def _on_pull(self, h: codec.Header, c: Call, i: int, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""

@@ -45,8 +45,12 @@ class Worker:
     """the worker's retransmission timeout in ns (``hosts.rto``); None: none."""
     sent_at: dict[int, float] = field(default_factory=dict)
     """first send of chunks not retransmitted yet (Karn: only they give samples)."""
+    resent_at: dict[int, float] = field(default_factory=dict)
+    """first send of chunks retransmitted since: a switch's sum of them shows
+    the timeout spurious (``hosts.rto``)."""
     deadline: dict[int, float] = field(default_factory=dict)
     retransmits: int = 0
+    spurious: int = 0
 
     @property
     def bit(self) -> int:

@@ -39,7 +39,7 @@ from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
 from esa.model import Packet
 from esa.wire import Flag, PacketType
-from hosts.rto import RetransmitTimeout
+from hosts.rto import RetransmitTimeout, sums_first_sends
 from hosts.worker import MAX_RTO
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.params import Net, Scheme
@@ -213,7 +213,9 @@ class HostSim:
         if seq not in w.outstanding or w.deadline.get(seq) != deadline or w.timeout is None:
             return
         w.retransmits += 1
-        w.sent_at.pop(seq, None)
+        sent = w.sent_at.pop(seq, None)
+        if sent is not None:
+            w.resent_at[seq] = sent
         w.timeout.expired(self.now, job.window)
         self._send(job, w, seq, retx=True)
 
@@ -232,11 +234,16 @@ class HostSim:
             return
         if pkt.seq not in w.outstanding:
             return
+        in_flight = len(w.outstanding)
         w.outstanding.discard(pkt.seq)
         w.deadline.pop(pkt.seq, None)
         sent = w.sent_at.pop(pkt.seq, None)
-        if sent is not None and w.timeout is not None:
-            w.timeout.sample(self.now - sent)
+        first = w.resent_at.pop(pkt.seq, None)
+        if w.timeout is not None and sent is not None:
+            w.timeout.sample(self.now - sent, in_flight)
+        elif w.timeout is not None and first is not None and sums_first_sends(pkt.ptype, pkt.flags):
+            w.spurious += 1
+            w.timeout.spurious(self.now - first)
         w.done += 1
         if w.done < job.spec.chunks:
             self._pump(job, w)
@@ -248,6 +255,7 @@ class HostSim:
         w.next_i = w.done = 0
         w.retx_pending.clear()
         w.sent_at.clear()
+        w.resent_at.clear()
         w.deadline.clear()
         job.workers_in_iter[it] += 1
         if job.workers_in_iter[it] == job.spec.workers:
@@ -285,7 +293,10 @@ class HostSim:
             if pkt.ptype is not PacketType.RESULT:
                 self.ps_completed[job.spec.job] += 1
             count = job.spec.workers
-            out = Packet(PacketType.PS_RESULT, job.spec.job, pkt.seq, bitmap, ZEROS, count=count)
+            held = int(Flag.HOLD) if pkt.ptype is PacketType.RESULT else 0
+            out = Packet(
+                PacketType.PS_RESULT, job.spec.job, pkt.seq, bitmap, ZEROS, held, count=count
+            )
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap

@@ -177,6 +177,7 @@ def test_no_loss_atp_releases_on_ps_result() -> None:
     assert c.ps.counters.held_answered == 10
     assert c.switch.events(1)[Event.RELEASED_BY_PS] == 10
     assert all(d.worker.counters.results_ps == 10 for d in c.drivers.values())
+    assert all(not any(d.worker.counters.dropped.values()) for d in c.drivers.values())
     assert all(s.owner == 0 for s in c.switch.slots)
 
 

@@ -142,12 +142,20 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
 
 
 def test_held_result_is_acknowledged_with_the_same_sum() -> None:
+    """The answer to a held sum keeps HOLD (every worker's first
+    transmission); the one kept for retransmissions does not: it may answer
+    a real loss."""
     ps, rec = server({3: 2})
     feed(ps, rec, pkt(T.RESULT, 3, 8, 0b11, vec(-7), flags=Flag.HOLD | Flag.OVERFLOW))
     [(h, values, addr)] = rec.sent
-    assert h == codec.Header(T.PS_RESULT, Flag.OVERFLOW, 3, 8, 0b11, 2)
+    assert h == codec.Header(T.PS_RESULT, Flag.HOLD | Flag.OVERFLOW, 3, 8, 0b11, 2)
     assert (values, addr) == (vec(-7), SWITCH)
     assert ps.counters.held_answered == 1
+    rec.sent.clear()
+    feed(ps, rec, pkt(T.FALLBACK, 3, 8, 0b01, vec(1), flags=Flag.RETX))
+    [(h, values, addr)] = rec.sent
+    assert h == codec.Header(T.PS_RESULT, Flag.OVERFLOW, 3, 8, 0b11, 2)
+    assert (values, ps.counters.answered_from_cache) == (vec(-7), 1)
 
 
 def test_completion_at_ps_and_overflow() -> None:

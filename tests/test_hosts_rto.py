@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hosts.rto import RetransmitTimeout
+from esa.wire import Flag, PacketType
+from hosts.rto import RetransmitTimeout, sums_first_sends
 
 
 def test_first_sample_sets_srtt_and_half_variance() -> None:
@@ -29,6 +30,43 @@ def test_sample_counts_at_most_twice_srtt() -> None:
     t.sample(5.0)
     assert t.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 0.2)
     assert t.rttvar == pytest.approx(0.75 * 0.05 + 0.25 * 0.1)
+
+
+def test_a_spurious_timeout_counts_in_full() -> None:
+    t = RetransmitTimeout(0.001, 10.0)
+    t.sample(0.1)
+    t.spurious(5.0)
+    assert t.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 5.0)
+    assert t.rttvar == pytest.approx(0.75 * 0.05 + 0.25 * 4.9)
+
+
+@pytest.mark.parametrize(
+    ("ptype", "flags", "first"),
+    [
+        (PacketType.RESULT, 0, True),
+        (PacketType.RESULT, Flag.OVERFLOW, True),
+        (PacketType.PS_RESULT, Flag.HOLD, True),
+        (PacketType.PS_RESULT, 0, False),
+        (PacketType.PS_RESULT, Flag.FLOAT, False),
+        (PacketType.PULL, Flag.HOLD, False),
+    ],
+)
+def test_which_results_sum_first_sends(ptype: int, flags: int, first: bool) -> None:
+    assert sums_first_sends(ptype, flags) is first
+
+
+def test_gains_are_divided_by_the_chunks_in_flight() -> None:
+    """Eight chunks in flight give eight samples a round trip: each moves
+    srtt and rttvar an eighth of RFC 6298's step; a spurious timeout moves
+    them a full step."""
+    t = RetransmitTimeout(0.001, 10.0)
+    t.sample(0.1, in_flight=8)
+    t.sample(0.15, in_flight=8)
+    assert t.srtt == pytest.approx(0.1 + 0.125 / 8 * 0.05)
+    assert t.rttvar == pytest.approx(0.05 * (1 - 0.25 / 8) + 0.25 / 8 * 0.05)
+    t.spurious(0.5)
+    srtt = 0.1 + 0.125 / 8 * 0.05
+    assert t.srtt == pytest.approx(0.875 * srtt + 0.125 * 0.5)
 
 
 def test_doubles_once_per_round_when_half_a_window_expires_unsampled() -> None:
@@ -65,3 +103,5 @@ def test_bounds_hold_for_any_samples(samples: list[float], initial: float) -> No
 def test_rejects_non_positive_initial() -> None:
     with pytest.raises(ValueError, match="initial timeout must be > 0, got 0"):
         RetransmitTimeout(0.0, 1.0)
+    with pytest.raises(ValueError, match="a sampled chunk is in flight itself, got 0"):
+        RetransmitTimeout(0.1, 1.0).sample(0.1, in_flight=0)

@@ -98,6 +98,8 @@ def test_a_lost_chunk_does_not_slow_the_others() -> None:
 
 
 def test_timeout_adapts_to_the_time_to_a_sum() -> None:
+    """A sum is a sample at RFC 6298's gains divided by the chunks in flight
+    (3 of the call's 3, then 2)."""
     w, rec = make(window=4, rto=0.5)
     x = tensor(3)
     w.begin(x)
@@ -109,9 +111,42 @@ def test_timeout_adapts_to_the_time_to_a_sum() -> None:
     assert w.timeout.value == pytest.approx(0.3 + 4 * 0.15)
     rec.inbox.append(result(1, q[1] * 2))
     w.poll(0.4)
-    srtt = 0.875 * 0.3 + 0.125 * 0.4
+    srtt = (1 - 0.125 / 2) * 0.3 + 0.125 / 2 * 0.4
     assert w.timeout.srtt == pytest.approx(srtt)
-    assert w.timeout.value == pytest.approx(srtt + 4 * (0.75 * 0.15 + 0.25 * 0.1))
+    rttvar = (1 - 0.25 / 2) * 0.15 + 0.25 / 2 * 0.1
+    assert w.timeout.value == pytest.approx(srtt + 4 * rttvar)
+
+
+@pytest.mark.parametrize(
+    ("ptype", "flags", "spurious"),
+    [(T.RESULT, 0, True), (T.PS_RESULT, Flag.HOLD, True), (T.PS_RESULT, 0, False)],
+)
+def test_a_switch_sum_of_a_resent_chunk_shows_the_timeout_spurious(
+    ptype: int, flags: int, spurious: bool
+) -> None:
+    """Chunk 0 times out at 0.1 s and its first transmissions' sum (the
+    switch's RESULT, or ATP's PS answer flagged HOLD) comes at 0.3 s: the
+    0.3 s is a sample, taken in full; a plain PS_RESULT may answer the
+    retransmission and gives none (Karn)."""
+    w, rec = make(window=2, rto=0.1)
+    x = tensor(2)
+    w.begin(x)
+    w.poll(0.0)
+    q = quant.quantise(x, 1.0, w.scale).values
+    rec.inbox.append(result(1, q[1] * 2))
+    w.poll(0.05)
+    assert w.timeout.srtt == pytest.approx(0.05)
+    w.poll(0.1)
+    assert sent(rec)[-1] == (T.CONTRIB, 0, Flag.RETX)
+    rec.inbox.append(result(0, q[0] * 2, ptype, flags))
+    w.poll(0.3)
+    assert w.done and w.counters.retransmitted == 1
+    assert w.counters.spurious == int(spurious)
+    if spurious:
+        assert w.timeout.srtt == pytest.approx(0.875 * 0.05 + 0.125 * 0.3)
+        assert w.timeout.rttvar == pytest.approx(0.75 * 0.025 + 0.25 * 0.25)
+    else:
+        assert w.timeout.srtt == pytest.approx(0.05)
 
 
 def test_results_delivered_exactly_once_and_seqs_continue_across_calls() -> None:

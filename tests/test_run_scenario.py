@@ -250,11 +250,13 @@ def test_mean_over_rounds_and_spread() -> None:
     events = {"completed": 10, "fallback": 4}
 
     def one(jct: float, exact: bool) -> report.JobResult:
-        workers = {(job.job, 0): {"jct_s": jct, "counters": {"retransmitted": 2}}}
+        counters = {"retransmitted": 2, "spurious": 1 if exact else 2}
+        workers = {(job.job, 0): {"jct_s": jct, "counters": counters}}
         return report.JobResult.build(job, workers, events, exact=exact)
 
-    mean = report.mean_of([{job.job: one(2.0, True)}, {job.job: one(4.0, False)}])[job.job]
-    assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.0, 4, 2, False)
+    mean = report.mean_of([{job.job: one(2.0, True)}, {job.job: one(5.0, False)}])[job.job]
+    assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.5, 4, 2, False)
+    assert mean.spurious == 2
     table = report.rounds_table({"esa": [{job.job: one(2.0, True)}, {job.job: one(4.0, True)}]})
     assert "esa:   2.00   4.00   mean 3.00  spread 2.00  sd 1.41" in table
 

@@ -62,7 +62,7 @@ def test_a_worker_is_started_as_torchrun_would() -> None:
 
 
 def _report(rank: int, seconds: float, sha: str) -> dict[str, Any]:
-    counters = {"delivered": 500, "retransmitted": rank + 2}
+    counters = {"delivered": 500, "retransmitted": rank + 2, "spurious": rank}
     return {"rank": rank, "accuracy": 0.95, "seconds": seconds, "steps": 46,
             "params_sha256": sha, "counters": counters}  # fmt: skip
 
@@ -76,6 +76,7 @@ def test_a_jobs_result_and_row() -> None:
     assert r == report.JobResult(
         job=1, jct_s=11.5, iters_per_s=46 / 11.5, chunks=500, switch_share=0.8, fallbacks=7,
         preempt_won=1, preempt_suffered=2, retransmits=5, lost=3, exact=True, accuracy=0.95,
+        spurious=1,
     )  # fmt: skip
     differ = {**same, (1, 1): _report(1, 11.5, "cd")}
     wrong = torchjobs.result(job, differ, events, lost=0)

@@ -31,13 +31,17 @@ class JobResult:
     preempt_suffered: int
     retransmits: int
     lost: int
-    """frames the links' loss rules dropped on the job's hosts, both ways."""
+    """frames the job's hosts' links dropped, both ways: their loss rules and
+    the full queues of shaped links."""
     exact: bool
     """every worker received every iteration's exact sum (bit for bit)."""
     failed: str = ""
     """why the job did not finish ("" when it did)."""
     accuracy: float | None = None
     """test accuracy of a trained model (``--train torch``); None for synthetic jobs."""
+    spurious: int = 0
+    """retransmissions whose chunk's first transmissions were summed in the
+    switch after all: timeouts that fired too early (``hosts.rto``)."""
 
     @classmethod
     def build(
@@ -53,6 +57,7 @@ class JobResult:
         jct = max(float(r["jct_s"]) for r in mine)
         chunks = job.chunks * job.iterations
         retx = sum(int(r["counters"].get("retransmitted", 0)) for r in mine)
+        spurious = sum(int(r["counters"].get("spurious", 0)) for r in mine)
         return cls(
             job=job.job,
             jct_s=jct,
@@ -65,6 +70,7 @@ class JobResult:
             retransmits=retx,
             lost=lost,
             exact=exact,
+            spurious=spurious,
         )
 
     @classmethod
@@ -110,6 +116,7 @@ def mean_of(rounds: list[dict[int, JobResult]]) -> dict[int, JobResult]:
             exact=all(r.exact for r in rs),
             failed=next((r.failed for r in rs if r.failed), ""),
             accuracy=_mean_accuracy(rs),
+            spurious=round(sum(r.spurious for r in rs) / n),
         )
     return out
 
@@ -146,8 +153,8 @@ def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult], sw
     trained = any(r.accuracy is not None for r in results.values())
     head = (
         f"{'job':>4} {'values':>8} {'JCT s':>8} {'iter/s':>7} {'in switch':>9} "
-        f"{'fallback':>8} {'won':>6} {'lost':>6} {'retx':>6} {'dropped':>7} {'exact':>5}"
-        + (f" {'accuracy':>8}" if trained else "")
+        f"{'fallback':>8} {'won':>6} {'lost':>6} {'retx':>6} {'early':>6} {'dropped':>7} "
+        f"{'exact':>5}" + (f" {'accuracy':>8}" if trained else "")
     )
     lines = [f"policy {policy}; switch: {switch}", head]
     specs = {j.spec.job: j.spec for j in scenario.jobs}
@@ -157,7 +164,8 @@ def job_table(policy: str, scenario: Scenario, results: dict[int, JobResult], sw
         lines.append(
             f"{job:>4} {specs[job].values:>8} {r.jct_s:>8.2f} {r.iters_per_s:>7.2f} "
             f"{r.switch_share:>8.0%} {r.fallbacks:>8} {r.preempt_won:>6} "
-            f"{r.preempt_suffered:>6} {r.retransmits:>6} {r.lost:>7} {exact:>5}{accuracy}"
+            f"{r.preempt_suffered:>6} {r.retransmits:>6} {r.spurious:>6} {r.lost:>7} "
+            f"{exact:>5}{accuracy}"
         )
     for job, r in sorted(results.items()):
         if r.failed:

@@ -120,4 +120,5 @@ def result(
         lost=lost,
         exact=same,
         accuracy=float(mine[0]["accuracy"]),
+        spurious=sum(int(r["counters"]["spurious"]) for r in mine),
     )
