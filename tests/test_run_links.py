@@ -102,52 +102,93 @@ def test_loss_failure_is_refused_loudly() -> None:
         links.apply_loss(run, "h-eth0", 5)
 
 
+class Pair:
+    """A veth between two private namespaces, static neighbours as the run's
+    hosts have (ARP would cross the link's loss or queue too)."""
+
+    def __init__(self, name: str) -> None:
+        self.host, self.peer = Namespace(name), Namespace("peer")
+        self.host.add_veth("h1", "s1")
+        self.host.exec("ip", "link", "set", "s1", "netns", self.peer.name)
+        self.host.exec("ip", "addr", "add", "10.77.0.1/24", "dev", "h1")
+        self.peer.exec("ip", "addr", "add", "10.77.0.2/24", "dev", "s1")
+        self.peer.exec("ip", "link", "set", "s1", "up")
+        mac_h = self.host.exec("cat", "/sys/class/net/h1/address").strip()
+        mac_s = self.peer.exec("cat", "/sys/class/net/s1/address").strip()
+        self.host.exec("ip", "neigh", "replace", "10.77.0.2", "lladdr", mac_s, "dev", "h1")
+        self.peer.exec("ip", "neigh", "replace", "10.77.0.1", "lladdr", mac_h, "dev", "s1")
+
+    def run(self, cmd: str) -> tuple[int, str]:
+        """A shell command in the host's namespace, as ``links.Exec``."""
+        try:
+            return 0, self.host.exec("bash", "-c", cmd)
+        except RuntimeError as e:
+            return 1, str(e)
+
+    def send(self, count: int, size: int, gap_s: float) -> int:
+        """Datagrams of ``size`` bytes from h1 to s1; how many arrived."""
+        with entered(self.host.name):
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with entered(self.peer.name):
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.bind(("10.77.0.2", 0))
+        rx.settimeout(0.5)
+        got = 0
+        for i in range(count):
+            tx.sendto(i.to_bytes(4, "big").ljust(size, b"\0"), rx.getsockname())
+            time.sleep(gap_s)
+        try:
+            while True:
+                rx.recv(size)
+                got += 1
+        except TimeoutError:
+            pass
+        tx.close()
+        rx.close()
+        return got
+
+    def delete(self) -> None:
+        self.host.delete()
+        self.peer.delete()
+
+
 @pytest.mark.netns
 @pytest.mark.skipif(shutil.which("nft") is None, reason="needs nft (Debian's nftables)")
 def test_loss_rules_drop_and_count_for_real() -> None:
     """Half the datagrams each way on a veth between two private namespaces:
     some are dropped, the counters account for every missing one, and the
     rest arrive."""
-    host, peer = Namespace("loss"), Namespace("peer")
+    pair = Pair("loss")
     try:
-        host.add_veth("h1", "s1")
-        host.exec("ip", "link", "set", "s1", "netns", peer.name)
-        host.exec("ip", "addr", "add", "10.77.0.1/24", "dev", "h1")
-        peer.exec("ip", "addr", "add", "10.77.0.2/24", "dev", "s1")
-        peer.exec("ip", "link", "set", "s1", "up")
-        # static neighbours, as the run's hosts have: ARP would cross the loss too
-        mac_h = host.exec("cat", "/sys/class/net/h1/address").strip()
-        mac_s = peer.exec("cat", "/sys/class/net/s1/address").strip()
-        host.exec("ip", "neigh", "replace", "10.77.0.2", "lladdr", mac_s, "dev", "h1")
-        peer.exec("ip", "neigh", "replace", "10.77.0.1", "lladdr", mac_h, "dev", "s1")
-
-        def run(cmd: str) -> tuple[int, str]:
-            try:
-                return 0, host.exec("bash", "-c", cmd)
-            except RuntimeError as e:
-                return 1, str(e)
-
-        links.apply_loss(run, "h1", 50)
-        with entered(host.name):
-            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with entered(peer.name):
-            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        rx.bind(("10.77.0.2", 0))
-        rx.settimeout(0.5)
-        sent, got = 200, 0
-        for i in range(sent):
-            tx.sendto(i.to_bytes(4, "big"), rx.getsockname())
-            time.sleep(0.001)
-        try:
-            while True:
-                rx.recv(16)
-                got += 1
-        except TimeoutError:
-            pass
-        tx.close()
-        rx.close()
+        links.apply_loss(pair.run, "h1", 50)
+        sent = 200
+        got = pair.send(sent, 4, 0.001)
         assert 0 < got < sent
-        assert links.read_dropped(run) == sent - got
+        assert links.read_dropped(pair.run) == sent - got
     finally:
-        host.delete()
-        peer.delete()
+        pair.delete()
+
+
+def test_qdisc_drops_add_every_qdisc() -> None:
+    listing = [
+        {"kind": "tbf", "handle": "5:", "drops": 7, "packets": 90},
+        {"kind": "netem", "handle": "10:", "parent": "5:1", "drops": 2},
+        {"kind": "noqueue", "handle": "0:"},
+    ]
+    assert links.qdisc_drops(json.dumps(listing)) == 9
+
+
+@pytest.mark.netns
+def test_a_shaped_links_full_queue_drops_and_counts_for_real() -> None:
+    """A burst of 1,000-byte datagrams into a 0.5 Mbit/s link: its queue
+    (50 ms at that rate, and one burst) overflows, the qdisc's counter
+    accounts for every missing datagram, and the rest arrive."""
+    pair = Pair("shape")
+    try:
+        links.apply_shaping(pair.run, "h1", Link(bw_mbps=0.5))
+        sent = 60
+        got = pair.send(sent, 1000, 0.0)
+        assert 0 < got < sent
+        assert links.read_qdisc_drops(pair.run, "h1") == sent - got
+    finally:
+        pair.delete()

@@ -50,8 +50,10 @@ def stop_on_signals() -> None:
 
 def enter_private_world(argv: list[str], work: Path, lock: RunLock) -> int:
     """Re-run this command inside fresh network, PID and mount namespaces;
-    ``unshare --kill-child`` ends the run inside if ``unshare`` is killed."""
-    inner = 'ip link set lo up && exec "$@"'
+    ``unshare --kill-child`` ends the run inside if ``unshare`` is killed.
+    A sysfs of the new network namespace goes on /sys (the host's showed
+    the host's interfaces, and BMv2's port poll could not find its own)."""
+    inner = 'ip link set lo up && mount -t sysfs sysfs /sys && exec "$@"'
     cmd = [
         "unshare", "--net", "--pid", "--mount", "--fork", "--mount-proc", "--kill-child",
         "--propagation", "private", "--", "bash", "-c", inner, "bash",

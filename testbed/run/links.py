@@ -10,7 +10,8 @@ be applied:
 - loss: an nftables ``netdev`` table on the host's interface, inside the
   host's namespace, drops each frame with the requested probability, in
   both directions (ingress and egress hooks), and counts what it dropped;
-- bandwidth: a tbf qdisc on both ends of the link;
+- bandwidth: a tbf qdisc on both ends of the link, whose queue holds 50 ms
+  at the link's rate: what overflows it is dropped, and counted too;
 - delay: a netem qdisc on both ends; without netem the run refuses.
 """
 
@@ -83,6 +84,18 @@ def read_dropped(run: Exec) -> int:
     if code != 0:
         raise LinkError(f"cannot read the loss counters: {out.strip()}")
     return dropped(out)
+
+
+def qdisc_drops(tc_json: str) -> int:
+    """Frames the qdiscs dropped, from ``tc -s -j qdisc show dev DEV``."""
+    return sum(int(q.get("drops", 0)) for q in json.loads(tc_json))
+
+
+def read_qdisc_drops(run: Exec, dev: str) -> int:
+    code, out = run(f"tc -s -j qdisc show dev {dev}")
+    if code != 0:
+        raise LinkError(f"cannot read the queue drops of {dev}: {out.strip()}")
+    return qdisc_drops(out)
 
 
 def tbf_command(dev: str, bw_mbps: float) -> str:

@@ -226,9 +226,17 @@ class World:
             links.apply_shaping(_sh, f"{t.peer}-eth{t.peer_port}", t.link)
 
     def dropped(self, names: list[str]) -> int:
-        """Frames the loss rules dropped on these hosts' links, both ways."""
+        """Frames these hosts' links dropped, both ways: by their loss rules
+        and, on a shaped link, from its full queues."""
         lossy = [n for n in names if self.link_of(n).loss_pct]
-        return sum(links.read_dropped(self._host_exec(n)) for n in lossy)
+        total = sum(links.read_dropped(self._host_exec(n)) for n in lossy)
+        for n in names:
+            link = self.link_of(n)
+            if link.bw_mbps or link.delay_ms:
+                a = self.topo.attachment(n)
+                total += links.read_qdisc_drops(self._host_exec(n), f"{n}-eth0")
+                total += links.read_qdisc_drops(_sh, f"{a.switch}-eth{a.port}")
+        return total
 
     # -- controller --
 
