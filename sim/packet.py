@@ -8,7 +8,9 @@ The hosts are ``sim.hostsim``'s; here:
 
 * every worker and PS shard has its own full-duplex link to the switch;
 * the switch is one FIFO server shared by all ports: each arriving packet
-  waits for it and takes ``Net.switch_pkt_ns`` before ``SwitchModel.process``.
+  waits for it, is processed (``SwitchModel.process``) when its turn comes,
+  and its outputs leave ``Net.switch_pkt_ns`` later, or ``Net.switch_sum_ns``
+  when it was summed into a slot or read out of one (``SUMMED``).
 * the controller writes the job table: priorities (``sim.control``) and,
   under the STATIC schemes, partitions (``sim.control.Partitions``); a job
   that finds no partition waits for one.
@@ -16,15 +18,20 @@ The hosts are ``sim.hostsim``'s; here:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 
 from esa.job import JobSpec
-from esa.model import JobConfig, Out, Packet, SwitchModel
+from esa.model import JobConfig, Out, Packet, Result, SwitchModel
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import HostSim
 from sim.params import Net, Scheme
+
+SUMMED = frozenset(
+    {Verdict.CLAIM, Verdict.ADD, Verdict.COMPLETE, Verdict.FLUSH, Verdict.PREEMPT, Verdict.RECLAIM}
+)
+"""Verdicts whose packet wrote a slot's values or read them out."""
 
 
 class PacketSim(HostSim):
@@ -36,7 +43,8 @@ class PacketSim(HostSim):
         self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us, squat)
         self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
-        self.switch_free_at = 0.0
+        self.switch_queue: deque[tuple[Packet, int]] = deque()
+        self.switch_busy = False
         super().__init__(jobs, scheme, net, seed)
 
     def _window(self, spec: JobSpec) -> int:
@@ -89,16 +97,35 @@ class PacketSim(HostSim):
         self.hop(link, lambda: self._switch_queue(pkt, in_port))
 
     def _switch_queue(self, pkt: Packet, in_port: int) -> None:
-        """The switch's one FIFO server: every packet waits its turn, then is processed."""
-        if self.net.switch_pkt_ns <= 0:
-            self._at_switch(pkt, in_port)
+        """The switch's one FIFO server: every packet waits its turn, is
+        processed, and its outputs leave after its service time."""
+        if self.net.switch_pkt_ns <= 0 and self.net.switch_sum_ns <= 0:
+            self._emit(self._process(pkt, in_port))
             return
-        self.switch_free_at = max(self.now, self.switch_free_at) + self.net.switch_pkt_ns
-        self.at(self.switch_free_at, lambda: self._at_switch(pkt, in_port))
+        self.switch_queue.append((pkt, in_port))
+        if not self.switch_busy:
+            self._serve()
 
-    def _at_switch(self, pkt: Packet, in_port: int) -> None:
+    def _serve(self) -> None:
+        if not self.switch_queue:
+            self.switch_busy = False
+            return
+        self.switch_busy = True
+        res = self._process(*self.switch_queue.popleft())
+        summed = res.verdict in SUMMED and self.net.switch_sum_ns > 0
+        service = self.net.switch_sum_ns if summed else self.net.switch_pkt_ns
+        self.at(self.now + service, lambda: self._done(res))
+
+    def _done(self, res: Result) -> None:
+        self._emit(res)
+        self._serve()
+
+    def _process(self, pkt: Packet, in_port: int) -> Result:
         res = self.switch.process(pkt, int(self.now // 1000), in_port)
         self.verdicts[(pkt.job, res.verdict)] += 1
+        return res
+
+    def _emit(self, res: Result) -> None:
         for out in res.outputs:
             dest = self.jobs[out.packet.job]
             if out.to in (Out.PS, Out.ALL):

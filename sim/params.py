@@ -90,6 +90,11 @@ class Net:
     switch_pkt_ns: float = 0.0
     """service time of the switch per arriving packet: one FIFO server shared
     by every port (BMv2 is a software switch); 0 means infinitely fast."""
+    switch_sum_ns: float = 0.0
+    """packet model only: service time of a packet the switch sums into a
+    slot or reads out of one (``sim.packet.SUMMED``); 0: ``switch_pkt_ns``,
+    as for every other packet.  BMv2 sums a packet several times slower
+    than it forwards one (``python -m bench.dataplane_rate --only summed``)."""
     window: int = 0
     """outstanding chunks per worker; 0: each scheme's own bandwidth-delay
     product (``bdp_window``)."""

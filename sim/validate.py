@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from esa.job import JobSpec, Workers
+from esa.spec import Policy, default_squat_us
 from sim import packet
 from sim.params import Net, Scheme
 from sim.scenario import mean_jct
@@ -85,6 +86,8 @@ def net_for(scenario: dict[str, Any]) -> Net:
     if link.get("loss_pct"):
         raise ValueError("the simulator has no packet loss; cannot validate a lossy run")
     bw = link.get("bw_mbps")
+    # squat_us absent: a run older than the squat rule; null: the controller's default
+    squat = scenario.get("squat_us", 0)
     return Net(
         gbps=bw / 1000 if bw else HOST_GBPS,
         hop_ns=HOP_NS + float(link.get("delay_ms") or 0.0) * 1e6,
@@ -94,7 +97,7 @@ def net_for(scenario: dict[str, Any]) -> Net:
         rto_ns=float(scenario["rto_s"]) * 1e9,
         ps_stall_ns=PS_STALL_S * 1e9,
         stale_us=int(scenario["stale_us"]),
-        squat_us=int(scenario.get("squat_us", 0)),
+        squat_us=default_squat_us(Policy.ESA) if squat is None else int(squat),
         static_fit_window=False,
     )
 
@@ -213,7 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure the PS's per-packet cost on this machine instead of the recorded one",
     )
+    ap.add_argument(
+        "--switch-rate", type=float, default=SWITCH_PKT_PER_S, metavar="PKT_PER_S",
+        help="ESA packets a second BMv2 sums on the run's machine (bench.dataplane_rate)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--forward-ratio", type=float, default=1.0, metavar="R",
+        help="how many packets BMv2 forwards to a PS in the time it sums one "
+        "('esa to the PS / esa summed' of bench.dataplane_rate --only summed); "
+        "1: every packet costs the same",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if not (args.switch_rate > 0 and args.forward_ratio >= 1):
+        print("validate: --switch-rate must be > 0 and --forward-ratio >= 1", file=sys.stderr)
+        return 2
     try:
         run = load(args.run_dir)
     except (OSError, ValueError, KeyError) as e:
@@ -223,10 +239,15 @@ def main(argv: list[str] | None = None) -> int:
         ps_ns = measure_ps_pkt_ns()
         print(f"PS: {ps_ns / 1e3:.1f} us per packet (measured)")
         run = replace(run, net=replace(run.net, ps_pkt_ns=ps_ns))
+    sum_ns = 1e9 / args.switch_rate
+    run = replace(
+        run, net=replace(run.net, switch_sum_ns=sum_ns, switch_pkt_ns=sum_ns / args.forward_ratio)
+    )
     n = run.net
     print(
         f"{args.run_dir}: {len(run.jobs)} jobs, {run.pool} slots; switch "
-        f"{n.switch_pkt_ns / 1e3:.0f} us/packet, PS {n.ps_pkt_ns / 1e3:.0f} us/packet, "
+        f"{n.switch_sum_ns / 1e3:.0f} us/packet summed, {n.switch_pkt_ns / 1e3:.0f} us forwarded, "
+        f"PS {n.ps_pkt_ns / 1e3:.0f} us/packet, "
         f"hop {n.hop_ns / 1e3:.0f} us, window {n.window}, rto {n.rto_ns / 1e6:.0f} ms"
     )
     result = compare(run.policies, run.measured, simulate(run))

@@ -12,7 +12,7 @@ from esa.job import JobSpec, ps_shard
 from esa.spec import Event, Verdict
 from sim import calibrate
 from sim.hostsim import Deadlock
-from sim.packet import PacketSim
+from sim.packet import SUMMED, PacketSim
 from sim.params import Net, Scheme
 
 NET = Net(hop_ns=500, window=64)
@@ -218,6 +218,18 @@ def test_the_switch_is_one_shared_fifo_server() -> None:
     assert max(fast.values()) < 0.1 * max(jct.values())
 
 
+def test_a_summed_packet_takes_the_sum_service_time() -> None:
+    """With a summed packet three times as dear as a forwarded one, a run
+    whose every packet is summed lasts three times as long."""
+    jobs = [JobSpec(1, 2, 32 * 200, 2), JobSpec(2, 2, 32 * 100, 2)]
+    net = replace(NET, switch_pkt_ns=10_000.0, switch_sum_ns=30_000.0)
+    sim = PacketSim(jobs, 4096, Scheme.ESA, net)
+    jct = sim.run()
+    summed = sum(n for (_, verdict), n in sim.verdicts.items() if verdict in SUMMED)
+    assert summed == sum(sim.verdicts.values()) == 2 * (200 + 100) * 2
+    assert max(jct.values()) == pytest.approx(summed * 30_000.0 * 1e-9, rel=0.02)
+
+
 def test_host_timers_recover_every_chunk() -> None:
     """With the hosts' retransmission timeout and the PS's stalled-chunk
     pull, a slow switch makes workers resend; still every chunk of every
@@ -225,6 +237,21 @@ def test_host_timers_recover_every_chunk() -> None:
     net = replace(NET, switch_pkt_ns=2_000.0, rto_ns=50_000.0, ps_stall_ns=200_000.0)
     sim = run(Scheme.ESA_SRPT, net=net)
     assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) > 0
+    assert_every_chunk_completed_once(sim)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ESA_SRPT, Scheme.ATP])
+def test_a_switch_sum_after_a_resend_shows_the_timeout_spurious(scheme: Scheme) -> None:
+    """A slow switch makes timeouts fire while the sums queue behind it: the
+    switch's sums (ATP's through the PS, flagged HOLD) that follow a resend
+    are counted as spurious, and each such sample raises the timeout above
+    its floor."""
+    net = replace(NET, switch_pkt_ns=2_000.0, rto_ns=50_000.0, ps_stall_ns=200_000.0)
+    sim = run(scheme, net=net)
+    workers = [w for job in sim.jobs.values() for w in job.workers]
+    spurious = sum(w.spurious for w in workers)
+    assert 0 < spurious <= sum(w.retransmits for w in workers)
+    assert all(w.timeout is not None and w.timeout.value > 50_000.0 for w in workers if w.spurious)
     assert_every_chunk_completed_once(sim)
 
 

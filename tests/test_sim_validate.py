@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from esa.spec import DEFAULT_SQUAT_US
 from sim import validate
 from sim.params import Scheme
 from sim.scenario import mean_jct
@@ -58,3 +59,26 @@ def test_a_disagreeing_run_exits_non_zero(tmp_path: Path) -> None:
     run = validate.load(tmp_path)
     assert validate.main([str(tmp_path)]) == 1
     assert mean_jct(run.measured["atp"]) < mean_jct(run.measured["esa"])
+
+
+def test_the_switch_costs_can_be_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """A switch that sums 3,000 packets a second and forwards four in the
+    time it sums one: 333 us per summed packet, 83 us per forwarded one."""
+    assert validate.main([str(validate.REFERENCE_RUN), "--forward-ratio", "0.5"]) == 2
+    assert "--forward-ratio >= 1" in capsys.readouterr().err
+    code = validate.main(
+        [str(validate.REFERENCE_RUN), "--switch-rate", "3000", "--forward-ratio", "4"]
+    )
+    assert code in (0, 1)
+    assert "switch 333 us/packet summed, 83 us forwarded" in capsys.readouterr().out
+
+
+def test_a_run_with_the_default_squat_timeout_is_simulated_with_it() -> None:
+    """``make run`` writes ``squat_us: null`` for each policy's default; an
+    older run has no key (it predates the rule)."""
+    scenario = json.loads((validate.REFERENCE_RUN / "scenario.json").read_text())
+    assert "squat_us" not in scenario
+    assert validate.net_for(scenario).squat_us_for(Scheme.ESA) == 0
+    net = validate.net_for({**scenario, "squat_us": None})
+    assert net.squat_us_for(Scheme.ESA) == DEFAULT_SQUAT_US
+    assert validate.net_for({**scenario, "squat_us": 700}).squat_us_for(Scheme.ESA) == 700
