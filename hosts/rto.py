@@ -1,11 +1,12 @@
 """The retransmission timeout of a worker, shared by the worker agent
 (seconds) and the packet simulator (nanoseconds): any unit works.
 
-RFC 6298 smoothing with Karn's rule (the caller samples only chunks sent
-once), its gains divided by the samples one round trip gives (the chunks
-in flight, each sampled), as RFC 7323 (appendix G) does for TCP with
-timestamps: otherwise ``srtt`` and ``rttvar`` forget a queueing spike
-within one window, and the next spike finds the timeout as short as before.
+RFC 6298 smoothing with Karn's rule (only chunks sent once give samples:
+the caller reports each chunk's first send, its resends and its sum), its
+gains divided by the samples one round trip gives (the chunks in flight,
+each sampled), as RFC 7323 (appendix G) does for TCP with timestamps:
+otherwise ``srtt`` and ``rttvar`` forget a queueing spike within one
+window, and the next spike finds the timeout as short as before.
 Two departures, both measured on loss:
 
 - A sample counts at most twice the smoothed time.  Under loss a chunk sent
@@ -22,9 +23,9 @@ A timeout proven spurious (``spurious``: the sum of every worker's first
 transmission arrived after the chunk was resent) is a sample too, taken in
 full, uncapped and with RFC 6298's own gains: such a sum waited for no
 peer's timeout, and under a switch's queueing the timeout must learn at
-once the delay it fell short of.  On a software
-switch a resent chunk costs about 2 x fan-in packets (the PS pulls the
-other contributions), so a timeout too short is not cheap.
+once the delay it fell short of.  On a software switch a resent chunk
+costs about 2 x fan-in packets (the PS pulls the other contributions), so
+a timeout too short is not cheap.
 """
 
 from __future__ import annotations
@@ -52,6 +53,44 @@ class RetransmitTimeout:
         self._sampled = False
         self._expired = 0
         self._round_ends = 0.0
+        self._first_sent: dict[int, float] = {}
+        """first send time of chunks not resent yet: only they give samples."""
+        self._resent: dict[int, float] = {}
+        """first send time of chunks resent since their timer expired."""
+
+    def sent(self, chunk: int, now: float) -> None:
+        """``chunk`` went out for the first time at ``now``."""
+        self._first_sent[chunk] = now
+
+    def resend(self, chunk: int) -> None:
+        """``chunk``'s timer expired and it goes out again: it gives no sample,
+        but a sum of its first transmissions would show the timeout spurious."""
+        sent = self._first_sent.pop(chunk, None)
+        if sent is not None:
+            self._resent[chunk] = sent
+
+    def forget(self, chunk: int) -> None:
+        """``chunk`` goes out again at the PS's request: it gives no sample."""
+        self._first_sent.pop(chunk, None)
+
+    def answered(self, chunk: int, now: float, in_flight: int, ptype: int, flags: int) -> bool:
+        """``chunk``'s sum (a result of type ``ptype`` with ``flags``) came at
+        ``now`` while ``in_flight`` chunks, itself included, waited for theirs:
+        a sample if it was sent once, a spurious timeout (True) if it was
+        resent and this is the sum of first transmissions."""
+        sent = self._first_sent.pop(chunk, None)
+        first = self._resent.pop(chunk, None)
+        if sent is not None:
+            self.sample(now - sent, in_flight)
+        elif first is not None and sums_first_sends(ptype, flags):
+            self.spurious(now - first)
+            return True
+        return False
+
+    def clear(self) -> None:
+        """A new call (or iteration): the chunks of the last one give no samples."""
+        self._first_sent.clear()
+        self._resent.clear()
 
     def sample(self, rtt: float, in_flight: int = 1) -> None:
         """A chunk sent once got its sum ``rtt`` after it was sent, while

@@ -43,7 +43,7 @@ from hosts.calls import (
 )
 from hosts.drops import Drop, new_drops
 from hosts.errors import AllreduceTimeout, CallRejected
-from hosts.rto import RetransmitTimeout, sums_first_sends
+from hosts.rto import RetransmitTimeout
 from hosts.transport import Addr, Transport, wait_any
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -143,11 +143,7 @@ class Worker:
         self.bound, self.scale = bound, quant.job_scale(bound, fan_in)
         self.window = window
         self.timeout = RetransmitTimeout(rto, MAX_RTO)
-        """follows the measured time to a sum (``hosts.rto``)."""
-        self.sent_at: dict[int, float] = {}
-        """first send time of chunks of the current call not retransmitted yet."""
-        self.resent_at: dict[int, float] = {}
-        """first send time of chunks of the current call retransmitted since."""
+        """follows the measured time to a sum of the current call's chunks (``hosts.rto``)."""
         self.counters = WorkerCounters()
         self.calls = 0
         self.next_base = 0
@@ -226,8 +222,7 @@ class Worker:
         self.prev, self.cur = self.cur, call
         self.inflight.clear()
         self.timers.clear()
-        self.sent_at.clear()
-        self.resent_at.clear()
+        self.timeout.clear()
         if self.control is not None:
             call.phase = ANNOUNCING
             call.digest = wire.config_digest(
@@ -279,9 +274,7 @@ class Worker:
             if self.inflight.get(i) != deadline:
                 continue
             self.counters.retransmitted += 1
-            sent = self.sent_at.pop(i, None)
-            if sent is not None:
-                self.resent_at[i] = sent
+            self.timeout.resend(i)
             self.timeout.expired(now, self.window)
             if c.state[i] == FLOATING:
                 self._send_float(c, i, RETX, now)
@@ -377,15 +370,10 @@ class Worker:
         c.delivered += 1
         self.counters.delivered += 1
         if c is self.cur:
-            in_flight = len(self.inflight)
+            in_flight = max(1, len(self.inflight))
             self.inflight.pop(i, None)
-            sent = self.sent_at.pop(i, None)
-            first = self.resent_at.pop(i, None)
-            if sent is not None:
-                self.timeout.sample(now - sent, max(1, in_flight))
-            elif first is not None and sums_first_sends(h.ptype, h.flags):
+            if self.timeout.answered(i, now, in_flight, h.ptype, h.flags):
                 self.counters.spurious += 1
-                self.timeout.spurious(now - first)
 
     def _on_pull(self, h: codec.Header, c: Call, i: int, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""
@@ -393,7 +381,7 @@ class Worker:
             return
         self.counters.pulls_answered += 1
         if c is self.cur:
-            self.sent_at.pop(i, None)
+            self.timeout.forget(i)
         if c.state[i] == PENDING:
             c.state[i] = SENT
         self._send_contrib(c, i, RETX, now, arm=c is self.cur and c.state[i] != DONE)
@@ -483,7 +471,7 @@ class Worker:
         if c.state[i] == PENDING:
             c.state[i] = SENT
             if c is self.cur:
-                self.sent_at[i] = now
+                self.timeout.sent(i, now)
         if arm:
             self._arm(i, now)
 

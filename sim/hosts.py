@@ -43,11 +43,6 @@ class Worker:
     retx_pending: set[int] = field(default_factory=set)
     timeout: RetransmitTimeout | None = None
     """the worker's retransmission timeout in ns (``hosts.rto``); None: none."""
-    sent_at: dict[int, float] = field(default_factory=dict)
-    """first send of chunks not retransmitted yet (Karn: only they give samples)."""
-    resent_at: dict[int, float] = field(default_factory=dict)
-    """first send of chunks retransmitted since: a switch's sum of them shows
-    the timeout spurious (``hosts.rto``)."""
     deadline: dict[int, float] = field(default_factory=dict)
     retransmits: int = 0
     spurious: int = 0

@@ -39,7 +39,7 @@ from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
 from esa.model import Packet
 from esa.wire import Flag, PacketType
-from hosts.rto import RetransmitTimeout, sums_first_sends
+from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.params import Net, Scheme
@@ -195,8 +195,8 @@ class HostSim:
             w.next_i += 1
             w.outstanding.add(seq)
             retx = seq in w.retx_pending
-            if not retx:
-                w.sent_at[seq] = self.now
+            if not retx and w.timeout is not None:
+                w.timeout.sent(seq, self.now)
             self._send(job, w, seq, retx)
 
     def _send(self, job: JobRun, w: Worker, seq: int, retx: bool) -> None:
@@ -213,9 +213,7 @@ class HostSim:
         if seq not in w.outstanding or w.deadline.get(seq) != deadline or w.timeout is None:
             return
         w.retransmits += 1
-        sent = w.sent_at.pop(seq, None)
-        if sent is not None:
-            w.resent_at[seq] = sent
+        w.timeout.resend(seq)
         w.timeout.expired(self.now, job.window)
         self._send(job, w, seq, retx=True)
 
@@ -237,13 +235,10 @@ class HostSim:
         in_flight = len(w.outstanding)
         w.outstanding.discard(pkt.seq)
         w.deadline.pop(pkt.seq, None)
-        sent = w.sent_at.pop(pkt.seq, None)
-        first = w.resent_at.pop(pkt.seq, None)
-        if w.timeout is not None and sent is not None:
-            w.timeout.sample(self.now - sent, in_flight)
-        elif w.timeout is not None and first is not None and sums_first_sends(pkt.ptype, pkt.flags):
+        if w.timeout is not None and w.timeout.answered(
+            pkt.seq, self.now, in_flight, pkt.ptype, pkt.flags
+        ):
             w.spurious += 1
-            w.timeout.spurious(self.now - first)
         w.done += 1
         if w.done < job.spec.chunks:
             self._pump(job, w)
@@ -254,8 +249,8 @@ class HostSim:
         w.base += job.spec.chunks
         w.next_i = w.done = 0
         w.retx_pending.clear()
-        w.sent_at.clear()
-        w.resent_at.clear()
+        if w.timeout is not None:
+            w.timeout.clear()
         w.deadline.clear()
         job.workers_in_iter[it] += 1
         if job.workers_in_iter[it] == job.spec.workers:

@@ -69,6 +69,27 @@ def test_gains_are_divided_by_the_chunks_in_flight() -> None:
     assert t.srtt == pytest.approx(0.875 * srtt + 0.125 * 0.5)
 
 
+def test_first_sends_give_samples_and_a_late_first_sum_shows_a_spurious_timeout() -> None:
+    """Chunk 1 was sent once: a sample.  Chunk 2 was resent and the switch's
+    sum came: spurious, a full sample.  Chunk 3 went out again for the PS,
+    and chunk 4 belongs to a call that ended: neither gives a sample."""
+    t = RetransmitTimeout(0.01, 1.0)
+    for chunk in (1, 2, 3):
+        t.sent(chunk, 0.0)
+    t.resend(2)
+    t.forget(3)
+    assert not t.answered(1, 0.1, 3, PacketType.RESULT, 0)
+    assert t.srtt == pytest.approx(0.1)
+    assert t.answered(2, 0.4, 2, PacketType.RESULT, 0)
+    srtt = 0.875 * 0.1 + 0.125 * 0.4
+    assert t.srtt == pytest.approx(srtt)
+    assert not t.answered(3, 0.5, 1, PacketType.RESULT, 0)
+    t.sent(4, 1.0)
+    t.clear()
+    assert not t.answered(4, 1.2, 1, PacketType.RESULT, 0)
+    assert t.srtt == pytest.approx(srtt)
+
+
 def test_doubles_once_per_round_when_half_a_window_expires_unsampled() -> None:
     t = RetransmitTimeout(0.1, 1.0)
     t.expired(0.0, window=4)  # opens the round ending at 0.1
