@@ -106,11 +106,8 @@ def _stats_by_switch(stats: Stats, job: int | None) -> str:
 
 def _parts(policy: str, size: int) -> str:
     if policy == "esa":
-        return (
-            f"partitions of {size} slots, a job without one hashed over the pool"
-            if size
-            else "no partitions, every job hashed over the pool"
-        )
+        homes = f"homes of {size} slots" if size else "homes: equal split"
+        return f"{homes}, by priority; a job without one hashed over the pool"
     return f"static partitions of {size} slots" if size else "static partitions: equal split"
 
 

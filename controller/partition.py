@@ -1,28 +1,35 @@
-"""Partitions of the slot pool (the STATIC policy, SwitchML-style; ESA's
-fixed partitions).
+"""Partitions of the slot pool: the static policy's (SwitchML-style) and
+ESA's homes.
 
-Two ways to cut the pool, chosen with ``esa-ctl policy static --part-size N``:
+Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
 
 ``N = 0``: equal split
-    Every admitted job gets an equal, contiguous share of the pool, in
-    job-id order; the first ``pool % jobs`` jobs get one slot more.  Shares
-    are recomputed on each admit and remove, so a running job's partition
-    moves and shrinks as others arrive.
+    Every admitted job gets an equal, contiguous share of the pool, laid out
+    in job-id order; the first ``pool % jobs`` jobs get one slot more.
+    Shares are recomputed on each admit and remove, so a running job's
+    partition moves and shrinks as others arrive.  With more jobs than
+    slots, the first ``pool`` jobs in the caller's order get one slot each
+    and the others none.
 ``N > 0``: fixed partitions, as SwitchML sizes them
     The pool holds ``pool // N`` partitions of ``N`` slots (a job's
     bandwidth-delay product is the size that lets it stream at line rate).
-    Jobs get them in admission order and keep them until they leave; a job
-    that finds none has size 0 until one frees up, and the switch sends its
-    contributions to its PS (rule S1) meanwhile: SwitchML's fall-back
-    variant.  A freed partition goes to the earliest-admitted job without one.
+    Jobs get them in the caller's order and keep them until they leave; a
+    job that finds none has size 0 until one frees up.  A freed partition
+    goes to the first job in the caller's order without one.  Under ESA
+    (``ranked``) the partitions belong to the highest-ranked jobs: a job
+    that outranks a holder takes its partition at once.
 
-ESA uses fixed partitions too: a job streams through its own while it
-has one, so jobs that hold partitions never land on each other's chunks;
-a job without one hashes over the whole pool and contends by priority.
-Under ESA with the equal split no job gets a partition (ESA hashes every
-chunk, as the paper's ESA does).  ATP ignores partitions.  If there are
-more jobs than slots (equal split), the jobs beyond the pool get size 0
-as well.
+The caller's order is admission order, except under ESA, where it is
+priority order (highest first): memory goes to the most urgent jobs.
+
+What a job without a partition does is the policy's: under STATIC the
+switch sends its contributions to its PS (rule S1: SwitchML's fall-back
+variant); under ESA it hashes over the whole pool and contends by priority,
+taking free and idle slots and preempting lower-priority chunks, the
+partitions' included.  Under ESA a job's partition is its home: jobs that
+hold one never land on each other's chunks, so while the pool has a home
+for every job ESA places chunks as the equal split does, and shares it by
+priority only when it does not.  ATP ignores partitions.
 """
 
 from __future__ import annotations
@@ -32,41 +39,52 @@ Parts = dict[int, tuple[int, int]]
 
 
 def partition(
-    pool_size: int, jobs: list[int], part_size: int = 0, previous: Parts | None = None
+    pool_size: int,
+    jobs: list[int],
+    part_size: int = 0,
+    previous: Parts | None = None,
+    ranked: bool = False,
 ) -> Parts:
-    """Partitions for ``jobs`` (in admission order); ``previous``: what the
-    switch holds now, kept where it still fits (fixed partitions only)."""
+    """Partitions for ``jobs`` (in the caller's order); ``previous``: what
+    the switch holds now, kept where it still fits (fixed partitions only).
+    ``ranked`` (ESA): ``jobs`` is in priority order and only the first
+    ``pool // part_size`` of them may hold a fixed partition, so a job
+    that outranks a holder takes its partition; otherwise a holder keeps
+    its partition until it leaves."""
     if part_size == 0:
         return equal_split(pool_size, jobs)
-    return fixed(pool_size, jobs, part_size, previous or {})
+    return fixed(pool_size, jobs, part_size, previous or {}, ranked)
 
 
 def equal_split(pool_size: int, jobs: list[int]) -> Parts:
-    ordered = sorted(jobs)
-    if not ordered:
-        return {}
-    share, extra = divmod(pool_size, len(ordered))
-    out: Parts = {}
+    out: Parts = dict.fromkeys(jobs, (0, 0))
+    homed = sorted(jobs[:pool_size])
+    if not homed:
+        return out
+    share, extra = divmod(pool_size, len(homed))
     base = 0
-    for i, job in enumerate(ordered):
+    for i, job in enumerate(homed):
         size = share + (1 if i < extra else 0)
-        out[job] = (base if size else 0, size)
+        out[job] = (base, size)
         base += size
     return out
 
 
-def fixed(pool_size: int, jobs: list[int], part_size: int, previous: Parts) -> Parts:
+def fixed(
+    pool_size: int, jobs: list[int], part_size: int, previous: Parts, ranked: bool = False
+) -> Parts:
     if part_size < 1:
         raise ValueError(f"partition size {part_size} must be positive")
     free = list(range(pool_size // part_size))
-    out: Parts = {}
-    for job in jobs:
+    entitled = jobs[: len(free)] if ranked else jobs
+    out: Parts = dict.fromkeys(jobs, (0, 0))
+    for job in entitled:
         base, size = previous.get(job, (0, 0))
         k, off = divmod(base, part_size)
         if size == part_size and off == 0 and k in free:
             free.remove(k)
             out[job] = (base, size)
-    for job in jobs:
-        if job not in out:
-            out[job] = (free.pop(0) * part_size, part_size) if free else (0, 0)
+    for job in entitled:
+        if out[job] == (0, 0) and free:
+            out[job] = (free.pop(0) * part_size, part_size)
     return out

@@ -5,8 +5,9 @@ functions.
 with a role on one switch (``Fabric.job_roles``): its priority from
 ``controller.priority``, ranked among all jobs, its partition from
 ``controller.partition``, cut from that switch's pool among the jobs it
-serves (none under ESA with the equal split: ESA then hashes every chunk
-over the pool), and its hosts as that switch sees them (``Fabric.hosts_as_seen_by``:
+serves (under ESA handed out in priority order, so that the jobs left
+without one when there are more jobs than partitions are the
+lowest-ranked), and its hosts as that switch sees them (``Fabric.hosts_as_seen_by``:
 a host behind a link is reached through the link's port).  ``desired`` turns
 the plans into entries: L2 for every host, whether or not the switch has a
 role in any job; a job's entry, PS routes, groups and replicas only where
@@ -196,14 +197,16 @@ def device_entries(
     roles = roles_on(fabric, device, jobs)
     here = [r for r in jobs if r.job in roles]
     summing = [r for r in here if not roles[r.job].transit]
-    order = [r.job for r in sorted(summing, key=lambda r: (r.admitted_at, r.job))]
-    kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
-    parts = {r.job: (0, 0) for r in here}
-    if state.part_size or state.policy.policy is not Policy.ESA:
-        parts |= partition(pool_size, order, state.part_size, kept)
     admissions = (Admission(r.job, r.priority, r.admitted_at) for r in jobs)
     kept_levels = {j: e.prio for j, e in held.jobs.items()} | dict(levels or {})
     prios = priorities(admissions, aging_period_s, kept_levels)
+    order = [r.job for r in sorted(summing, key=lambda r: (r.admitted_at, r.job))]
+    esa = state.policy.policy is Policy.ESA
+    if esa:
+        order.sort(key=lambda j: -prios[j])
+    kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
+    parts = {r.job: (0, 0) for r in here}
+    parts |= partition(pool_size, order, state.part_size, kept, ranked=esa)
     seen = {h.name: h for h in fabric.hosts_as_seen_by(device)}
     plans = [
         JobPlan(

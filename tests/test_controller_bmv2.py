@@ -212,9 +212,15 @@ def test_a_job_on_two_ps_hosts(ctl: Controller, bmv2: Bmv2Switch) -> None:
 
 
 def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) -> None:
-    ctl.policy(PolicyRequest(policy="esa", stale_us=LONG_US, squat_us=LONG_US))
+    """Jobs without a home hash over the pool and preempt each other by
+    priority.  One home, the whole pool (``--part-size POOL``): job 3 ranks
+    highest and holds it; jobs 1 and 2 have none and hash into it."""
+    ctl.policy(PolicyRequest(policy="esa", stale_us=LONG_US, squat_us=LONG_US, part_size=POOL))
     ctl.admit(AdmitRequest(job=1, workers=("h1", "h2"), ps=("h3",), priority=1))
     ctl.admit(AdmitRequest(job=2, workers=("h4", "h5"), ps=("h6",), priority=5))
+    ctl.admit(AdmitRequest(job=3, workers=("h1", "h4"), ps=("h2",), priority=200))
+    parts = {j: (e.part_base, e.part_size) for j, e in read_back(ctl).jobs.items()}
+    assert parts == {1: (0, 0), 2: (0, 0), 3: (0, POOL)}
     seq2 = colliding_seq(1, 0, 2)
     # job 1's next chunk in the same slot (chunk 0, once evicted, follows it to the PS)
     seq1 = next(s for s in range(1, 100_000) if slot_hash(1, s, POOL) == slot_hash(1, 0, POOL))
@@ -263,7 +269,7 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
         empty.groups,
     )
     ctl.admit(AdmitRequest(job=3, workers=("h4", "h5"), ps=("h6",), priority=0))
-    seq3 = colliding_seq(1, 0, 3)
+    seq3 = POOL  # job 3's home is the whole pool, as job 1's was: slot 0, job 1's stale partial
     time.sleep(0.1)
     bmv2.send(4, frame("h4", "h6", 3, seq3, 0b01, [1] * wire.K))
     bmv2.send(5, frame("h5", "h6", 3, seq3, 0b10, [2] * wire.K))
@@ -276,7 +282,7 @@ def test_remove_frees_entries_and_slots(ctl: Controller, bmv2: Bmv2Switch) -> No
     )
     assert events(ctl, 3) == {"aggregated": 2, "completed": 1}
     assert ctl.stats().drops["no_ps_route"] == 1  # job 1's stale partial had no PS left
-    idx = slot_hash(3, seq3, POOL)
+    idx = seq3 % POOL
     assert f"[{idx}]= 0\n" in bmv2.cli(f"register_read EsaIngress.pool.slot_owner {idx}")
     assert ctl.slots().switches["s1"] == SwitchSlots(pool_size=POOL, used=0, by_job={})
 

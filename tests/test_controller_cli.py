@@ -66,16 +66,16 @@ def test_cli_session(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.splitlines() == [
         "JOB  PRIO  MODE    PARTITION  PS  WORKERS",
-        "3    7     static  0+0        h4  h1,h2,h3",
+        "3    7     static  0+64       h4  h1,h2,h3",
     ]
     code, out, _ = run(
         admin, capsys, "admit", "4", "--workers", "h5", "h6", "--ps", "h7", "--size", "1024"
     )
-    assert out.splitlines()[1] == "4    191   auto (1024 B left)  0+0        h7  h5,h6"
+    assert out.splitlines()[1] == "4    191   auto (1024 B left)  32+32      h7  h5,h6"
     code, out, _ = run(
         admin, capsys, "admit", "5", "--workers", "h1", "h2", "--ps", "h8,10.0.0.9", "--size", "1"
     )
-    assert (code, out.splitlines()[1]) == (0, "5    191   auto (1 B left)  0+0        h8,h9  h1,h2")
+    assert (code, out.splitlines()[1]) == (0, "5    191   auto (1 B left)  43+21      h8,h9  h1,h2")
     assert run(admin, capsys, "remove", "5") == (0, "job 5 removed\n", "")
     code, out, _ = run(admin, capsys, "jobs", "--json")
     assert [j["job"] for j in json.loads(out)] == [3, 4]
@@ -101,9 +101,9 @@ def test_cli_session(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(admin, capsys, "jobs")[1].splitlines()[1].startswith("3    9     static  0+64")
     assert run(admin, capsys, "policy", "esa")[1] == (
         "policy esa, stale timeout 900 us, squat timeout 5000 us, "
-        "no partitions, every job hashed over the pool\n"
+        "homes: equal split, by priority; a job without one hashed over the pool\n"
     )
-    assert run(admin, capsys, "jobs")[1].splitlines()[1].startswith("3    9     static  0+0")
+    assert run(admin, capsys, "jobs")[1].splitlines()[1].startswith("3    9     static  0+64")
 
 
 def test_cli_errors_exit_nonzero(admin: str, capsys: pytest.CaptureFixture[str]) -> None:

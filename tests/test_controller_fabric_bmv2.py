@@ -96,8 +96,8 @@ def test_a_job_inside_a_rack_is_written_to_its_tor_alone(net: Net) -> None:
     # the counters' reset, the support entries, the job entry
     assert net.writes() == {**before, "t1": before["t1"] + 3}
     after = net.held()
-    # ESA with the equal split (the default): no partition, the job hashes
-    assert after["t1"].jobs == {1: JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, 0)}
+    # ESA with the equal split (the default): the job's home is t1's whole pool
+    assert after["t1"].jobs == {1: JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, POOL)}
     assert after["t1"] == net.ctl.sessions["t1"].applied
     assert (after["s1"], after["t2"]) == (held["s1"], held["t2"])
 

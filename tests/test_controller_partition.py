@@ -54,3 +54,35 @@ def test_fixed_partitions_are_disjoint_stable_and_fill_the_pool(
         assert all(base % size == 0 and base + size <= pool for base in held)
         assert len(held) == len(set(held)) == min(len(parts), pool // size)
     assert all(second[j] == first[j] for j in stay if first[j][1])
+
+
+def test_ranked_partitions_go_to_the_highest_ranked_and_a_higher_rank_takes_one() -> None:
+    """ESA: ``jobs`` in priority order; a job that outranks a holder takes
+    its partition, the holders it does not outrank keep theirs in place."""
+    before = partition(64, [7, 3], part_size=32, ranked=True)
+    assert before == {7: (0, 32), 3: (32, 32)}
+    after = partition(64, [7, 9, 3], part_size=32, previous=before, ranked=True)
+    assert after == {7: (0, 32), 9: (32, 32), 3: (0, 0)}
+    assert partition(64, [7, 9, 3], part_size=32, previous=before) == {
+        7: (0, 32),
+        3: (32, 32),
+        9: (0, 0),
+    }
+
+
+@given(
+    pool=st.integers(1, 64),
+    size=st.integers(0, 16),
+    jobs=st.lists(st.integers(1, 255), unique=True, max_size=40),
+    ranked=st.booleans(),
+)
+def test_partitions_go_to_the_first_jobs_in_the_given_order(
+    pool: int, size: int, jobs: list[int], ranked: bool
+) -> None:
+    """With fewer partitions than jobs (the equal split: one slot each),
+    exactly the first ones in the caller's order hold one."""
+    parts = partition(pool, jobs, size, ranked=ranked)
+    room = pool // size if size else pool
+    assert [j for j in jobs if parts[j][1]] == jobs[:room]
+    slots = [s for b, n in parts.values() for s in range(b, b + n)]
+    assert len(slots) == len(set(slots)) and all(0 <= s < pool for s in slots)

@@ -101,7 +101,7 @@ def test_device_entries_places_each_shard_on_its_named_host() -> None:
     fabric = one_switch(Topology({x.name: x for x in hosts(6)}))
     rec = JobRecord(5, Placement(("h1", "h2"), ("h6", "h3")), PrioritySpec.static(4), 1.0)
     e = device_entries(State({5: rec}, PolicyEntry(), 0), fabric, "s1", 16, 0.0, SwitchEntries())
-    assert e.jobs[5] == JobEntry(2, 0b11, 4, (6, 3), 11, 0, 0)
+    assert e.jobs[5] == JobEntry(2, 0b11, 4, (6, 3), 11, 0, 16)  # its home: the whole pool
     assert {k: r.port for k, r in e.ps_routes.items()} == {
         ShardKey(5, 0, 1): 6,
         ShardKey(5, 1, 1): 3,
@@ -214,7 +214,7 @@ SEEN = {
 def fabric_plan(
     device: str, *recs: JobRecord, pool: int = 16, policy: Policy = Policy.ESA, part_size: int = 0
 ) -> SwitchEntries:
-    """ESA with the equal split by default: no job has a partition."""
+    """ESA with the equal split by default: each summing job's home is its share."""
     state = State({r.job: r for r in recs}, PolicyEntry(policy), part_size)
     return device_entries(state, TWO_TIER, device, pool, 0.0, SwitchEntries())
 
@@ -243,7 +243,7 @@ CROSS = JobRecord(2, Placement(("h1", "h5", "h6"), ("h9",)), PrioritySpec.static
 def test_a_job_inside_one_rack_has_entries_on_its_tor_alone() -> None:
     workers = frozenset({(1, rid(1, 0)), (2, rid(1, 1))})
     want = l2_only("t1")
-    want.jobs[1] = JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, 0)
+    want.jobs[1] = JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, 16)
     want.ps_routes[ShardKey(1, 0, 0)] = PsRoute(3, 0x020000000003, 0x0A000003, mgid_all(1))
     want.groups |= {mgid_workers(1): workers, mgid_all(1): workers | {(3, rid(1, PS_MEMBER))}}
     want.replicas = {rid(1, 0): replica("h1"), rid(1, 1): replica("h2"),
@@ -268,7 +268,7 @@ def test_a_job_across_racks_has_its_local_part_on_each_tor_and_completes_at_the_
         seen = SEEN[device]
         e = fabric_plan(device, CROSS)
         assert e.jobs == {
-            2: JobEntry(fan_in, mask, 9, (seen["h9"],), mgid_workers(2), 0, 0, up_port=up)
+            2: JobEntry(fan_in, mask, 9, (seen["h9"],), mgid_workers(2), 0, 16, up_port=up)
         }
         assert e.children == {ChildKey(2, p): Child(b) for p, b in children[device].items()}
         assert e.ps_routes == {
@@ -296,7 +296,7 @@ def test_a_job_inside_a_rack_with_its_ps_on_the_spine_has_a_transit_there() -> N
     spreads PS results and pulls toward t1 (its port 1) only."""
     workers = frozenset({(1, rid(3, 0)), (2, rid(3, 1))})
     tor = l2_only("t1")
-    tor.jobs[3] = JobEntry(2, 0b11, 7, (5,), mgid_workers(3), 0, 0)
+    tor.jobs[3] = JobEntry(2, 0b11, 7, (5,), mgid_workers(3), 0, 16)
     tor.ps_routes[ShardKey(3, 0, 0)] = PsRoute(5, 0x020000000009, 0x0A000009, mgid_all(3))
     tor.groups |= {mgid_workers(3): workers, mgid_all(3): workers | {(5, rid(3, PS_MEMBER))}}
     tor.replicas = {rid(3, 0): replica("h1"), rid(3, 1): replica("h2"),
@@ -340,12 +340,15 @@ def test_each_switch_cuts_its_own_pool_among_the_jobs_it_serves() -> None:
     assert parts_by_device(Policy.ATP, 0) == want
 
 
-def test_esa_takes_fixed_partitions_and_hashes_under_the_equal_split() -> None:
+def test_esa_hands_out_homes_by_priority() -> None:
+    """RACK (priority 7) was admitted first, CROSS (9) ranks higher: under
+    ESA the one fixed partition t1 has goes to CROSS, under STATIC to RACK;
+    the equal split has room for both."""
     assert parts_by_device(Policy.ESA, 12) == {
-        "s1": {2: (0, 12)}, "t1": {1: (0, 12), 2: (0, 0)}, "t2": {2: (0, 12)}
+        "s1": {2: (0, 12)}, "t1": {1: (0, 0), 2: (0, 12)}, "t2": {2: (0, 12)}
     }  # fmt: skip
-    assert parts_by_device(Policy.ESA, 0) == {"s1": {2: (0, 0)}, "t1": {1: (0, 0), 2: (0, 0)},
-                                              "t2": {2: (0, 0)}}  # fmt: skip
+    assert parts_by_device(Policy.STATIC, 12)["t1"] == {1: (0, 12), 2: (0, 0)}
+    assert parts_by_device(Policy.ESA, 0) == parts_by_device(Policy.STATIC, 0)
 
 
 @given(st.lists(st.sampled_from([f"h{i}" for i in range(1, 11)]), min_size=2, max_size=6,

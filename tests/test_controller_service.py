@@ -127,11 +127,11 @@ def test_admit_installs_job_and_lists_it(rig: Rig) -> None:
         "static_priority": 10,
         "remaining": None,
         "admitted_at": 1000.0,
-        "partition": [0, 0],
+        "partition": [0, 64],
         "mgid_all": [2],
         "mgid_workers": 3,
         "top": "s1",
-        "switches": {"s1": {"fan_in": 3, "worker_mask": 0b111, "partition": [0, 0]}},
+        "switches": {"s1": {"fan_in": 3, "worker_mask": 0b111, "partition": [0, 64]}},
     }
     assert rig.call("Jobs") == {"jobs": [job]}
     e = rig.sw.entries
@@ -458,9 +458,10 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     for job, hosts in ((5, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6")), (9, ("h7", "h8", "h9"))):
         rig.call("Admit", job=job, workers=list(hosts[:2]), ps=[hosts[2]], priority=1)
         rig.clock.now += 1
-    assert parts() == {2: (0, 0), 5: (0, 0), 9: (0, 0)}  # ESA, equal split: every job hashes
+    equal = {2: (0, 22), 5: (22, 21), 9: (43, 21)}  # equal split, laid out by job id
+    assert parts() == equal  # ESA: every job's home
     rig.call("Policy", policy="static")
-    assert parts() == {2: (0, 22), 5: (22, 21), 9: (43, 21)}  # equal split, by job id
+    assert parts() == equal
     big = rig.ctl.pool_size // 2
     assert rig.call("Policy", policy="static", part_size=big)["part_size"] == big
     assert parts() == {5: (0, big), 2: (big, big), 9: (0, 0)}

@@ -49,8 +49,8 @@ class Net:
         self.fabric = rig.fabric
         self.ctl = fabric_controller(rig, program, tmp, POOL)
 
-    def policy(self, policy: Policy) -> None:
-        self.ctl.policy(PolicyRequest(policy.name.lower(), LONG_US, LONG_US, 0))
+    def policy(self, policy: Policy, part_size: int = 0) -> None:
+        self.ctl.policy(PolicyRequest(policy.name.lower(), LONG_US, LONG_US, part_size))
 
     def reset(self) -> None:
         """Remove every job, empty every slot, drain every port."""
@@ -111,11 +111,10 @@ def exact(seq: int, workers: range) -> tuple[int, ...]:
     return tuple(sum(v) for v in zip(*(values(w, seq) for w in workers), strict=True))
 
 
-def colliding(a: int, b: int) -> tuple[int, int]:
-    """A seq of job ``a`` and one of job ``b`` whose chunks share a slot."""
-    slots = {slot_hash(b, s, POOL): s for s in range(64)}
-    sa = next(s for s in range(64) if slot_hash(a, s, POOL) in slots)
-    return sa, slots[slot_hash(a, sa, POOL)]
+def colliding(hashing: int) -> tuple[int, int]:
+    """A seq of job ``hashing`` (without a home) and one of the job whose
+    home is the whole pool, whose chunks share a slot."""
+    return POOL, POOL + slot_hash(hashing, POOL, POOL)
 
 
 def ps_sum(job: int, fan_in: int, packets: list[Packet]) -> Packet:
@@ -214,11 +213,13 @@ LOW_HIGH = (("h1", "h2", "h5"), ("h3", "h4", "h6"))
 
 
 def admit_low_high(net: Net) -> tuple[int, int]:
+    """One home per switch, the whole pool: HIGH outranks LOW and holds it;
+    LOW has none and hashes into it."""
     net.reset()
-    net.policy(Policy.ESA)
+    net.policy(Policy.ESA, part_size=POOL)
     net.ctl.admit(AdmitRequest(job=4, workers=LOW_HIGH[0], ps=("h9",), priority=1))
     net.ctl.admit(AdmitRequest(job=5, workers=LOW_HIGH[1], ps=("h10",), priority=9))
-    return colliding(4, 5)
+    return colliding(4)
 
 
 def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
@@ -310,7 +311,7 @@ RACK_SPINE_PS = ("h1", "h2")
 
 def test_a_job_inside_a_rack_reaches_its_ps_on_the_spine_through_a_transit(net: Net) -> None:
     net.reset()
-    net.policy(Policy.ESA)
+    net.policy(Policy.ESA, part_size=POOL)  # job 8, admitted later, outranks 7: the home is 8's
     net.ctl.admit(AdmitRequest(job=7, workers=RACK_SPINE_PS, ps=("h9",), priority=3))
     seqs = range(3)
     for seq in seqs:
@@ -328,7 +329,7 @@ def test_a_job_inside_a_rack_reaches_its_ps_on_the_spine_through_a_transit(net: 
     assert net.events("s1", 7) == {}
     # a preemption at t1: the partial and the chunk's rest cross the spine
     net.ctl.admit(AdmitRequest(job=8, workers=("h3", "h4"), ps=("h5",), priority=9))
-    low, high = colliding(7, 8)
+    low, high = colliding(7)
     net.send("h1", contrib(7, low, 0), "h9")
     net.reached("t1", 7, Event.AGGREGATED, 7)
     net.send("h3", contrib(8, high, 0), "h5")  # preempts: job 7's bit 0 to h9
