@@ -63,11 +63,18 @@ above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 PS_STALL_S = 0.2
 """``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
 
-SCHEMES = {"esa": Scheme.ESA, "atp": Scheme.ATP, "static": Scheme.STATIC_EQUAL}
+SCHEMES = {
+    "esa": Scheme.ESA,
+    "atp": Scheme.ATP,
+    "static": Scheme.STATIC_EQUAL,
+    "static-equal": Scheme.STATIC_EQUAL,
+}
 """The run's policies.  ``esa`` ranks each job as the run declares it: its
 static priority, or (None) the controller's automatic rank with aging and
-progress reported at each iteration (``make run``); ``static`` is the
-controller's equal split of the pool among the jobs."""
+progress reported at each iteration (``make run``); ``static-equal`` is the
+controller's equal split of the pool among the jobs, and so is ``static``
+here: the packet model's fixed partitions are one bandwidth-delay product of
+its own ``Net``, not the run's ``part_size``."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import grpc
 from controller.admin import AdminClient, AdminError
 from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest, Stats
 from esa.job import JobSpec, Placement
+from testbed.run.scenario import controller_policy
 
 ADMIT_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 3.0
@@ -34,7 +35,9 @@ class Ctl:
         self.client.close()
 
     def policy(self, policy: str, stale_us: int, squat_us: int | None, part_size: int) -> None:
-        req = PolicyRequest(policy, stale_us=stale_us, squat_us=squat_us, part_size=part_size)
+        """Set the run's ``policy`` (``testbed.run.scenario.POLICIES``)."""
+        name, size = controller_policy(policy, part_size)
+        req = PolicyRequest(name, stale_us=stale_us, squat_us=squat_us, part_size=size)
         self.client.policy(req)
 
     def admit(self, job: JobSpec, placement: Placement) -> None:

@@ -140,7 +140,7 @@ def rounds_table(runs: dict[str, list[dict[int, JobResult]]]) -> str:
         avgs = [average_jct(r) for r in rounds]
         sd = statistics.stdev(avgs) if len(avgs) > 1 else 0.0
         lines.append(
-            f"{policy:>7}: "
+            f"{policy:>12}: "
             + " ".join(f"{a:6.2f}" for a in avgs)
             + f"   mean {sum(avgs) / len(avgs):.2f}"
             + f"  spread {max(avgs) - min(avgs):.2f}  sd {sd:.2f}"
@@ -178,18 +178,19 @@ def comparison_table(
     scenario: Scenario, results: dict[str, dict[int, JobResult]], switch: str
 ) -> str:
     policies = list(results)
+    w = max(8, *(len(p) for p in policies))
 
     def cell(r: JobResult) -> str:
-        return f"{'failed':>8}" if r.failed else f"{r.jct_s:>8.2f}"
+        return f"{'failed':>{w}}" if r.failed else f"{r.jct_s:>{w}.2f}"
 
     lines = [
         "",
         f"JCT per job (s); switch: {switch}",
-        f"{'job':>4} " + " ".join(f"{p:>8}" for p in policies),
+        f"{'job':>4} " + " ".join(f"{p:>{w}}" for p in policies),
     ]
     for job in (j.spec.job for j in scenario.jobs):
         lines.append(f"{job:>4} " + " ".join(cell(results[p][job]) for p in policies))
-    lines.append(f"{'avg':>4} " + " ".join(f"{average_jct(results[p]):>8.2f}" for p in policies))
+    lines.append(f"{'avg':>4} " + " ".join(f"{average_jct(results[p]):>{w}.2f}" for p in policies))
     if "esa" in results:
         esa = average_jct(results["esa"])
         for p in policies:

@@ -4,8 +4,8 @@ A job arrives ``arrival_s`` after the run starts (it is admitted then, so
 static partitions go to jobs in arrival order) and its workers compute
 ``compute_s`` between iterations, each iteration's time drawn uniformly
 within ``jitter`` (a fraction) of it.  ``part_size`` is the size of the
-static policy's fixed partitions (``esa-ctl policy static --part-size``):
-the jobs' window, i.e. their bandwidth-delay product in chunks, as SwitchML
+``static`` policy's fixed partitions (``esa-ctl policy static
+--part-size``): the jobs' bandwidth-delay product in chunks, as SwitchML
 sizes them; 0 asks for the controller's equal split instead.
 
 The scenario names its topology (``"topology": "single"`` is
@@ -38,7 +38,12 @@ from esa.job import JobSpec, Placement
 from testbed.paths import ROOT
 from testbed.run.faults import Fault, FaultKind, parse_fault
 
-POLICIES = ("esa", "atp", "static")
+POLICIES = ("esa", "atp", "static", "static-equal")
+"""The run's policies.  ``static`` is SwitchML: the static policy with fixed
+partitions of the scenario's ``part_size``; ``static-equal`` the static
+policy with the controller's equal split: the two static baselines.
+``esa`` runs with the equal split too (every job a home while the pool has
+one for each, docs/controller.md) and ``atp`` ignores partitions."""
 SYNTHETIC, TORCH = "synthetic", "torch"
 TRAINS = (SYNTHETIC, TORCH)
 SCENARIOS = ROOT / "mininet" / "scenarios"
@@ -110,6 +115,14 @@ SCENARIO_FIELDS = {
     "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
     "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train",
 }  # fmt: skip
+
+
+def controller_policy(policy: str, part_size: int) -> tuple[str, int]:
+    """The controller's policy and partition size behind the run's ``policy``
+    (``part_size``: the scenario's, SwitchML's)."""
+    if policy == "static":
+        return policy, part_size
+    return ("static" if policy == "static-equal" else policy), 0
 
 
 def _error(msg: str) -> ValueError:
@@ -275,10 +288,12 @@ def _fault_arg(text: str) -> Fault:
 
 def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pool", type=int, help="slots in the switch")
-    ap.add_argument("--policies", help="comma-separated subset of esa,atp,static")
+    ap.add_argument("--policies", help=f"comma-separated subset of {','.join(POLICIES)}")
     ap.add_argument("--iterations", type=int, help="iterations of every job")
     ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
-    ap.add_argument("--part-size", type=int, help="static partition size, slots (0: equal split)")
+    ap.add_argument(
+        "--part-size", type=int, help="static (SwitchML) partition size, slots (0: equal split)"
+    )
     ap.add_argument(
         "--squat-us", type=int, help="squat timeout for every policy, us (0: off; default: each's)"
     )
