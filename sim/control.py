@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.partition import partition
+from esa.spec import Policy
 from sim.params import EQUAL_PRIORITY, Net, Scheme
 from sim.priority import Running, job_priorities
 
@@ -34,10 +35,12 @@ def priorities(
 class Partitions:
     """Which job may stream and through which slots (``part_base, part_size``)."""
 
-    def __init__(self, scheme: Scheme, pool_size: int, size: int) -> None:
+    def __init__(self, scheme: Scheme, pool_size: int, size: int, homes: bool = False) -> None:
         """``size``: slots of a STATIC_BDP or STATIC_FB partition (one
-        bandwidth-delay product of the switch's path, ``Net.bdp_partition``)."""
+        bandwidth-delay product of the switch's path, ``Net.bdp_partition``);
+        ``homes``: ``Net.esa_homes``."""
         self.scheme = scheme
+        self.homes = homes and scheme.policy is Policy.ESA
         self.pool_size = pool_size
         self.size = size
         self.free = list(range(pool_size // self.size))
@@ -73,9 +76,14 @@ class Partitions:
                 admitted.append(nxt)
         return admitted
 
-    def layout(self) -> dict[int, tuple[int, int]]:
+    def layout(self, prios: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """``job -> (part_base, part_size)`` of every running job; (0, 0)
-        under the shared-pool schemes and for a STATIC_FB job without one."""
+        under the shared-pool schemes and for a STATIC_FB job without one;
+        ESA's homes go by ``prios`` (job -> priority), highest first."""
+        if self.homes:
+            rank = dict(prios or {})
+            order = sorted(self.running, key=lambda j: -rank.get(j, 0))
+            return partition(self.pool_size, order, ranked=True)
         if self.scheme in (Scheme.STATIC_BDP, Scheme.STATIC_FB):
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)

@@ -41,7 +41,7 @@ class PacketSim(HostSim):
         self.pool_size = pool_size
         squat = net.squat_us_for(scheme)
         self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us, squat)
-        self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
+        self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size), net.esa_homes)
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
         self.switch_queue: deque[tuple[Packet, int]] = deque()
         self.switch_busy = False
@@ -67,7 +67,7 @@ class PacketSim(HostSim):
         held = {jid: cfg.priority for jid, cfg in self.switch.jobs.items()}
         ranked = [(j.spec, j.iters_done, j.admitted_at * 1e-9) for j in running]
         prios = priorities(self.scheme, self.net, ranked, held)
-        layout = self.parts.layout()
+        layout = self.parts.layout(prios)
         for job in running:
             jid = job.spec.job
             job.part_base, job.part_size = layout[jid]

@@ -122,6 +122,12 @@ class Net:
     know their partition, so their chunks collide inside it)."""
     aging_period_s: float = DEFAULT_AGING_PERIOD_S
     """the controller's aging period (``esa-ctl serve --aging-period``)."""
+    esa_homes: bool = False
+    """packet model only: under the ESA schemes the controller gives every
+    running job a home, its share of the equal split, in priority order
+    (``esa-ctl policy esa``, ``controller.partition``), and only a job the
+    pool has no home for hashes; False: every job hashes over the pool (the
+    paper's ESA, and what the fluid model solves)."""
     report_progress: bool = True
     """esa-srpt / esa-aging: a job reports its remaining bytes to the
     controller at each iteration boundary (``esa-ctl progress``); False: only

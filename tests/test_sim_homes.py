@@ -1,0 +1,47 @@
+"""ESA's homes in the packet model (``Net.esa_homes``, ``sim.homes``)."""
+
+from __future__ import annotations
+
+from sim import homes
+from sim.control import Partitions
+from sim.params import Scheme
+from testbed.run import scenario as scn
+
+
+def test_esa_homes_go_to_the_highest_priority_jobs_first() -> None:
+    parts = Partitions(Scheme.ESA, 2, 1, homes=True)
+    for job in (1, 2, 3):
+        parts.request(job)
+    assert parts.layout({1: 20, 2: 100, 3: 200}) == {1: (0, 0), 2: (0, 1), 3: (1, 1)}
+    assert Partitions(Scheme.ESA, 2, 1).layout() == {}
+    hashed = Partitions(Scheme.ESA, 2, 1)
+    hashed.request(1)
+    assert hashed.layout({1: 5}) == {1: (0, 0)}
+    static = Partitions(Scheme.STATIC_EQUAL, 2, 1, homes=True)
+    for job in (1, 2, 3):
+        static.request(job)
+    assert static.layout({1: 20, 2: 100, 3: 200}) == {1: (0, 1), 2: (1, 1), 3: (0, 0)}
+
+
+ROOMY = scn.from_json(
+    {
+        "pool_size": 16,
+        "link": {"bw_mbps": 0.25},
+        "window": 8,
+        "jobs": [
+            {"job": 1, "workers": 2, "values": 8192, "iterations": 4, "priority": 20},
+            {"job": 2, "workers": 3, "values": 8192, "iterations": 4, "priority": 100},
+            {"job": 3, "workers": 4, "values": 8192, "iterations": 4, "priority": 200},
+        ],
+    }
+)
+"""Three jobs of fan-in 2, 3 and 4 in a 16-slot pool: a home for each."""
+
+
+def test_with_lagging_workers_homes_place_chunks_as_the_equal_split_and_hashing_loses() -> None:
+    """On 0.25 Mbit/s links with workers up to 10 ms apart: every job has a
+    home, so ESA places chunks as the equal split does; hashing lets the
+    jobs' held slots collide."""
+    avg = homes.compare(ROOMY, 10.0)
+    assert avg["esa homes"] == avg["static-equal"]
+    assert avg["esa hashed"] > 1.2 * avg["esa homes"]
