@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +85,8 @@ class FluidSim:
         self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.now = 0.0
         self.dirty = False
+        self.roster_changed = False
+        """a job was admitted or finished: the live jobs are to be listed again."""
         self.prios: dict[int, int] = {}
         """the priorities last given to the running jobs."""
         self.jobs: dict[int, FluidJob] = {}
@@ -104,18 +107,21 @@ class FluidSim:
     def run(self) -> dict[int, float]:
         pending = sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_s, j.spec.job))
         live: list[FluidJob] = []
+        stream, off = Phase.STREAM, (Phase.QUEUED, Phase.DONE)  # (Enum lookups are slow)
         while pending or live:
             t_arr = pending[0].spec.arrival_s * 1e9 if pending else math.inf
-            t = min(t_arr, min((j.t_next for j in live), default=math.inf))
+            t = min(t_arr, min([j.t_next for j in live], default=math.inf))
             for j in live:
-                if j.phase is Phase.STREAM:
+                if j.phase is stream:
                     j.remaining -= j.flow.rate * (t - self.now)
             self.now = t
             while pending and pending[0].spec.arrival_s * 1e9 <= t:
                 self._arrive(pending.pop(0))
             for j in [j for j in live if j.t_next <= t]:
                 self._advance(j)
-            live = [j for j in self.jobs.values() if j.phase not in (Phase.QUEUED, Phase.DONE)]
+            if self.roster_changed:
+                live = [j for j in self.jobs.values() if j.phase not in off]
+                self.roster_changed = False
             if self.dirty:
                 self._resolve(live)
         return {jid: j.finish * 1e-9 - j.spec.arrival_s for jid, j in self.jobs.items()}
@@ -126,6 +132,7 @@ class FluidSim:
             self._admit([j.spec.job])
 
     def _admit(self, ids: list[int]) -> None:
+        self.roster_changed = True
         for jid in ids:
             j = self.jobs[jid]
             j.admitted_at = self.now
@@ -146,7 +153,7 @@ class FluidSim:
     # a job's iterations ---------------------------------------------------
     def _start_iteration(self, j: FluidJob) -> None:
         start = self.now
-        park, idle, stream = (float(x) for x in j.marks[j.it])
+        park, idle, stream = j.marks[j.it].tolist()
         plan = [(start + park, Phase.PARK), (start + idle, Phase.IDLE)]
         j.plan = [(t, p) for t, p in plan if t < start + stream]
         j.plan.append((start + stream, Phase.STREAM))
@@ -184,16 +191,21 @@ class FluidSim:
                 self._reprioritise()
             return
         j.phase, j.finish, j.t_next = Phase.DONE, self.now, math.inf
+        self.roster_changed = True
         admitted = self.parts.release(j.spec.job)
         self._reprioritise()
         self._admit(admitted)
 
-    def _parked(self) -> list[Parked]:
-        return [(j.flow.prio, j.parked) for j in self.jobs.values() if j.phase is Phase.PARK]
+    def _parked(self, among: Iterable[FluidJob] | None = None) -> list[Parked]:
+        """The jobs parking, of ``among`` (default: all), in job order."""
+        park = Phase.PARK
+        jobs = self.jobs.values() if among is None else among
+        return [(j.flow.prio, j.parked) for j in jobs if j.phase is park]
 
     def _resolve(self, live: list[FluidJob]) -> None:
-        streaming = [j for j in live if j.phase is Phase.STREAM]
-        solve([j.flow for j in streaming], self._parked(), self.paths, self.net)
+        stream = Phase.STREAM
+        streaming = [j for j in live if j.phase is stream]
+        solve([j.flow for j in streaming], self._parked(live), self.paths, self.net)
         for j in streaming:
             j.t_next = self.now + max(0.0, j.remaining) / j.flow.rate
         self.dirty = False

@@ -43,7 +43,10 @@ window of at most the partition.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,16 +135,21 @@ class Paths:
         return self.lat_ps_base + workers * self.tx
 
     def hold(
-        self, rate: np.ndarray, lat: np.ndarray, skew: np.ndarray, lag_spread: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per flow: (ns a chunk keeps its slot from others, ns it sits idle
-        and may be taken, ns it queues at its PS shard, ns from its first
-        contribution to its last)."""
-        slack = np.maximum(0.0, self.window / rate - lat)
+        self, rate: float, lat: float, skew: float, lag_spread: float
+    ) -> tuple[float, float, float, float]:
+        """Of one flow: (ns a chunk keeps its slot from others, ns it sits
+        idle and may be taken, ns it queues at its PS shard, ns from its
+        first contribution to its last).
+
+        The solve's innermost step: ``min`` and ``max`` are spelled out, as
+        ``x if x < y else y`` is several times cheaper than a builtin call."""
+        slack = self.window / rate - lat
+        slack = slack if slack > 0.0 else 0.0
         line = rate * self.tx >= 1 - 1e-9
-        queue = np.where(line, 0.0, slack)
-        partial = np.where(line, np.minimum(slack, skew), 0.0) + lag_spread
-        blk = np.minimum(partial, self.squat) if self.squat > 0 else partial
+        queue = 0.0 if line else slack
+        partial = ((skew if skew < slack else slack) if line else 0.0) + lag_spread
+        squat = self.squat
+        blk = (squat if squat < partial else partial) if squat > 0 else partial
         idle = partial - blk
         if self.atp:
             blk = blk + self.hold_ps + queue
@@ -166,13 +174,29 @@ class Paths:
         one, on average, for half of it.  A lost marker strands the chunk
         when its next contribution finds the slot free (``1 - occupied``)."""
         marks = float((rate * to_ps).sum()) / self.pool
+        vacant = 1 - min(1.0, occupied)
+        share = [
+            self.strand_share(marks, float(p), float(b), float(s), vacant)
+            for p, b, s in zip(to_ps, blocked, span, strict=True)
+        ]
+        return np.array(share), *self.strand_wait(float(rate.sum()))
+
+    def strand_share(
+        self, marks: float, to_ps: float, blocked: float, span: float, vacant: float
+    ) -> float:
+        """``stranded``'s share of one flow, given the markers written per
+        slot and ns (``marks``) and the share of slots free (``vacant``)."""
         exposed = span * (blocked + (to_ps - blocked) / 2)
-        lost = -np.expm1(-marks * exposed / np.maximum(to_ps, 1e-12))
-        share = to_ps * lost * (1 - min(1.0, occupied))
+        lost = -math.expm1(-marks * exposed / (1e-12 if to_ps < 1e-12 else to_ps))
+        return to_ps * lost * vacant
+
+    def strand_wait(self, total_rate: float) -> tuple[float, float]:
+        """``stranded``'s wait and the part of it that keeps others out,
+        given the chunks per ns of all the streaming jobs together."""
         if self.squat <= 0:
-            return share, self.pull, self.pull
-        wait = min(self.pull, self.squat + self.pool / max(float(rate.sum()), 1e-12))
-        return share, wait, min(wait, self.squat)
+            return self.pull, self.pull
+        wait = min(self.pull, self.squat + self.pool / max(total_rate, 1e-12))
+        return wait, min(wait, self.squat)
 
 
 @functools.cache
@@ -197,6 +221,38 @@ def self_blocked(pool: int, held: np.ndarray) -> np.ndarray:
     return np.searchsorted(dist, held, side="right") / len(dist)
 
 
+@functools.cache
+def reuse_list(pool: int) -> list[float]:
+    """``reuse_distances`` as a list, for ``bisect``: ``self_blocked`` of one
+    job is ``bisect_right(reuse_list(pool), held) / len(reuse_list(pool))``."""
+    return [float(d) for d in reuse_distances(pool)]
+
+
+def array_sum(xs: Sequence[float]) -> float:
+    """``np.sum`` of ``xs``, rounding included: numpy adds pairwise, fewer
+    than 8 numbers one by one, up to 128 in 8 running sums, more by halves.
+    The solve runs on lists, and a different rounding could flip its
+    convergence test and so move its result by far more than a rounding."""
+    n = len(xs)
+    if n < 8:
+        total = 0.0
+        for x in xs:
+            total += x
+        return total
+    if n > 128:
+        half = n // 2 - n // 2 % 8
+        return array_sum(xs[:half]) + array_sum(xs[half:])
+    acc = list(xs[:8])
+    tail = n - n % 8
+    for i in range(8, tail, 8):
+        for j in range(8):
+            acc[j] += xs[i + j]
+    total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    for x in xs[tail:]:
+        total += x
+    return total
+
+
 Parked = tuple[int, float]
 """A job whose early workers have chunks parked in the pool: (priority, slots)."""
 
@@ -217,15 +273,19 @@ def solve(flows: list[Flow], parked: list[Parked], paths: Paths, net: Net) -> No
         solve_static(flows, paths, net)
     else:
         solve_shared(flows, parked, paths)
-    per_chunk = [f.workers + (1.0 if paths.atp else f.to_ps) for f in flows]
-    share_switch(flows, per_chunk, net)
+    if net.switch_pkt_ns > 0:  # else the switch serves any load
+        per_chunk = [f.workers + (1.0 if paths.atp else f.to_ps) for f in flows]
+        share_switch(flows, per_chunk, net)
 
 
 def solve_static(flows: list[Flow], paths: Paths, net: Net) -> None:
     """Each job alone in its partition: window-, link- or PS-bound; a job
     without a partition (more jobs than slots) streams through its PS."""
+    windows: dict[int, int] = {}  # by partition size (the jobs' are mostly equal)
     for f in flows:
-        f.window = net.static_window(Scheme.STATIC_BDP, f.part)
+        if f.part not in windows:
+            windows[f.part] = net.static_window(Scheme.STATIC_BDP, f.part)
+        f.window = windows[f.part]
         if f.part == 0:
             f.to_ps = 1.0
             f.latency = paths.lat_ps(f.workers) + f.lag_max
@@ -244,7 +304,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     the collisions the others' slots cause: the iteration is damped.  Under
     ESA a job holds slots only for its workers' gap and lag spread, and a few
     rounds settle it; with its workers in lockstep and nothing parked it
-    holds none, and there is nothing to solve."""
+    holds none, and there is nothing to solve.
+
+    A solve rarely sees more than a few jobs, so it runs on lists of floats
+    (numpy's per-call cost would dominate), with numpy's rounding
+    (``array_sum``, ``level_sums``); ``min`` and ``max`` of two are spelled
+    out in the loop, as in ``Paths.hold``."""
     if not flows:
         return
     tx, w, pool = paths.tx, paths.window, paths.pool
@@ -257,65 +322,95 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     prios = [f.prio for f in flows] + [p for p, _ in parked]
     levels = sorted(set(prios)) if paths.ranked else [0]
     index = {p: i for i, p in enumerate(levels)}
-    lvl = np.array([index[p] if paths.ranked else 0 for p in prios])
+    lvl = [index[p] if paths.ranked else 0 for p in prios]
     n, n_lv = len(flows), len(levels)
     lvl_f = lvl[:n]
-    workers = np.array([f.workers for f in flows], dtype=float)
-    skew = np.array([f.skew for f in flows])
-    lag_spread = np.array([f.lag_spread for f in flows])
-    lag_max = np.array([f.lag_max for f in flows])
-    lat_ps = paths.lat_ps_base + workers * tx
-    fresh = np.array([f.rate == 0.0 for f in flows])
-    lat = np.where(fresh, paths.lat_ok + lag_max, [f.latency for f in flows])
-    rate = np.where(fresh, np.minimum(1 / tx, w / lat), [f.rate for f in flows])
-    held = np.where(
-        fresh, rate * paths.hold(rate, lat, skew, lag_spread)[0], [f.held for f in flows]
-    )
-    to_ps = np.array([f.to_ps for f in flows])
-    logs = np.log1p(-np.minimum(BLOCK_CAP, np.array([*held, *(b for _, b in parked)]) / pool))
+    fl = range(n)
+    workers = [float(f.workers) for f in flows]
+    skew = [f.skew for f in flows]
+    lag_spread = [f.lag_spread for f in flows]
+    lag_max = [f.lag_max for f in flows]
+    lat_ps = [paths.lat_ps_base + k * tx for k in workers]
+    lat = [paths.lat_ok + f.lag_max if f.rate == 0.0 else f.latency for f in flows]
+    rate = [min(1 / tx, w / lat[i]) if f.rate == 0.0 else f.rate for i, f in enumerate(flows)]
+    # each flow's paths.hold at its current rate and latency, kept up to date
+    holds = [paths.hold(rate[i], lat[i], skew[i], lag_spread[i]) for i in fl]
+    held = [rate[i] * holds[i][0] if f.rate == 0.0 else f.held for i, f in enumerate(flows)]
+    to_ps = [f.to_ps for f in flows]
+    logs = [math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]]
     parked_slots = sum(b for _, b in parked)
-    damp = 0.7 if paths.atp else 1.0
+    atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
+    damp = 0.7 if atp else 1.0
+    line_rate = 1 / tx
+    dist = reuse_list(pool)
+    f_b, new_to_ps, span = [0.0] * n, [0.0] * n, [0.0] * n
     for _ in range(ROUNDS):
+        rate_sum = array_sum(rate)
         if paths.ranked:
-            free_ge = suffix_sums(np.bincount(lvl, weights=logs, minlength=n_lv))
-            rate_ge = suffix_sums(np.bincount(lvl_f, weights=rate, minlength=n_lv))
-            free = np.exp(free_ge[lvl_f] - logs[:n])
-            higher, total = rate_ge[lvl_f + 1], rate_ge[0]
+            # per flow: log of the share of slots free of the chunks at its
+            # level or above (its own included, taken out below)
+            free_ge = level_sums(lvl, logs, n_lv)
+            log_free = [free_ge[k] for k in lvl_f]
+            rate_ge = level_sums(lvl_f, rate, n_lv)
+            higher, total = [rate_ge[k + 1] for k in lvl_f], rate_ge[0]
         else:
-            free = np.exp(logs.sum() - logs[:n])
-            higher, total = 0.0, rate.sum()
-        t_blk, t_idle, _, span = paths.hold(rate, lat, skew, lag_spread)
-        own = self_blocked(pool, rate * t_blk)
-        f_b = np.minimum(BLOCK_CAP, 1 - free * (1 - own))
-        new_to_ps = f_b
-        if not paths.atp:
-            evict = 1 - np.exp(-(higher * t_blk + (total - rate) * t_idle) / pool)
-            new_to_ps = f_b + (1 - f_b) * evict
-        occupied = (held.sum() + parked_slots) / pool
-        strand, wait, keep = paths.stranded(rate, new_to_ps, f_b, span, occupied)
-        lat = (1 - new_to_ps) * paths.lat_ok + new_to_ps * lat_ps + strand * wait + lag_max
-        per_chunk = ((1 - new_to_ps) + new_to_ps * workers) / paths.shards
-        new = np.minimum(np.minimum(1 / tx, 1 / (per_chunk * paths.ps_cost)), w / lat)
-        moved = max(float((np.abs(new - rate) / new).max()), float(np.abs(new_to_ps - to_ps).max()))
-        rate = rate + damp * (new - rate)
-        t_blk = paths.hold(rate, lat, skew, lag_spread)[0]
-        target = (1 - f_b) * rate * t_blk + rate * strand * keep
-        moved = max(moved, float((np.abs(target - held) / np.maximum(target, 1.0)).max()))
-        to_ps = new_to_ps
-        held = held + damp * (target - held)
-        logs[:n] = np.log1p(-np.minimum(BLOCK_CAP, held / pool))
+            log_free = [array_sum(logs)] * n
+            higher, total = [0.0] * n, rate_sum
+        for i in fl:
+            t_blk, t_idle, _, span[i] = holds[i]
+            own = bisect.bisect_right(dist, rate[i] * t_blk) / len(dist)  # self_blocked
+            b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
+            f_b[i] = new_to_ps[i] = b = b if b < BLOCK_CAP else BLOCK_CAP
+            if not atp:
+                load = higher[i] * t_blk + (total - rate[i]) * t_idle
+                evict = 1 - math.exp(-load / pool)
+                new_to_ps[i] = b + (1 - b) * evict
+        vacant = 1 - min(1.0, (array_sum(held) + parked_slots) / pool)
+        marks = array_sum([rate[i] * new_to_ps[i] for i in fl]) / pool
+        wait, keep = paths.strand_wait(rate_sum)
+        moved = 0.0
+        for i in fl:
+            p, r = new_to_ps[i], rate[i]
+            strand = paths.strand_share(marks, p, f_b[i], span[i], vacant)
+            lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
+            ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
+            # the least of the line rate, the PS bound and the window (Little's law)
+            new = ps_bound if ps_bound < line_rate else line_rate
+            new = w / lat[i] if w / lat[i] < new else new
+            step = abs(new - r) / new
+            moved = step if step > moved else moved
+            step = abs(p - to_ps[i])
+            moved = step if step > moved else moved
+            rate[i] = r = r + damp * (new - r)
+            holds[i] = paths.hold(r, lat[i], skew[i], lag_spread[i])
+            target = (1 - f_b[i]) * r * holds[i][0]
+            target += r * strand * keep
+            step = abs(target - held[i]) / (1.0 if target < 1.0 else target)
+            moved = step if step > moved else moved
+            to_ps[i] = p
+            held[i] = h = held[i] + damp * (target - held[i])
+            logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
         if moved < CONVERGED:
             break
-    queue = paths.hold(rate, lat, skew, lag_spread)[2]
     for i, f in enumerate(flows):
         f.window = w
-        f.rate, f.latency, f.held = float(rate[i]), float(lat[i]), float(held[i])
-        f.to_ps, f.queue = float(to_ps[i]), float(queue[i])
+        f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
+        f.queue = holds[i][2]
 
 
-def suffix_sums(x: np.ndarray) -> np.ndarray:
-    """``out[i] = x[i:].sum()``, with one trailing 0."""
-    return np.append(np.cumsum(x[::-1])[::-1], 0.0)
+def level_sums(lvl: list[int], x: list[float], n_lv: int) -> list[float]:
+    """``out[k]``: the sum of ``x`` over the entries of level ``k`` or
+    above, with one trailing 0 (numpy's bincount and reversed cumsum, in
+    the same order)."""
+    bins = [0.0] * n_lv
+    for k, v in zip(lvl, x, strict=True):
+        bins[k] += v
+    out = [0.0] * (n_lv + 1)
+    acc = 0.0
+    for k in range(n_lv - 1, -1, -1):
+        acc += bins[k]
+        out[k] = acc
+    return out
 
 
 def share_switch(flows: list[Flow], per_chunk: list[float], net: Net) -> None:
