@@ -50,7 +50,7 @@ def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:
     ]
     assert all(r["jct_s"] > 0 and r["exact"] and not r["failed"] for r in rows)
     assert (out / "jct.png").stat().st_size > 0
-    assert json.loads((out / "scenario.json").read_text())["pool_size"] == 64
+    assert json.loads((out / "scenario.json").read_text())["pool_size"] == 2
     with (out / "slots.csv").open() as f:
         samples = list(csv.DictReader(f))
     assert {s["policy"] for s in samples} == {"esa", "atp"}

@@ -23,10 +23,11 @@ SHARDS = scn.SCENARIOS / "shards.json"
 
 
 def test_default_scenario_is_the_contest() -> None:
-    """Jobs arriving over time, computing between iterations, more windows
-    than the pool holds, static partitions of one window each."""
+    """Jobs arriving over time, computing between iterations, on links that
+    bound the run; memory scarce: more jobs than the pool has homes for,
+    and fewer SwitchML partitions than jobs."""
     s = scn.load(DEFAULT)
-    assert s.policies == ("esa", "atp", "static")
+    assert s.policies == ("esa", "atp", "static", "static-equal")
     assert len(s.jobs) >= 4
     specs = [j.spec for j in s.jobs]
     assert len({j.values for j in specs}) > 1, "the default run mixes job sizes"
@@ -34,17 +35,25 @@ def test_default_scenario_is_the_contest() -> None:
     assert len({j.arrival_s for j in specs}) == len(specs), "jobs arrive one by one"
     assert all(j.compute_s > 0 and 0 < j.jitter < 1 for j in specs)
     assert all(j.placement is None for j in s.jobs)
-    assert s.part_size == s.window
+    assert s.link == {"bw_mbps": 0.25}
+    assert s.pool_size < len(s.jobs), "fewer homes than jobs"
     assert s.pool_size // s.part_size < len(s.jobs), "fewer partitions than jobs"
-    assert s.window * len(s.jobs) > s.pool_size
 
 
 def test_priority_scenario_is_fixed_priority_contention() -> None:
     s = scn.load(PRIORITY)
     assert [j.spec.workers for j in s.jobs] == [2, 3, 4]
     assert [j.spec.priority for j in s.jobs] == [20, 100, 200]
-    assert {j.spec.values for j in s.jobs} == {8192}
-    assert s.pool_size == 16 and s.part_size == 8
+    assert len({j.spec.values for j in s.jobs}) == 1
+    assert s.pool_size < len(s.jobs) and s.link == {"bw_mbps": 0.25}
+
+
+def test_static_equal_is_the_static_policy_with_the_equal_split() -> None:
+    """``part_size`` is SwitchML's: ESA and static-equal run the equal split."""
+    assert scn.controller_policy("static-equal", 16) == ("static", 0)
+    assert scn.controller_policy("static", 16) == ("static", 16)
+    assert scn.controller_policy("esa", 16) == ("esa", 0)
+    assert scn.controller_policy("atp", 16) == ("atp", 0)
 
 
 JOB_TIMES = r"job 1: arrival_s and compute_s must be >= 0, jitter in \[0, 1\)"
@@ -110,7 +119,7 @@ def _write(tmp_path: Path, **changes: Any) -> Path:
     ("changes", "message"),
     [
         ({"policies": ["esa", "fifo"]}, "unknown policy 'fifo'"),
-        ({"part_size": 65}, r"part_size must be 0..pool_size \(64\)"),
+        ({"part_size": 3}, r"part_size must be 0..pool_size \(2\)"),
         ({"part_size": -1}, "part_size must be"),
         ({"timeout_s": 0}, "timeout_s, sample_s and rto_s must be positive"),
         ({"link": {"loss_pct": 100}}, r"loss must be a percentage in \[0, 100\)"),
@@ -137,7 +146,7 @@ def test_topology_and_link_fields(tmp_path: Path) -> None:
     """No topology means the single switch; ``link`` keeps only what it sets,
     null bandwidth (unlimited) included, and the flags add to it."""
     raw = json.loads(DEFAULT.read_text())
-    del raw["topology"]
+    del raw["topology"], raw["link"]
     path = tmp_path / "plain.json"
     path.write_text(json.dumps(raw))
     assert (scn.load(path).topology, scn.load(path).link) == ("single", {})
@@ -167,7 +176,7 @@ def test_overrides() -> None:
     assert (s.pool_size, s.policies, s.link, s.part_size) == (
         16,
         ("esa", "atp"),
-        {"loss_pct": 5.0},
+        {"bw_mbps": 0.25, "loss_pct": 5.0},
         4,
     )
     assert s.timeout_s == 5.0
@@ -181,7 +190,7 @@ def test_overrides() -> None:
 
 def test_overrides_are_checked() -> None:
     with pytest.raises(ValueError, match="part_size must be"):
-        scn.apply_overrides(scn.load(DEFAULT), _overrides("--pool", "8"))
+        scn.apply_overrides(scn.load(DEFAULT), _overrides("--pool", "1"))
     with pytest.raises(ValueError, match="no job 9"):
         scn.apply_overrides(scn.load(DEFAULT), _overrides("--fault", "kill-worker=9:0@1"))
 
