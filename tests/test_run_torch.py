@@ -42,7 +42,7 @@ def test_torch_scenario_and_flag() -> None:
     assert torchjobs.prepare(synthetic) is synthetic
     trained = torchjobs.prepare(scn.apply_overrides(synthetic, _overrides("--train", "torch")))
     assert trained.train == scn.TORCH
-    assert [j.spec.values for j in trained.jobs] == [32785, 16360, 8185, 24610, 4060]
+    assert [j.spec.values for j in trained.jobs] == [4060, 2035, 1060, 3085, 1060]
     with pytest.raises(ValueError, match="unknown train 'keras' \\(known: synthetic, torch\\)"):
         scn.check(scn.Scenario(jobs=s.jobs, train="keras"))
 
