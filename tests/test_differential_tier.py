@@ -127,7 +127,10 @@ class Tiered:
         programmed from what each switch holds, counters from zero."""
         for job in list(self.ctl.state.jobs):
             self.ctl.remove(JobRef(job))
-        self.ctl.policy(PolicyRequest(policy.name.lower(), LONG_US, LONG_US))
+        # ESA: one home per switch, the whole pool, for the highest-ranked job
+        # there; the others hash into it and preempt by priority
+        part = POOL if policy is Policy.ESA else 0
+        self.ctl.policy(PolicyRequest(policy.name.lower(), LONG_US, LONG_US, part))
         for job, (workers, ps, prio) in JOBS.items():
             self.ctl.admit(AdmitRequest(job=job, workers=workers, ps=ps, priority=prio))
         resets = "\n".join(f"register_reset {register(r.name)}" for r in spec.SLOT_REGISTERS)

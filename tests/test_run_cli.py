@@ -75,7 +75,7 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
 
         # by hand: esa-ctl from the prompt, the PS and workers in the hosts' shells
         term.send("esa admit 9 --workers h4 h5 --ps h6 --priority 100")
-        term.expect(r"9 +100 +static +0\+0 +h6 +h4,h5\n", 30)
+        term.expect(r"9 +100 +static +0\+16 +h6 +h4,h5\n", 30)  # its home: the whole pool
         term.expect(PROMPT, 5)
         term.send("h6 esa-ps --job 9:2 --switch-addr 10.0.0.254 > /dev/null 2>&1 &")
         term.expect(PROMPT, 10)
@@ -87,7 +87,7 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
         assert report["sha256"] == expected_digests(JobSpec(9, 2, 4096, 3))
         term.expect(PROMPT, 10)
         term.send("h1 esa-ctl jobs")
-        term.expect(r"9 +100 +static +0\+0 +h6 +h4,h5\n", 30)
+        term.expect(r"9 +100 +static +0\+16 +h6 +h4,h5\n", 30)  # its home: the whole pool
         term.expect(PROMPT, 5)
         term.send("esa remove 9")
         term.expect(PROMPT, 30)

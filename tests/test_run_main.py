@@ -28,7 +28,7 @@ def test_a_topology_too_small_for_the_jobs(
     path = tmp_path / "five.json"
     path.write_text(json.dumps(topo))
     assert refusal(capsys, "--topology", str(path)) == (
-        "run: the jobs need 16 hosts (workers and PSes), topology five has 5: "
+        "run: the jobs need 15 hosts (workers and PSes), topology five has 5: "
         "use a larger topology or fewer jobs\n"
     )
 
