@@ -34,6 +34,8 @@ priority only when it does not.  ATP ignores partitions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 Parts = dict[int, tuple[int, int]]
 """``job -> (part_base, part_size)``; size 0 means no partition."""
 
@@ -54,6 +56,12 @@ def partition(
     if part_size == 0:
         return equal_split(pool_size, jobs)
     return fixed(pool_size, jobs, part_size, previous or {}, ranked)
+
+
+def by_priority(jobs: list[int], prios: Mapping[int, int]) -> list[int]:
+    """``jobs`` highest priority first, ties kept in the given order: the
+    order in which ESA hands out homes (``ranked``)."""
+    return sorted(jobs, key=lambda j: -prios[j])
 
 
 def equal_split(pool_size: int, jobs: list[int]) -> Parts:

@@ -49,7 +49,7 @@ from controller.entries import (
     SwitchEntries,
 )
 from controller.fabric import Fabric, JobRole
-from controller.partition import partition
+from controller.partition import by_priority, partition
 from controller.priority import Admission, priorities
 from controller.state import JobRecord, State
 from controller.topology import Host, ip_to_int, mac_to_int
@@ -203,7 +203,7 @@ def device_entries(
     order = [r.job for r in sorted(summing, key=lambda r: (r.admitted_at, r.job))]
     esa = state.policy.policy is Policy.ESA
     if esa:
-        order.sort(key=lambda j: -prios[j])
+        order = by_priority(order, prios)
     kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
     parts = {r.job: (0, 0) for r in here}
     parts |= partition(pool_size, order, state.part_size, kept, ranked=esa)

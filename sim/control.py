@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from controller.partition import partition
+from controller.partition import by_priority, partition
 from esa.spec import Policy
 from sim.params import EQUAL_PRIORITY, Net, Scheme
 from sim.priority import Running, job_priorities
@@ -81,9 +81,9 @@ class Partitions:
         under the shared-pool schemes and for a STATIC_FB job without one;
         ESA's homes go by ``prios`` (job -> priority), highest first."""
         if self.homes:
-            rank = dict(prios or {})
-            order = sorted(self.running, key=lambda j: -rank.get(j, 0))
-            return partition(self.pool_size, order, ranked=True)
+            if prios is None:
+                raise ValueError("ESA's homes are handed out by priority: give prios")
+            return partition(self.pool_size, by_priority(self.running, prios), ranked=True)
         if self.scheme in (Scheme.STATIC_BDP, Scheme.STATIC_FB):
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)
