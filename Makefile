@@ -21,7 +21,7 @@ help:
 	@echo "make run     - a multi-job run on Mininet under each policy, with JCT tables (RUN_ARGS=...)"
 	@echo "make cli     - the same network, switch and controller at a mininet> prompt, no jobs started"
 	@echo "make stop    - end a run left behind (its processes, work directory and PID file)"
-	@echo "make sim     - the cluster-scale simulator: one point per regime, 5 seeds (under a minute)"
+	@echo "make sim     - the cluster-scale simulator: one point per regime, 3 seeds, and the pool and PS-shard curves"
 	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
 	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"

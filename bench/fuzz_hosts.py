@@ -153,17 +153,21 @@ def worker_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
 
 def control_kinds(to_ps: bool, fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
     """Junk for a control port: garbage, and well-formed messages of a
-    process nobody knows (a random nonce) for the last finished call."""
+    process nobody knows (a random nonce) for the last finished call, not
+    sealed with the job's key: the PS drops them as ``auth``, a worker, whose
+    nonce they lack, as ``stranger``."""
     types = [ControlType.STATUS] if to_ps else [ControlType.GO, ControlType.REJECT]
 
     def stranger(r: random.Random, _seq: int) -> bytes:
-        msg = codec.Control(r.choice(types), 0, JOB, r.randrange(fan_in), 0, r.getrandbits(32))
+        msg = codec.Control(
+            r.choice(types), 0, JOB, r.randrange(fan_in), 0, r.getrandbits(32), counter=1
+        )
         return codec.encode_control(msg)
 
     return {
         "length": (lambda r, s: r.randbytes(r.randrange(wire.CONTROL_BYTES)), Drop.CONTROL),
         "magic": (lambda r, s: b"\0\0" + r.randbytes(wire.CONTROL_BYTES - 2), Drop.CONTROL),
-        "stranger": (stranger, Drop.STRANGER),
+        "stranger": (stranger, Drop.AUTH if to_ps else Drop.STRANGER),
     }
 
 
@@ -302,7 +306,9 @@ def run(
             while not e.wait(0.1) and not stop.is_set():
                 pass
             e.clear()
-        last = (workers[0].next_base - 1) % (1 << 32)
+        c = workers[0].cur
+        assert c is not None
+        last = (c.first + c.n - 1) % (1 << 32)
         for target in targets:
             kinds = [k for k in target.kinds if mutate or k != "mutated"]
             count = counts.pop()

@@ -76,13 +76,12 @@ def drive(w: Worker, x: np.ndarray, trace: Trace) -> None:
 
 
 def run(
-    loss: float, iters: int, size: int, fan_in: int, window: int, rto: float, stall: float,
-    control: bool,
+    loss: float, iters: int, size: int, fan_in: int, window: int, rto: float, stall: float
 ) -> str:  # fmt: skip
     seeds = itertools.count(100)
     traces = [Trace() for _ in range(fan_in)]
     with LoopRig(
-        fan_in, job=JOB, loss=loss, stall=stall, agree=control,
+        fan_in, job=JOB, loss=loss, stall=stall,
         sockets=lambda: LossyTransport(loss, next(seeds)),
     ) as rig:  # fmt: skip
         workers = [rig.worker(i, window=window, rto=rto) for i in range(fan_in)]
@@ -119,12 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--rto", type=float, default=0.05)
     p.add_argument("--stall", type=float, default=0.2)
-    p.add_argument("--no-control", action="store_true", help="no call agreement (no barrier)")
     a = p.parse_args(argv)
     for loss in a.loss:
-        line = run(
-            loss, a.iters, a.size, a.fan_in, a.window, a.rto, a.stall, control=not a.no_control
-        )
+        line = run(loss, a.iters, a.size, a.fan_in, a.window, a.rto, a.stall)
         print(line, flush=True)
     return 0
 

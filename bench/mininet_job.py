@@ -72,8 +72,9 @@ def mininet_job(
         try:
             ctl.policy("esa", scenario.stale_us, scenario.squat_us, scenario.part_size)
             ctl.admit(spec, hosts.placement)
-            pses = start_pses(world, (spec,))
+            pses: dict[str, subprocess.Popen[str]] = {}
             try:
+                start_pses(world, (spec,), pses)
                 yield world, scenario, hosts
             finally:
                 stop_pses(world, pses)

@@ -29,7 +29,6 @@ DDP compares the hooks' annotations with ``GradBucket`` and
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,14 +38,14 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch._C._distributed_c10d import GradBucket
+from torch._C._distributed_c10d import GradBucket, TCPStore
 from torch.nn.parallel import DistributedDataParallel
 
 from bench import mininet_job
 from esa.job import JobSpec
 from examples.torch_digits import load, make_model
 from hosts.torch_hook import EsaHookState, TensorBucket, esa_hook
-from testbed.loopjob import LoopJob, ddp_env, free_port
+from testbed.loopjob import LOCAL, LoopJob, ddp_env
 from testbed.paths import ROOT
 from testbed.run import torchjobs
 
@@ -154,16 +153,21 @@ def collect(procs: list[subprocess.Popen[str]]) -> list[dict[str, float]]:
 
 
 def run_loopback(argv: Sequence[str]) -> list[dict[str, float]]:
-    master = free_port(socket.SOCK_STREAM)
+    """The workers on this machine, meeting at a rendezvous store held here;
+    each inherits the socket the loopback job bound for it."""
+    store = TCPStore(LOCAL, 0, WORKERS, is_master=True, wait_for_workers=False)
     with LoopJob(JOB, WORKERS) as bed:
         procs = []
         for rank in range(WORKERS):
-            env = {**os.environ, **ddp_env(rank, WORKERS, master)}
+            env = {**os.environ, **ddp_env(rank, WORKERS, store.port)}
             env.update({**bed.esa_env(rank), "ESA_LINGER": "0.2"})
             cmd = [sys.executable, "-m", "bench.torch_overlap", "--worker", *argv]
             procs.append(
-                subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-            )
+                subprocess.Popen(
+                    cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                    pass_fds=[bed.worker_fd(rank)],
+                )
+            )  # fmt: skip
         return collect(procs)
 
 

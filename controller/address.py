@@ -1,4 +1,5 @@
-"""The admin API's address: ``unix:PATH`` or ``127.0.0.1:PORT``, nothing else.
+"""The admin API's address: ``unix:PATH`` or ``127.0.0.1:PORT``, nothing else
+(``esa-ctl serve`` also takes ``127.0.0.1:0``: a free port, which it logs).
 
 The API has no authentication, so it is served only where local users reach
 it.  Before ``serve`` binds, ``in_use`` tells whether something already
@@ -31,8 +32,9 @@ def unix_path(addr: str) -> Path | None:
     return Path(rest[2:] if rest.startswith("///") else rest)
 
 
-def check_admin_addr(addr: str) -> str:
-    """``addr`` if it is a local address the API may use, else ``InvalidRequest``."""
+def check_admin_addr(addr: str, any_port: bool = False) -> str:
+    """``addr`` if it is a local address the API may use, else ``InvalidRequest``;
+    ``any_port``: port 0 too (a server binds a free one)."""
     path = unix_path(addr)
     if path is not None:
         rest = addr[len("unix:") :]
@@ -44,7 +46,8 @@ def check_admin_addr(addr: str) -> str:
             )
         return addr
     host, _, port = addr.rpartition(":")
-    if host == "127.0.0.1" and port.isascii() and port.isdigit() and 0 < int(port) < 65536:
+    lowest = 0 if any_port else 1
+    if host == "127.0.0.1" and port.isascii() and port.isdigit() and lowest <= int(port) < 65536:
         return addr
     raise InvalidRequest(f"admin address {addr!r}: {_FORMS}")
 

@@ -122,7 +122,7 @@ class AdminServer:
     that nothing answers there yet; ``InUse`` names who does."""
 
     def __init__(self, addr: str, name: str) -> None:
-        self.addr = check_admin_addr(addr)
+        self.addr = check_admin_addr(addr, any_port=True)
         path = unix_path(addr)
         self.claim: Claim | None = None
         if path is not None:
@@ -148,6 +148,8 @@ class AdminServer:
             port = 0
         if port == 0:
             raise InvalidRequest(f"cannot listen on {self.addr}")
+        if unix_path(self.addr) is None:
+            self.addr = f"127.0.0.1:{port}"
         self.server.start()
 
     def stop(self, grace: float | None = None) -> None:

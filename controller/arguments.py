@@ -71,8 +71,10 @@ def seconds(what: str, zero: bool = False, hi: float = math.inf) -> Callable[[st
 
 
 def admin_address(text: str) -> str:
+    """An admin address; port 0 passes here for ``serve`` and is refused for
+    the other commands once the command is known (``controller.cli``)."""
     try:
-        return check_admin_addr(text)
+        return check_admin_addr(text, any_port=True)
     except InvalidRequest as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 
 from controller import codec
+from controller.address import check_admin_addr
 from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
 from controller.arguments import (
     MAX_INTERVAL_S,
@@ -32,7 +33,7 @@ from controller.arguments import (
     usage_line,
 )
 from controller.codec import MAX_INT
-from controller.errors import ControllerError
+from controller.errors import ControllerError, InvalidRequest
 from controller.formats import (
     format_jobs,
     format_policy,
@@ -91,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin",
         type=admin_address,
         default=os.environ.get("ESA_CTL_ADDR", DEFAULT_ADDR),
-        help="admin API address, unix:PATH or 127.0.0.1:PORT (env ESA_CTL_ADDR; "
-        f"default {DEFAULT_ADDR})",
+        help="admin API address, unix:PATH or 127.0.0.1:PORT (serve takes 127.0.0.1:0: a "
+        f"free port, which it logs; env ESA_CTL_ADDR; default {DEFAULT_ADDR})",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -113,7 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="election id (low 64 bits)",
     )
-    p.add_argument("--p4json", type=Path, default=Path("build/esa.json"), help="BMv2 JSON")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--p4json",
+        type=Path,
+        default=Path("build/esa.json"),
+        help="BMv2 JSON, pushed as the device config (default build/esa.json)",
+    )
+    g.add_argument(
+        "--no-p4json",
+        action="store_true",
+        help="no BMv2 JSON: push the P4Info with a device config that states the pool "
+        "size alone, which the reference switch (esa-refswitch) takes and BMv2 refuses",
+    )
     p.add_argument(
         "--p4info", type=Path, default=Path("build/esa.p4info.txtpb"), help="P4Info (text)"
     )
@@ -125,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pool-size",
         type=integer("pool size", 1, MAX_INT, "1..2^63-1"),
-        help="slot pool size (default: from --p4json)",
+        help="slot pool size (default: from --p4json or the topology's pool_size)",
     )
     p.add_argument("--db", type=Path, default=Path("esa-ctl.db"), help="sqlite3 state file")
     p.add_argument(
@@ -150,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=thrift_cli,
         action="append",
         metavar="[DEVICE=]CMD",
-        help="command that runs simple_switch_CLI for a switch, for the slots view "
+        help="command that runs simple_switch_CLI for a switch, for the slots view of a "
+        "BMv2, which serves no register reads over P4Runtime "
         "(e.g. 'ip netns exec sw simple_switch_CLI --thrift-port 9090'); once per switch, "
         "each prefixed with its name and '=' when the topology has several",
     )
@@ -243,8 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "slots",
         help="slot pool occupancy per job",
-        description="Slots held per job, read from each switch's registers over Thrift "
-        "(needs serve --thrift-cli).",
+        description="Slots held per job, read from each switch's slot_owner register: "
+        "over P4Runtime where the switch serves register reads (the reference switch), "
+        "else over BMv2's Thrift CLI (needs serve --thrift-cli).",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_device(p, "slots")
@@ -276,6 +291,11 @@ def admit_hosts(workers: tuple[str, ...], ps: tuple[str, ...]) -> str | None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = build_parser()
     args = ap.parse_args(argv)
+    if args.command != "serve":
+        try:
+            check_admin_addr(args.admin)
+        except InvalidRequest as e:
+            ap.error(f"argument --admin: {e}")
     if args.command == "admit":
         args.workers, args.ps = host_list(args.workers), host_list(args.ps)
         why = admit_hosts(args.workers, args.ps)

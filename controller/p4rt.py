@@ -53,6 +53,11 @@ def _write_error(e: grpc.RpcError) -> str:
     return str(e.details())
 
 
+class Unimplemented(SwitchError):
+    """The switch answered ``UNIMPLEMENTED``: it does not serve what was asked
+    (BMv2 serves no register reads)."""
+
+
 class Session:
     """P4Runtime session with ``device_id`` at ``grpc_addr``: primary, or
     refused; a backup (read-only) session only with ``require_primary=False``.
@@ -179,10 +184,9 @@ class Session:
             return None
         return int(rep.config.cookie.cookie)
 
-    def push_pipeline(self, json_path: Path, p4info_path: Path) -> int:
-        """Install the pipeline (which empties every table and group)."""
-        json_bytes = json_path.read_bytes()
-        p4info_text = p4info_path.read_text()
+    def push_config(self, json_bytes: bytes, p4info_text: str) -> int:
+        """Install the pipeline, ``json_bytes`` as its device config (which
+        empties every table and group)."""
         info = p4info_pb2.P4Info()
         text_format.Merge(p4info_text, info, allow_unknown_field=True)
         cookie = pipeline_cookie(json_bytes, p4info_text)
@@ -209,6 +213,14 @@ class Session:
 
     def name_of(self, obj_id: int) -> str:
         return str(self.context.get_name_from_id(obj_id))
+
+    def register_id(self, name: str) -> int:
+        """The id of register array ``name`` (the P4Info's; p4runtime-shell
+        indexes no registers)."""
+        for r in self.context.p4info.registers if self.context.p4info else ():
+            if r.preamble.name == name:
+                return int(r.preamble.id)
+        raise SwitchError(f"the pipeline has no register named {name!r}")
 
     def action_params(self, action: str) -> list[tuple[int, str, int]]:
         """``(id, name, bitwidth)`` of each parameter of ``action``."""
@@ -244,4 +256,6 @@ class Session:
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                 self._alive.clear()
                 raise SwitchUnavailable(f"switch unreachable at {self.grpc_addr}") from None
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                raise Unimplemented(f"switch does not serve the read: {e.details()}") from None
             raise SwitchError(f"switch refused a read: {_write_error(e)}") from None

@@ -1,4 +1,5 @@
-"""Facts about the compiled program the controller needs before connecting."""
+"""Facts about the compiled program the controller needs before connecting,
+and the device config pushed where there is no compiled program."""
 
 from __future__ import annotations
 
@@ -12,10 +13,22 @@ from controller.errors import InvalidRequest
 from esa.p4names import SLOT_OWNER
 
 
+def device_config(pool_size: int) -> bytes:
+    """The device config of the reference switch (``testbed.refswitch``),
+    which runs the program without a BMv2 JSON: the least JSON that states
+    the slot pool's size where a BMv2 JSON does (``pool_size_of`` reads it)."""
+    return json.dumps({"register_arrays": [{"name": SLOT_OWNER, "size": pool_size}]}).encode()
+
+
 def pool_size_of(bmv2_json: Path) -> int:
     """The slot pool size compiled into a BMv2 JSON (``make build POOL=n``)."""
     try:
         program = json.loads(bmv2_json.read_bytes())
+    except FileNotFoundError as e:
+        raise InvalidRequest(
+            f"cannot read the BMv2 JSON {bmv2_json}: {e} (`make build` compiles it; "
+            "the reference switch needs none: serve --no-p4json)"
+        ) from None
     except OSError as e:
         raise InvalidRequest(f"cannot read the BMv2 JSON {bmv2_json}: {e}") from None
     except ValueError as e:
@@ -44,7 +57,10 @@ def resolve_pool_size(*sizes: tuple[str, int | None]) -> int:
     """The one pool size all given sources agree on (named for the error)."""
     given = [(src, n) for src, n in sizes if n is not None]
     if not given:
-        raise InvalidRequest("pool size unknown: give --p4json, --pool-size or pool_size")
+        raise InvalidRequest(
+            "pool size unknown: give --pool-size or the topology's pool_size "
+            "(no BMv2 JSON states it)"
+        )
     first_src, first = given[0]
     for src, n in given[1:]:
         if n != first:

@@ -3,7 +3,8 @@
 Order matters, so that a refused ``serve`` leaves no trace:
 
 1. ``preflight`` checks every argument and input file (admin address,
-   directories, topology, BMv2 JSON, P4Info, pool size) and creates nothing;
+   directories, topology, BMv2 JSON unless ``--no-p4json``, P4Info, pool
+   size) and creates nothing;
 2. the state file's lock and the admin address are claimed
    (``controller.instance``, ``controller.admin.AdminServer``): a second
    controller on either is refused, naming the running one;
@@ -30,11 +31,17 @@ from pathlib import Path
 
 from controller.address import check_socket_path
 from controller.admin import AdminServer
-from controller.errors import ControllerError, InvalidRequest, StateError, SwitchUnavailable
+from controller.errors import (
+    ControllerError,
+    InvalidRequest,
+    StateError,
+    SwitchError,
+    SwitchUnavailable,
+)
 from controller.fabric import DEFAULT_DEVICE, Device, Fabric, one_switch
 from controller.instance import claim, holder, lock_path
 from controller.p4rt import Session
-from controller.pipeline import check_p4info, pool_size_of, resolve_pool_size
+from controller.pipeline import check_p4info, device_config, pool_size_of, resolve_pool_size
 from controller.service import Controller
 from controller.session import Connector
 from controller.state import Store
@@ -104,25 +111,38 @@ def preflight(args: argparse.Namespace) -> tuple[Fabric | None, int]:
         check_fabric(args, fabric)
     pool = resolve_pool_size(
         ("--pool-size", args.pool_size),
-        (str(args.p4json), pool_size_of(args.p4json)),
+        *([] if args.no_p4json else [(str(args.p4json), pool_size_of(args.p4json))]),
         ("the topology", fabric.pool_size if fabric else None),
     )
     check_p4info(args.p4info)
     return fabric, pool
 
 
-def _connector(args: argparse.Namespace, device: Device) -> Connector:
+def _connector(args: argparse.Namespace, device: Device, pool: int) -> Connector:
+    """Opens the session with ``device`` and pushes the pipeline unless it
+    runs it: the BMv2 JSON and the P4Info, or, with ``--no-p4json``, the
+    P4Info and ``device_config(pool)``."""
+
     def connect() -> Switch:
         session = Session(
             device.p4runtime, device.device_id, (0, args.election_id), True, args.p4rt_log
         )
         sw = P4RuntimeSwitch(session)
         try:
-            if sw.ensure_pipeline(args.p4json, args.p4info):
+            config = device_config(pool) if args.no_p4json else args.p4json.read_bytes()
+            if sw.ensure_config(config, args.p4info.read_text()):
                 log.info("pushed the pipeline to %s at %s", device.name, device.p4runtime)
         except OSError as e:
             sw.close()
             raise InvalidRequest(f"cannot read the pipeline: {e}") from None
+        except SwitchError as e:
+            sw.close()
+            if not args.no_p4json:
+                raise
+            raise SwitchError(
+                f"{device.name} at {device.p4runtime} refused the pipeline without a BMv2 "
+                f"JSON (--no-p4json, for the reference switch; a BMv2 needs --p4json): {e}"
+            ) from None
         except ControllerError:
             sw.close()
             raise
@@ -156,7 +176,7 @@ def run_serve(args: argparse.Namespace) -> int:
             store,
             fabric,
             pool,
-            {n: _connector(args, d) for n, d in fabric.devices.items()},
+            {n: _connector(args, d, pool) for n, d in fabric.devices.items()},
             args.aging_period,
             thrift_cli=check_fabric(args, fabric),
         )
@@ -164,7 +184,7 @@ def run_serve(args: argparse.Namespace) -> int:
             stack.callback(session.drop)
         server.start(ctl)
         stack.callback(server.stop, 1.0)
-        log.info("admin API on %s", args.admin)
+        log.info("admin API on %s", server.addr)
         _run(ctl, args.interval, stop)
     return 0
 

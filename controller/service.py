@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from controller import validate, views
-from controller.errors import ControllerError, FailedPrecondition, SwitchError, SwitchUnavailable
+from controller.errors import ControllerError, SwitchError, SwitchUnavailable
 from controller.fabric import Fabric
 from controller.messages import (
     AdmitRequest,
@@ -45,7 +45,7 @@ from controller.messages import (
 from controller.plan import device_entries
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.session import Connector, Planner, SwitchSession
-from controller.slots import read_owners
+from controller.slots import no_owners, read_owners, served_owners
 from controller.state import JobRecord, State, Store
 from controller.topology import Topology
 
@@ -253,16 +253,22 @@ class Controller:
             return views.stats(read, held, self.state.jobs)
 
     def slots(self, device: str | None = None) -> Slots:
-        """Slot occupancy per job on one switch, or on each, through BMv2's Thrift CLI."""
-        names = validate.devices(device, self.sessions)
-        for name in names:
-            if name not in self.thrift_cli:
-                if len(self.sessions) == 1:
-                    raise FailedPrecondition("the slots view needs `serve --thrift-cli CMD`")
-                raise FailedPrecondition(
-                    f"the slots view of {name} needs `serve --thrift-cli {name}=CMD`"
-                )
-        return views.slots({name: read_owners(self.thrift_cli[name]) for name in names})
+        """Slot occupancy per job on one switch, or on each: ``slot_owner``
+        over P4Runtime where the switch serves register reads (the reference
+        switch), else through BMv2's Thrift CLI (``serve --thrift-cli``),
+        run without the lock."""
+        owners = {}
+        for name in validate.devices(device, self.sessions):
+            with self.lock:
+                if not self.sessions[name].connected:
+                    self.sync(name)
+                served = served_owners(self.sessions[name])
+            if served is None:
+                if name not in self.thrift_cli:
+                    raise no_owners(name, len(self.sessions) == 1)
+                served = read_owners(self.thrift_cli[name])
+            owners[name] = served
+        return views.slots(owners)
 
     def identify(self) -> Identity:
         """This process and its state file; takes no lock, so it answers while

@@ -78,6 +78,15 @@ class SwitchSession:
             self.drop()
             raise
 
+    def read_registers(self, *names: str) -> dict[str, list[int]]:
+        """Every cell of these register arrays (``Switch.read_registers``)."""
+        switch = self._live()
+        try:
+            return switch.read_registers(*names)
+        except SwitchUnavailable:
+            self.drop()
+            raise
+
     def drop(self) -> None:
         """Close the connection; the next ``sync`` opens a new one."""
         if self.switch is not None:

@@ -1,7 +1,9 @@
-"""Who holds the slot pool: ``slot_owner`` read through BMv2's Thrift CLI.
+"""Who holds the slot pool: the ``slot_owner`` register of a switch.
 
-BMv2 does not serve register reads over P4Runtime (PI issue 376), so this
-view runs ``simple_switch_CLI`` (given to ``serve`` as ``--thrift-cli``, e.g.
+A switch that serves register reads over P4Runtime (the reference switch,
+``testbed.refswitch``) is read over the controller's session with it.  BMv2
+serves none (PI issue 376: ``UNIMPLEMENTED``), so there this view runs
+``simple_switch_CLI`` (given to ``serve`` as ``--thrift-cli``, e.g.
 ``ip netns exec sw simple_switch_CLI --thrift-port 9090``) with
 ``register_read EsaIngress.pool.slot_owner``, which prints the whole array.
 """
@@ -11,11 +13,35 @@ from __future__ import annotations
 import re
 import subprocess
 
-from controller.errors import SwitchError
+from controller.errors import FailedPrecondition, SwitchError
+from controller.p4rt import Unimplemented
+from controller.session import SwitchSession
 from esa.p4names import SLOT_OWNER
 
 _ARRAY = re.compile(re.escape(SLOT_OWNER) + r"=\s*([0-9,\s]*)")
 CLI_TIMEOUT_S = 30.0
+
+
+def served_owners(session: SwitchSession) -> list[int] | None:
+    """``slot_owner`` read over P4Runtime; None where the switch serves no
+    register reads."""
+    try:
+        return session.read_registers(SLOT_OWNER)[SLOT_OWNER]
+    except Unimplemented:
+        return None
+
+
+def no_owners(device: str, alone: bool) -> FailedPrecondition:
+    """The refusal for a switch that serves no register reads and has no
+    Thrift CLI; ``alone``: the only switch of the fabric."""
+    why = "serves no register reads over P4Runtime (BMv2 serves none)"
+    if alone:
+        return FailedPrecondition(
+            f"the switch {why}: the slots view needs `serve --thrift-cli CMD`"
+        )
+    return FailedPrecondition(
+        f"switch {device} {why}: the slots view of {device} needs `serve --thrift-cli {device}=CMD`"
+    )
 
 
 def parse_owners(output: str) -> list[int]:

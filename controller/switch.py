@@ -1,7 +1,7 @@
-"""The typed switch API: ESA's tables, groups and counters by meaning.
+"""The typed switch API: ESA's tables, groups, counters and registers by meaning.
 
 ``Switch`` states the operations; ``P4RuntimeSwitch`` carries them to BMv2
-over P4Runtime and ``tests`` use an in-memory one.  Every write goes through
+or the reference switch over P4Runtime and ``tests`` use an in-memory one.  Every write goes through
 ``apply`` as a list of ``Change``s, one batch per call, so reconciliation and
 the typed helpers share one path.
 """
@@ -31,7 +31,7 @@ from controller.entries import (
     SwitchEntries,
 )
 from controller.errors import SwitchError
-from controller.p4rt import Session, pipeline_cookie
+from controller.p4rt import Session, Unimplemented, pipeline_cookie
 from esa.p4names import (
     CHILDREN_TABLE,
     DROPS,
@@ -131,6 +131,13 @@ class Switch(abc.ABC):
     def reset_job_counters(self, job: int) -> None:
         """Zero a job's event counters (a reused job id starts from 0)."""
 
+    def read_registers(self, *names: str) -> dict[str, list[int]]:
+        """Every cell of each register array, by name, in index order; raises
+        ``Unimplemented`` where the switch serves no register reads (BMv2,
+        whose registers are read over Thrift, and, unless overridden, a
+        ``Switch``)."""
+        raise Unimplemented("the switch serves no register reads")
+
     @property
     @abc.abstractmethod
     def alive(self) -> bool:
@@ -227,14 +234,22 @@ class P4RuntimeSwitch(Switch):
         self.session.close()
 
     def ensure_pipeline(self, json_path: Path, p4info_path: Path) -> bool:
+        """Push the pipeline of these files unless the switch runs this very
+        one; True if pushed."""
+        return self.ensure_config(json_path.read_bytes(), p4info_path.read_text())
+
+    def ensure_config(self, device_config: bytes, p4info_text: str) -> bool:
         """Push the pipeline unless the switch runs this very one; True if pushed."""
-        want = pipeline_cookie(json_path.read_bytes(), p4info_path.read_text())
-        if self.session.cookie == want:
+        if self.session.cookie == pipeline_cookie(device_config, p4info_text):
             return False
-        self.push_pipeline(json_path, p4info_path)
+        self.push_config(device_config, p4info_text)
         return True
 
     def push_pipeline(self, json_path: Path, p4info_path: Path) -> None:
+        """Install the pipeline of these files (``push_config``)."""
+        self.push_config(json_path.read_bytes(), p4info_path.read_text())
+
+    def push_config(self, device_config: bytes, p4info_text: str) -> None:
         """Install the pipeline.  Multicast groups of a pipeline already there
         are deleted first: simple_switch_grpc forgets them on a push but keeps
         their nodes, so a group re-created after the push would send every
@@ -243,7 +258,7 @@ class P4RuntimeSwitch(Switch):
             groups = self.read_groups()
             if groups:
                 self.apply([Change(Kind.GROUPS, Op.DELETE, mgid) for mgid in groups])
-        self.session.push_pipeline(json_path, p4info_path)
+        self.session.push_config(device_config, p4info_text)
 
     # -- encoding --
 
@@ -416,6 +431,28 @@ class P4RuntimeSwitch(Switch):
             int(e.counter_entry.index.index): int(e.counter_entry.data.packet_count)
             for e in self.session.read(*entities)
         }
+
+    def read_registers(self, *names: str) -> dict[str, list[int]]:
+        """Each array in one request, every cell (no index: P4Runtime's wildcard)."""
+        ids = {self.session.register_id(name): name for name in names}
+        entities = []
+        for register_id in ids:
+            entity = p4runtime_pb2.Entity()
+            entity.register_entry.register_id = register_id
+            entities.append(entity)
+        cells: dict[str, dict[int, int]] = {name: {} for name in names}
+        for e in self.session.read(*entities):
+            r = e.register_entry
+            name = ids.get(r.register_id)
+            if name is None:
+                raise SwitchError(f"the switch answered with register id {r.register_id}")
+            cells[name][int(r.index.index)] = _int(r.data.bitstring)
+        out = {}
+        for name, values in cells.items():
+            if sorted(values) != list(range(len(values))):
+                raise SwitchError(f"the switch answered register {name} with cells missing")
+            out[name] = [values[i] for i in range(len(values))]
+        return out
 
     def read_counters(self, jobs: Iterable[int] | None = None) -> Counters:
         cells = (

@@ -122,8 +122,9 @@ def struct_format() -> str:
 CONTROL_PORT = UDP_PORT + 1
 """UDP port a PS listens on for control messages (``UDP_PORT + 1``)."""
 
-CONTROL_MAGIC = 0xE5C1
-"""First two bytes of every control message (ESA control, version 1)."""
+CONTROL_MAGIC = 0xE5C2
+"""First two bytes of every control message (ESA control, version 2: with
+``session``, ``counter`` and ``mac``)."""
 
 NO_PEER = 0xFF
 """``peer`` of a REJECT that compares the worker with the PS's job table, not a peer."""
@@ -137,7 +138,7 @@ CONTROL: tuple[Field, ...] = (
     Field("peer", 8, "REJECT: index of the worker that differs, or NO_PEER"),
     Field("nonce", 32, "random per worker process; every answer echoes it"),
     Field("call", 32, "call number: 0 for a worker's first allreduce, then 1, 2, ..."),
-    Field("base", 32, "seq of the call's first chunk"),
+    Field("base", 32, "chunks of the worker's earlier calls in its epoch (mod 2^32)"),
     Field("chunks", 32, "chunks in the call"),
     Field("length", 32, "values in the call's tensor"),
     Field("fan_in", 8, "workers of the job"),
@@ -145,6 +146,19 @@ CONTROL: tuple[Field, ...] = (
     Field("missing", 32, "REPORT: workers whose contributions the PS misses"),
     Field("partials", 32, "REPORT: chunks of the call the PS holds a partial sum of"),
     Field("digest", 64, "config_digest of the worker's job and call"),
+    Field(
+        "offset",
+        32,
+        "GO, RESUME: the epoch's first seq; chunk i of the call is seq offset + base + i",
+    ),
+    Field("session", 32, "the PS process's random session (CHALLENGE tells it); 0: none known"),
+    Field(
+        "counter",
+        32,
+        "worker -> PS shard s of n: the process's message number to it, s + n, s + 2n, ...; "
+        "PS -> worker: the number of the worker's message it answers",
+    ),
+    Field("mac", 64, "HMAC-SHA256 with the job's key over every byte before it, first 8 bytes"),
 )
 """Control message fields in wire order (a REJECT carries the differing
 announcement's values in ``call`` .. ``digest``)."""
@@ -167,6 +181,17 @@ class ControlType(enum.IntEnum):
     """worker -> PS: which contributions of call ``call`` do you miss?"""
     REPORT = 5
     """PS -> worker: the answer to STATUS (``code``, ``mask``, ``missing``)."""
+    CHALLENGE = 6
+    """PS -> worker: the ``session`` the worker sent is not this PS's; resend
+    with this one (the PS is new to the worker, or restarted)."""
+    ALIVE = 7
+    """worker -> PS: call ``call`` is still in progress here (sent while it
+    streams)."""
+    BYE = 8
+    """worker -> PS: this process leaves the job; its index is free."""
+    RESUME = 9
+    """worker -> PS: I had a GO for call ``call`` from this PS's predecessor
+    (it restarted); agree it again and let me finish it."""
 
 
 class RejectReason(enum.IntEnum):
@@ -190,6 +215,9 @@ class RejectReason(enum.IntEnum):
     """``peer`` announced another first seq."""
     CONFIG = 9
     """``peer``'s configuration digest differs (bound or dtype)."""
+    KEY = 10
+    """the PS could not authenticate the CALL: the worker's key is not the
+    job's (sent unauthenticated)."""
 
 
 class ReportKind(enum.IntEnum):
@@ -203,12 +231,34 @@ class ReportKind(enum.IntEnum):
     """the call is agreed and the PS holds no partial sum of it."""
     UNKNOWN_CALL = 4
     """the PS has no record of the call."""
+    SILENT = 5
+    """the call is agreed and ``missing`` have sent nothing for
+    ``LIVE_TTL`` seconds (they stopped or left)."""
 
 
 def control_struct_format() -> str:
     """``struct`` format of a control message (network order)."""
     codes = {8: "B", 16: "H", 32: "I", 64: "Q"}
     return "!" + "".join(codes[f.bits] for f in CONTROL)
+
+
+def epoch_offset(job: int, members: dict[int, int]) -> int:
+    """The first seq of an epoch whose processes are ``members`` (worker
+    index -> nonce): every PS shard computes the same from the same
+    processes, and another epoch's seqs, at another random offset, can not
+    meet a slot the last one left in the switch."""
+    data = struct.pack("!H", job) + b"".join(
+        struct.pack("!BI", i, members[i]) for i in sorted(members)
+    )
+    return int.from_bytes(hashlib.sha256(b"esa epoch" + data).digest()[:4], "big")
+
+
+MAC_BYTES = 8
+"""Bytes of the authenticator at the end of every control message."""
+
+LIVE_TTL = 3.0
+"""Seconds after its last authenticated message that a worker process
+counts as alive (a waiting worker sends at least every second)."""
 
 
 def config_digest(fan_in: int, mask: int, bound: float, length: int, dtype: str) -> int:

@@ -3,8 +3,7 @@
 An ordinary DDP script: one process per worker, started by ``torchrun`` (or
 with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand).  With
 ``--esa`` the gradients are summed through the switch, which is the one line
-``model.register_comm_hook(EsaHookState.from_env(), esa_hook)``; without it,
-by Gloo's all-reduce.
+``register(model)`` (``hosts.torch_hook``); without it, by Gloo's all-reduce.
 
     torchrun --nproc-per-node 2 examples/torch_digits.py
     ESA_JOB=1 ESA_PS=10.0.0.3 torchrun --nnodes 2 --node-rank 0 \\
@@ -37,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hosts.torch_hook import EsaHookState, esa_hook
+from hosts.torch_hook import register
 
 
 def load(seed: int) -> tuple[TensorDataset, TensorDataset]:
@@ -82,9 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     train, test = load(args.seed)
     model = DistributedDataParallel(make_model(args.hidden), bucket_cap_mb=args.bucket_cap_mb)
-    esa = EsaHookState.from_env() if args.esa else None
-    if esa is not None:
-        model.register_comm_hook(esa, esa_hook)
+    esa = register(model) if args.esa else None
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     sampler: DistributedSampler[tuple[torch.Tensor, ...]] = DistributedSampler(
         train, seed=args.seed

@@ -1,42 +1,39 @@
-"""The PS's side of call agreement.
+"""The PS's side of call agreement for one job (docs/agreement.md).
 
-Before each allreduce call every worker announces it to its PS over the
-control channel (CALL: call number, first seq, chunk count, tensor length
-and a digest of the job's configuration).  The PS answers GO only once
-every worker of the job's mask announced the same call with the same
-values, and REJECT, naming the field and the worker that differ, as soon as
-two disagree.  So a worker whose tensor size, bound or call number differs
-from its peers' fails before it sends a value, and all workers of a job
-start a call within one round trip of each other (none parks half-filled
-slots in the shared switch pool while a peer is still computing).
+Before each allreduce call every worker announces it to its PS (CALL: call
+number, first seq, chunk count, tensor length and a digest of the job's
+configuration).  The PS answers GO once every worker index of the job's
+mask is announced alike by the process that holds it (``hosts.roster``),
+and REJECT, naming the field and the worker that differ, as soon as two
+disagree.  So a worker whose tensor size, bound or call number differs from
+its peers' fails before it sends a value, and all workers of a job start a
+call within one round trip of each other.
 
 The agreed calls also fence the data path: the PS drops contributions to
-sequence numbers outside the job's last two agreed calls, so junk that is
-not for a call in progress opens nothing.
+sequence numbers outside the job's last two agreed calls.  An agreement
+that does not continue the last one (other processes, or not the next
+call) starts a new epoch, and the PS forgets the job's old sums.  After a
+PS restart the workers streaming a call RESUME it: the new PS adopts the
+call from the first RESUME, and the others join it.
+
+Only authentic messages of the current PS session reach a ``CallBook``
+(``hosts.ps_control``); it drops copies by their message number.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from esa import wire
 from esa.wire import ControlType, RejectReason, ReportKind
-from hosts.codec import Control
+from hosts import codec, quant
+from hosts.drops import Drop
+from hosts.roster import Proc, Roster, State
 from hosts.transport import Addr
 
 SEQ_MOD = 1 << 32
-PENDING_TTL = 3.0
-"""Seconds an announcement is kept without being resent.  A waiting worker
-resends its CALL at least every second; a dead one's announcement expires
-and no longer holds its index."""
-IDLE_FORGET = 5.0
-"""Seconds without accepted traffic after which a job's agreed calls no
-longer bind its worker processes.  Until then a second process announcing an
-agreed call under a taken index is rejected as a duplicate; after it, a job
-restarted against a running PS starts a new epoch."""
-BANNED_KEPT = 64
-"""Nonces of duplicate processes remembered per job."""
+Replies = list[tuple[codec.Control, Addr]]
 
 
 @dataclass
@@ -46,16 +43,19 @@ class Announcement:
     addr: Addr
     call: int
     base: int
+    """relative to the epoch's offset."""
     chunks: int
     length: int
     digest: int
-    heard: float
+    offset: int
+    """RESUME: the offset of the epoch the call was agreed in (0 on CALL)."""
 
     @classmethod
-    def of(cls, msg: Control, addr: Addr, now: float) -> Announcement:
+    def of(cls, msg: codec.Control, addr: Addr) -> Announcement:
         return cls(
-            msg.worker, msg.nonce, addr, msg.call, msg.base, msg.chunks, msg.length, msg.digest, now
-        )
+            msg.worker, msg.nonce, addr, msg.call, msg.base, msg.chunks, msg.length, msg.digest,
+            msg.offset,
+        )  # fmt: skip
 
     def shape(self) -> tuple[int, int, int, int, int]:
         return self.call, self.base, self.chunks, self.length, self.digest
@@ -63,30 +63,33 @@ class Announcement:
 
 @dataclass
 class Agreement:
-    """A call every worker announced alike, and who they are."""
+    """A call announced alike by the holders of every index (or adopted from
+    a RESUME), its epoch's ``offset`` and its members' announcements."""
 
     call: int
     base: int
     chunks: int
     length: int
     digest: int
+    offset: int
     members: dict[int, Announcement]
 
     def covers(self, seq: int) -> bool:
-        return (seq - self.base) % SEQ_MOD < self.chunks
+        return (seq - self.offset - self.base) % SEQ_MOD < self.chunks
+
+    def shape(self) -> tuple[int, int, int, int, int]:
+        return self.call, self.base, self.chunks, self.length, self.digest
 
 
 @dataclass
 class Outcome:
-    """What a CALL leads to: answers to send and whether the job starts anew
-    (its first agreement, or one that does not continue the last), in which
-    case the PS forgets the job's old chunks."""
+    """What a message leads to: answers to send, a drop reason, and whether
+    a call was agreed, in a new epoch (the PS then forgets the job's sums)."""
 
-    replies: list[tuple[Control, Addr]] = field(default_factory=list)
+    replies: Replies = field(default_factory=list)
+    drop: Drop | None = None
     agreed: bool = False
     new_epoch: bool = False
-    stale: bool = False
-    """a delayed copy of a CALL its worker is long past; nothing to answer."""
 
 
 def _differs(a: Announcement, b: Announcement) -> RejectReason:
@@ -94,149 +97,233 @@ def _differs(a: Announcement, b: Announcement) -> RejectReason:
         return RejectReason.CALL
     if a.length != b.length or a.chunks != b.chunks:
         return RejectReason.LENGTH
-    if a.base != b.base:
+    if a.base != b.base or a.offset != b.offset:
         return RejectReason.BASE
     return RejectReason.CONFIG
 
 
 class CallBook:
-    """One job's announcements and agreed calls."""
+    """One job's worker processes, announcements and agreed calls."""
 
     def __init__(self, job: int, fan_in: int, mask: int) -> None:
         self.job, self.fan_in, self.mask = job, fan_in, mask
         self.workers = frozenset(i for i in range(wire.MAX_WORKERS) if mask >> i & 1)
+        self.roster = Roster()
         self.agreed: list[Agreement] = []
         """the last two agreed calls, newest last."""
         self.pending: dict[int, Announcement] = {}
-        self.banned: OrderedDict[int, None] = OrderedDict()
-        self.active = float("-inf")
+        """index -> its holder's announcement of the next call."""
 
     def covers(self, seq: int) -> bool:
         return any(a.covers(seq) for a in self.agreed)
 
-    def touch(self, now: float) -> None:
-        """The job's data or its workers' control traffic was accepted now."""
-        self.active = now
-
     def agreement(self, call: int) -> Agreement | None:
         return next((a for a in self.agreed if a.call == call), None)
 
-    def knows(self, worker: int, nonce: int) -> bool:
-        """Whether ``nonce`` is the process announced for ``worker``."""
-        held = [self.pending.get(worker)] + [a.members.get(worker) for a in self.agreed]
-        return any(h is not None and h.nonce == nonce for h in held)
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything the book holds, to compare: a message dropped changes none of it."""
+        return (self.roster.snapshot(), repr(self.pending), repr(self.agreed))
 
-    def announced(self, call: int) -> int:
-        """Bitmap of the workers whose pending announcement is for ``call``."""
-        return sum(1 << p.worker for p in self.pending.values() if p.call == call)
+    # -- messages -------------------------------------------------------------
 
-    def report(self, msg: Control, held: list[int]) -> Control:
-        """The REPORT answering STATUS ``msg``, given the bitmaps of the PS's
-        partial sums of the call (if it is agreed)."""
-        kind, announced, missing = ReportKind.UNKNOWN_CALL, 0, 0
-        if self.agreement(msg.call) is not None:
-            announced = self.mask
-            for bitmap in held:
-                missing |= self.mask & ~bitmap
-            kind = ReportKind.PARTIALS if held else ReportKind.NOTHING_HELD
-        elif announced := self.announced(msg.call):
-            kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
-        return Control(
-            ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
-            mask=announced, missing=missing, partials=len(held),
-        )  # fmt: skip
+    def handle(
+        self,
+        msg: codec.Control,
+        addr: Addr,
+        now: float,
+        held: Callable[[Agreement], list[int]],
+    ) -> Outcome:
+        """An authentic message of the current session; ``held`` gives the
+        bitmaps of the PS's partial sums of an agreed call (for REPORT)."""
+        p = self.roster.known(msg.nonce)
+        if p is not None and (p.index != msg.worker or not p.window.fresh(msg.counter)):
+            return Outcome(drop=Drop.STRANGER if p.index != msg.worker else Drop.REPLAY)
+        if msg.ctype in (ControlType.CALL, ControlType.RESUME):
+            return self._on_call(msg, addr, now)
+        if p is None:
+            return Outcome(drop=Drop.STRANGER)
+        banned = self.roster.hear(p, msg, addr, now)
+        out = Outcome(self._fail(banned, msg))
+        if p.state is State.BANNED and p not in banned:
+            out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, msg.worker))
+        elif p.state is State.GONE:
+            self._withdraw(p)
+        elif msg.ctype == ControlType.STATUS:
+            out.replies.append((self._report(msg, now, held), addr))
+            q = self.pending.get(p.index)
+            if q is not None and q.nonce == p.nonce and q.call == msg.call:
+                del self.pending[p.index]
+        return out
 
-    def on_call(self, msg: Control, addr: Addr, now: float) -> Outcome:
+    def _on_call(self, msg: codec.Control, addr: Addr, now: float) -> Outcome:
+        if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
+            return Outcome(drop=Drop.CONTROL)
         table = self._against_table(msg)
         if table is not None:
             return Outcome([self._reject(msg, addr, table, None)])
-        if msg.nonce in self.banned:
-            return Outcome([self._reject(msg, addr, RejectReason.DUPLICATE, None)])
-        idle = now - self.active >= IDLE_FORGET
-        if self.knows(msg.worker, msg.nonce):
-            self.active = now
-        a = Announcement.of(msg, addr, now)
+        p, banned = self.roster.claim(msg, addr, now)
+        out = Outcome(self._fail(banned, msg))
+        if p.state is State.BANNED:
+            if p not in banned:
+                out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, p.index))
+            return out
+        if p.state is not State.HOLDER:
+            out.drop = None if p.state is State.CONTENDER else Drop.STRANGER
+            return out
+        a = Announcement.of(msg, addr)
         ag = self.agreement(msg.call)
-        if ag is not None:
-            m = ag.members[msg.worker]
-            if m.nonce == msg.nonce:
-                m.addr = addr
-                if m.shape() == a.shape():
-                    return Outcome([self._go(ag, m)])
-                return Outcome([self._reject(msg, addr, _differs(a, m), m)])
-            if not idle:
-                return Outcome([self._reject(msg, addr, RejectReason.DUPLICATE, m)])
-        elif self._is_past(msg):
-            return Outcome(stale=True)
-        return self._pend(msg, a, now)
+        m = None if ag is None else ag.members.get(msg.worker)
+        if ag is not None and (m is None or m.nonce == msg.nonce):
+            resumed = msg.ctype == ControlType.RESUME and a.offset != ag.offset
+            if a.shape() != ag.shape() or resumed:
+                peer = next((x for x in ag.members.values() if x.worker != a.worker), m)
+                assert peer is not None
+                out.replies.append(self._reject(msg, addr, _differs(a, peer), peer))
+                return out
+            ag.members[msg.worker] = a
+            out.replies.append(self._go(ag, a))
+            return out
+        if ag is None and self._is_past(msg, p):
+            out.drop = Drop.STALE
+            return out
+        last = self.agreed[-1] if self.agreed else None
+        if msg.ctype == ControlType.RESUME and (last is None or msg.call > last.call):
+            return self._adopt(a, out)
+        self._pend(a, now, out)
+        return out
 
-    def _pend(self, msg: Control, a: Announcement, now: float) -> Outcome:
-        """Add ``a`` to the call being announced.  The processes of the last
-        agreed call come first: a stranger's announcement (a forged CALL, a
-        restarted or second process) never holds up or evicts theirs."""
-        addr = a.addr
-        member = self._is_member(msg.worker, msg.nonce)
-        self._expire(now, strangers=not member)
-        held = self.pending.get(msg.worker)
-        if held is not None and held.nonce != msg.nonce:
-            if member or self._is_member(held.worker, held.nonce):
-                self._ban((held if member else msg).nonce)
-                if not member:
-                    return Outcome([self._reject(msg, addr, RejectReason.DUPLICATE, held)])
-            else:
-                del self.pending[msg.worker]
-                self._ban(held.nonce)
-                self._ban(msg.nonce)
-                return Outcome([self._reject(msg, addr, RejectReason.DUPLICATE, held)])
-        for p in self.pending.values():
-            if p.worker != msg.worker and p.shape() != a.shape():
-                reason = _differs(a, p)
+    # -- announcing and agreeing ---------------------------------------------
+
+    def _pend(self, a: Announcement, now: float, out: Outcome) -> None:
+        """Add ``a`` to the next call's announcements; agree once every index has one."""
+        self.pending = {
+            i: q
+            for i, q in self.pending.items()
+            if (h := self.roster.holders.get(i)) is not None
+            and h.nonce == q.nonce
+            and self.roster.live(h, now)
+        }
+        for q in self.pending.values():
+            if q.worker != a.worker and q.shape() != a.shape():
+                reason = _differs(a, q)
                 if reason is not RejectReason.CALL:
-                    self.pending[msg.worker] = a
-                return Outcome([self._reject(msg, addr, reason, p)])
-        self.pending[msg.worker] = a
-        if set(self.pending) != self.workers:
-            return Outcome()
-        return self._agree(a)
+                    self.pending[a.worker] = a
+                out.replies.append(self._reject_announcement(a, reason, q))
+                return
+        self.pending[a.worker] = a
+        if set(self.pending) == self.workers:
+            members, self.pending = self.pending, {}
+            self._record(Agreement(*a.shape(), 0, members), out)
 
-    def _agree(self, a: Announcement) -> Outcome:
-        members, self.pending = self.pending, {}
-        self.active = a.heard
+    def _adopt(self, a: Announcement, out: Outcome) -> Outcome:
+        """A RESUME: the call was agreed with this PS's predecessor; the
+        pending announcements of it join, those that differ are rejected."""
+        ag = Agreement(*a.shape(), a.offset, {a.worker: a})
+        for i, q in list(self.pending.items()):
+            if q.call == a.call and i != a.worker:
+                del self.pending[i]
+                if q.shape() == a.shape() and q.offset in (0, a.offset):
+                    ag.members[i] = q
+                else:
+                    out.replies.append(self._reject_announcement(q, _differs(q, a), a))
+        self.pending.pop(a.worker, None)
+        self._record(ag, out, adopted=True)
+        return out
+
+    def _record(self, ag: Agreement, out: Outcome, adopted: bool = False) -> None:
+        """Keep ``ag``; a call that does not continue the last agreed one
+        starts an epoch, whose offset comes from its processes (adopted from
+        a RESUME: the call's own)."""
         last = self.agreed[-1] if self.agreed else None
         continues = (
             last is not None
-            and a.call == last.call + 1
-            and a.base == (last.base + last.chunks) % SEQ_MOD
-            and all(members[i].nonce == last.members[i].nonce for i in self.workers)
+            and ag.call == last.call + 1
+            and ag.base == (last.base + last.chunks) % SEQ_MOD
+            and (not adopted or ag.offset == last.offset)
+            and all(
+                m.nonce == last.members[i].nonce for i, m in ag.members.items() if i in last.members
+            )
         )
-        if not continues:
-            self.agreed.clear()
-        ag = Agreement(a.call, a.base, a.chunks, a.length, a.digest, members)
-        self.agreed = [*self.agreed[-1:], ag]
-        replies = [self._go(ag, members[i]) for i in sorted(members)]
-        return Outcome(replies, agreed=True, new_epoch=not continues)
+        if last is not None and continues:
+            ag.offset = last.offset
+        elif not adopted:
+            ag.offset = wire.epoch_offset(self.job, {i: m.nonce for i, m in ag.members.items()})
+        self.agreed = [*self.agreed[-1:], ag] if continues else [ag]
+        out.agreed, out.new_epoch = True, not continues
+        out.replies += [self._go(ag, ag.members[i]) for i in sorted(ag.members)]
 
-    def _expire(self, now: float, strangers: bool) -> None:
-        """Forget announcements not resent for ``PENDING_TTL`` and, unless
-        ``strangers``, those of processes outside the last agreed call."""
-        self.pending = {
-            i: p
-            for i, p in self.pending.items()
-            if now - p.heard < PENDING_TTL and (strangers or self._is_member(i, p.nonce))
-        }
+    def _is_past(self, msg: codec.Control, p: Proc) -> bool:
+        """A delayed CALL of a call its process is long past."""
+        last = self.agreed[-1] if self.agreed else None
+        m = None if last is None else last.members.get(p.index)
+        return m is not None and m.nonce == p.nonce and last is not None and msg.call < last.call
 
-    def _is_member(self, worker: int, nonce: int) -> bool:
-        """Whether ``nonce`` ran as ``worker`` in the last agreed call."""
-        m = self.agreed[-1].members.get(worker) if self.agreed else None
-        return m is not None and m.nonce == nonce
+    def _withdraw(self, p: Proc) -> None:
+        """``p`` left: its announcement no longer counts."""
+        q = self.pending.get(p.index)
+        if q is not None and q.nonce == p.nonce:
+            del self.pending[p.index]
 
-    def _is_past(self, msg: Control) -> bool:
-        if not self.agreed:
-            return False
-        last = self.agreed[-1]
-        return last.members[msg.worker].nonce == msg.nonce and msg.call < last.call
+    def _fail(self, banned: list[Proc], msg: codec.Control) -> Replies:
+        """Processes found running as one index (``msg`` showed it): each of
+        them, every announcer of the next call and the members of the last
+        call they agreed are sent a REJECT (DUPLICATE, ``peer`` the index),
+        for the call each is in; none of those calls can complete."""
+        replies: Replies = []
+        told: set[int] = set()
 
-    def _against_table(self, msg: Control) -> RejectReason | None:
+        def tell(worker: int, nonce: int, addr: Addr, call: int, index: int) -> None:
+            if nonce not in told:
+                told.add(nonce)
+                to = codec.Control(ControlType.CALL, 0, self.job, worker, 0, nonce, call)
+                replies.append(self._reject(to, addr, RejectReason.DUPLICATE, None, index))
+
+        for b in banned:
+            if b.nonce == msg.nonce:
+                tell(b.index, b.nonce, b.addr, msg.call, b.index)
+            for q in self.pending.values():
+                tell(q.worker, q.nonce, q.addr, q.call, b.index)
+            self.pending.clear()
+            for ag in reversed(self.agreed):
+                m = ag.members.get(b.index)
+                if m is not None and m.nonce == b.nonce:
+                    for x in ag.members.values():
+                        tell(x.worker, x.nonce, x.addr, ag.call, b.index)
+                    break
+            tell(b.index, b.nonce, b.addr, self.agreed[-1].call if self.agreed else 0, b.index)
+        return replies
+
+    # -- answers --------------------------------------------------------------
+
+    def _report(
+        self, msg: codec.Control, now: float, held: Callable[[Agreement], list[int]]
+    ) -> codec.Control:
+        """The REPORT answering STATUS ``msg``."""
+        kind, announced, missing, partials = ReportKind.UNKNOWN_CALL, 0, 0, 0
+        ag = self.agreement(msg.call)
+        m = None if ag is None else ag.members.get(msg.worker)
+        if ag is not None and m is not None and m.nonce == msg.nonce:
+            silent = 0
+            for i, m in ag.members.items():
+                p = self.roster.known(m.nonce)
+                if p is None or not self.roster.live(p, now):
+                    silent |= 1 << i
+            bitmaps = held(ag)
+            partials, announced = len(bitmaps), self.mask & ~silent
+            if silent:
+                kind, missing = ReportKind.SILENT, silent
+            else:
+                for bitmap in bitmaps:
+                    missing |= self.mask & ~bitmap
+                kind = ReportKind.PARTIALS if bitmaps else ReportKind.NOTHING_HELD
+        elif announced := sum(1 << q.worker for q in self.pending.values() if q.call == msg.call):
+            kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
+        return codec.Control(
+            ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
+            mask=announced, missing=missing, partials=partials,
+        )  # fmt: skip
+
+    def _against_table(self, msg: codec.Control) -> RejectReason | None:
         if msg.worker not in self.workers:
             return RejectReason.WORKER
         if msg.fan_in != self.fan_in:
@@ -245,27 +332,35 @@ class CallBook:
             return RejectReason.MASK
         return None
 
-    def _ban(self, nonce: int) -> None:
-        self.banned[nonce] = None
-        while len(self.banned) > BANNED_KEPT:
-            self.banned.popitem(last=False)
-
-    def _go(self, ag: Agreement, m: Announcement) -> tuple[Control, Addr]:
-        msg = Control(
+    def _go(self, ag: Agreement, m: Announcement) -> tuple[codec.Control, Addr]:
+        msg = codec.Control(
             ControlType.GO, 0, self.job, m.worker, 0, m.nonce, ag.call, ag.base, ag.chunks,
-            ag.length, self.fan_in, self.mask, 0, 0, ag.digest,
+            ag.length, self.fan_in, self.mask, 0, 0, ag.digest, ag.offset,
         )  # fmt: skip
         return msg, m.addr
 
+    def _reject_announcement(
+        self, a: Announcement, reason: RejectReason, peer: Announcement
+    ) -> tuple[codec.Control, Addr]:
+        msg = codec.Control(ControlType.CALL, 0, self.job, a.worker, 0, a.nonce, a.call)
+        return self._reject(msg, a.addr, reason, peer)
+
     def _reject(
-        self, msg: Control, addr: Addr, reason: RejectReason, peer: Announcement | None
-    ) -> tuple[Control, Addr]:
+        self,
+        msg: codec.Control,
+        addr: Addr,
+        reason: RejectReason,
+        peer: Announcement | None,
+        index: int | None = None,
+    ) -> tuple[codec.Control, Addr]:
         """A REJECT to ``msg``'s sender carrying what it differs from: the
-        peer's announcement, or (peer None) its own with the PS's table."""
+        peer's announcement, or (peer None) its own call with the PS's table;
+        ``index``: the worker index run twice (DUPLICATE)."""
         src = msg if peer is None else peer
-        reply = Control(
-            ControlType.REJECT, reason, self.job, msg.worker,
-            wire.NO_PEER if peer is None else peer.worker, msg.nonce, src.call, src.base,
-            src.chunks, src.length, self.fan_in, self.mask, 0, 0, src.digest,
+        who = wire.NO_PEER if peer is None else peer.worker
+        reply = codec.Control(
+            ControlType.REJECT, reason, self.job, msg.worker, who if index is None else index,
+            msg.nonce, src.call, src.base, src.chunks, src.length, self.fan_in, self.mask, 0, 0,
+            src.digest,
         )  # fmt: skip
         return reply, addr

@@ -27,18 +27,33 @@ PENDING, SENT, FLOATING, DONE = range(4)
 """Chunk states: not sent yet; contribution sent; FLOAT sent after an
 overflowed result; sum delivered."""
 
-ANNOUNCING, STREAMING, FAILED = range(3)
-"""Call phases: waiting for the PS's GO; sending chunks; given up."""
+ANNOUNCING, STREAMING, ASKING, FAILED = range(4)
+"""Call phases: waiting for the PS's GO; sending chunks; past the deadline,
+asking the PS hosts who is missing; given up."""
 
 
 class Call:
     """One allreduce call: its chunks, their states and the sums so far."""
 
     def __init__(
-        self, number: int, base: int, tensor: npt.NDArray[np.float32], bound: float, scale: float
+        self,
+        number: int,
+        base: int,
+        tensor: npt.NDArray[np.float32],
+        bound: float,
+        scale: float,
+        start: float = 0.0,
+        timeout: float = float("inf"),
     ) -> None:
+        """``timeout``: seconds from ``start`` to the call's deadline."""
         q = quant.quantise(tensor, bound, scale)
         self.number, self.base = number, base
+        self.offset: int | None = None
+        """the epoch's first seq, as the PS hosts' GO tell it (None: no GO
+        yet; a worker without a control channel has none, its seqs start at
+        ``base``)."""
+        self.first = base
+        """the seq of the call's first chunk: ``offset + base``."""
         self.size = int(np.asarray(tensor).size)
         self.shape = np.asarray(tensor).shape
         self.q = q.values
@@ -52,10 +67,19 @@ class Call:
         self.phase = STREAMING
         self.digest = 0
         self.go = 0
-        """bitmap of the PS shards that said GO."""
+        """bitmap of the PS shards whose GO holds (in their current session)."""
+        self.resume = 0
+        """shards whose PS restarted after its GO: announced again with RESUME."""
+        self.regained = 0
+        """shards whose GO came back after a restart: their chunks without a sum go again."""
+        self.restarted = 0
+        """shards whose PS restarted during the call."""
+        self.timeout, self.deadline = timeout, start + timeout
+        self.gave_up_in = ANNOUNCING
+        """the phase the call was in at its deadline."""
 
     def index(self, seq: int) -> int | None:
-        i = (seq - self.base) % SEQ_MOD
+        i = (seq - self.first) % SEQ_MOD
         return i if i < self.n else None
 
 
@@ -98,7 +122,9 @@ def _why(
         RejectReason.WORKER: f"worker index {w.index} is not in the PS's mask {m.mask:#x}",
         RejectReason.FAN_IN: f"this worker has fan-in {w.fan_in}, the PS's job {m.fan_in}",
         RejectReason.MASK: f"this worker has mask {w.mask:#x}, the PS's job {m.mask:#x}",
-        RejectReason.DUPLICATE: f"another process also runs as worker {w.index}",
+        RejectReason.DUPLICATE: f"another process also runs as worker {w.index}"
+        if peer in (None, w.index)
+        else f"worker {peer} runs in two processes",
         RejectReason.CALL: f"this worker is at call {c.number}, worker {peer} at call "
         f"{m.call} (was one of them restarted?)",
         RejectReason.LENGTH: f"this worker has {c.size} values, worker {peer} has {m.length}",
@@ -106,18 +132,15 @@ def _why(
         "(an earlier call had other sizes)",
         RejectReason.CONFIG: f"worker {peer} quantises differently (bound or dtype; this "
         f"worker's bound is {w.bound:g})",
+        RejectReason.KEY: f"the PS at {ps} can not authenticate this worker: its key is not "
+        f"job {w.job}'s",
     }[reason]
 
 
 def timed_out(
-    w: Worker,
-    c: Call,
-    phase: int,
-    timeout: float,
-    waiting: list[int],
-    reports: dict[int, codec.Control | None],
+    w: Worker, c: Call, waiting: list[int], reports: dict[int, codec.Control | None]
 ) -> AllreduceTimeout:
-    """The exception for call ``c`` given up in ``phase`` while ``waiting``
+    """The exception for call ``c``, given up at its deadline while waiting
     for the PS hosts of these shards, with each one's report on it (None: no
     answer; none at all without a control channel)."""
     missing: set[int] | None = None
@@ -130,15 +153,19 @@ def timed_out(
     if not whys:
         whys.append("missing workers unknown (no control channel)")
     pses = shard_list(waiting, w.shards)
-    if phase == ANNOUNCING:
+    if c.gave_up_in == ANNOUNCING:
         where = "waiting for the PS's GO" if w.shards == 1 else f"waiting for the GO of {pses}"
     else:
         where = f"{c.n - c.delivered} of {c.n} chunks without a sum"
         if w.shards > 1:
             where += f", at {pses}"
+    restarted = bits(c.restarted)
+    if restarted:
+        where += "; " + ("the PS" if w.shards == 1 else shard_list(restarted, w.shards))
+        where += " restarted during the call"
     return AllreduceTimeout(
-        f"job {w.job} call {c.number}: no sum after {timeout:g} s ({where}); {'; '.join(whys)}",
-        w.job, c.number, None if missing is None else sorted(missing), timeout,
+        f"job {w.job} call {c.number}: no sum after {c.timeout:g} s ({where}); {'; '.join(whys)}",
+        w.job, c.number, None if missing is None else sorted(missing), c.timeout,
     )  # fmt: skip
 
 
@@ -154,4 +181,7 @@ def _missing(report: codec.Control | None) -> tuple[str, list[int] | None]:
         return f"the PS's partial sums of {report.partials} chunks miss workers {missing}", missing
     if report.code == ReportKind.NOTHING_HELD:
         return "missing workers unknown (the PS holds no partial sum of the call)", None
+    if report.code == ReportKind.SILENT:
+        silent = bits(report.missing)
+        return f"workers {silent} have sent nothing for {wire.LIVE_TTL:g} s", silent
     return "missing workers unknown (the PS has no record of the call)", None

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, valid_shards
+from hosts import auth
 from hosts.errors import AllreduceError
 from hosts.transport import Addr, UdpTransport, parse_addr
 from hosts.worker import FLOAT32_MAX
@@ -89,6 +90,14 @@ def bound(text: str) -> float:
     if value > FLOAT32_MAX:
         raise argparse.ArgumentTypeError(f"{text} is beyond float32")
     return value
+
+
+def key_file(text: str) -> bytes:
+    """The job key in the file at ``text`` (hex digits; ``hosts.auth``)."""
+    try:
+        return auth.read_key(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def address(default_port: int) -> Callable[[str], Addr]:
@@ -172,6 +181,12 @@ def check_worker_addresses(p: Parser, args: argparse.Namespace) -> None:
             f"argument --control: {n} address{'es' * (n > 1)} for {len(args.ps)} PS hosts "
             "(one per --ps address)"
         )
+
+
+def shown(addr: Addr) -> str:
+    """``HOST:PORT``, as a host's socket is reported once bound (``--bind
+    HOST:0`` binds any free port: the line says which)."""
+    return f"{addr[0]}:{addr[1]}"
 
 
 def bind(addr: Addr, what: str) -> UdpTransport:

@@ -128,6 +128,10 @@ class Control:
     missing: int = 0
     partials: int = 0
     digest: int = 0
+    offset: int = 0
+    session: int = 0
+    counter: int = 0
+    mac: int = 0
 
 
 if tuple(f.name for f in fields(Control)) != tuple(f.name for f in wire.CONTROL[1:]):

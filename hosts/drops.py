@@ -43,8 +43,17 @@ class Drop(str, enum.Enum):
     """PS: a switch sum that differs from the chunk's finished sum."""
     BUDGET = "budget"
     """PS: the job already has as many open chunks as it may."""
+    UNASKED = "unasked"
+    """worker: a FLOAT sum of a chunk it has not resent as FLOAT."""
     CONTROL = "control"
     """a control message with a wrong length, magic, type or shape."""
+    AUTH = "auth"
+    """a control message whose authenticator is not the job's key's."""
+    SESSION = "session"
+    """PS: an authentic control message made for another PS process
+    (answered with a CHALLENGE); worker: an answer from another PS process."""
+    REPLAY = "replay"
+    """PS: a message number the worker process already used (a copy or a replay)."""
     STRANGER = "stranger"
     """a control message for another worker, process or call."""
 

@@ -13,7 +13,10 @@ work: at most ``max_open`` chunks open at once and at most ``budget``
 pulls and answers from the cache per worker per ``stall`` (a held result
 is acknowledged regardless: ATP needs one answer per chunk).  With a
 control transport the PS also agrees each call with the job's workers
-(``hosts.agreement``) and drops data outside the agreed calls.
+(``hosts.ps_control``, ``hosts.agreement``; docs/agreement.md) and drops
+data outside the agreed calls.  Without one (the packet simulator's tests,
+``testbed.simnet``) it agrees nothing and fences nothing: no CLI or rig
+runs a PS that way.
 
 A job's chunks may be spread over several PS hosts: this one is shard
 ``shard`` of ``shards`` and completes only the chunks ``esa.job.ps_shard``
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -35,11 +38,12 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, popcount, ps_shard, valid_shards
-from esa.wire import ControlType, Flag, PacketType
-from hosts import codec, quant
-from hosts.agreement import CallBook
+from esa.wire import Flag, PacketType
+from hosts import auth, codec, quant
+from hosts.agreement import Agreement, CallBook
 from hosts.budget import Budget
 from hosts.drops import Drop, new_drops
+from hosts.ps_control import ControlDesk
 from hosts.transport import Addr, Transport, wait_any
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -77,8 +81,12 @@ class PSCounters:
     """replies not sent because the job's budget was spent."""
     control_received: int = 0
     calls_agreed: int = 0
+    gos_sent: int = 0
     rejects_sent: int = 0
     reports_sent: int = 0
+    challenges_sent: int = 0
+    control_suppressed: int = 0
+    """REJECTs and CHALLENGEs not sent: their destination's rate was spent."""
     dropped: dict[str, int] = field(default_factory=new_drops)
 
     def as_dict(self) -> dict[str, object]:
@@ -130,7 +138,12 @@ class ParameterServer:
         max_open: int = 4096,
         shard: int = 0,
         shards: int = 1,
+        keys: Mapping[int, bytes] | None = None,
+        session: int | None = None,
     ) -> None:
+        """``keys``: each job's control key (a job without one has its open
+        key, ``hosts.auth.open_key``); ``session``: this PS process's session
+        (default random)."""
         if not valid_shards(shards) or not 0 <= shard < shards:
             raise ValueError(
                 f"PS shard {shard} of {shards}: shards must be 1, 2, 4 or 8 "
@@ -138,7 +151,6 @@ class ParameterServer:
             )
         self.shard, self.shards = shard, shards
         self.transport, self.switch_addr, self.clock = transport, switch_addr, clock
-        self.control = control
         self.stall, self.max_pulls, self.cache_size = stall, max_pulls, cache_size
         self.budget, self.max_open = budget, max_open
         self.jobs: dict[int, Workers] = {}
@@ -153,8 +165,11 @@ class ParameterServer:
         self.counters = PSCounters()
         self.frame = codec.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
-        self.cbuf = bytearray(wire.CONTROL_BYTES + 1)
         self.next_scan = 0.0
+        self.desk = None if control is None else ControlDesk(
+            control, self.books, auth.Keys(keys), self._forget, self._held, self._count,
+            self._drop, session,
+        )  # fmt: skip
         for job, spec in (jobs or {}).items():
             self.add_job(job, spec)
 
@@ -166,12 +181,14 @@ class ParameterServer:
             self.budget * spec.fan_in / self.stall, self.budget * spec.fan_in
         )
         self.open.setdefault(job, 0)
-        if self.control is not None:
+        if self.desk is not None:
             self.books[job] = CallBook(job, spec.fan_in, spec.mask)
 
     def serve(self, stop: Callable[[], bool]) -> None:
         """Run until ``stop()`` is true (checked at least every ``stall / 4``)."""
-        transports = [self.transport] if self.control is None else [self.transport, self.control]
+        transports = (
+            [self.transport] if self.desk is None else [self.transport, self.desk.transport]
+        )
         while not stop():
             self.poll(self.clock())
             wait_any(transports, self.stall / 4)
@@ -180,9 +197,8 @@ class ParameterServer:
         """Handle waiting datagrams and pull stalled chunks; returns the next scan time."""
         while (got := self.transport.recv_into(self.rbuf)) is not None:
             self.handle(self.rbuf, got[0], now)
-        if self.control is not None:
-            while (cgot := self.control.recv_into(self.cbuf)) is not None:
-                self.handle_control(self.cbuf, cgot[0], cgot[1], now)
+        if self.desk is not None:
+            self.desk.poll(now)
         if now >= self.next_scan:
             self._scan(now)
             self.next_scan = now + self.stall / 4
@@ -192,6 +208,9 @@ class ParameterServer:
 
     def _drop(self, reason: Drop) -> None:
         self.counters.dropped[reason] += 1
+
+    def _count(self, name: str) -> None:
+        setattr(self.counters, name, getattr(self.counters, name) + 1)
 
     def _check(self, h: codec.Header, spec: Workers) -> Drop | None:
         """Why a datagram of a known job is not what its sender would send."""
@@ -233,9 +252,6 @@ class ParameterServer:
         if reason is not None:
             self._drop(reason)
             return
-        book = self.books.get(h.job)
-        if book is not None:
-            book.touch(now)
         values = codec.values_view(buf)
         key = (h.job, h.seq)
         if h.ptype == PacketType.RESULT:
@@ -358,8 +374,9 @@ class ParameterServer:
         self._close_float(key)
         self._close_partial(key)
         total = np.zeros(wire.K, np.float32)
-        for bit in sorted(acc.parts):
-            total += acc.parts[bit]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for bit in sorted(acc.parts):
+                total += acc.parts[bit]
         self.counters.float_completed += 1
         flags = int(Flag.FLOAT)
         payload = self._encode(
@@ -370,58 +387,18 @@ class ParameterServer:
 
     # -- control ------------------------------------------------------------
 
+    @property
+    def session(self) -> int:
+        """This PS process's session (0 without a control transport)."""
+        return 0 if self.desk is None else self.desk.session
+
     def handle_control(self, buf: bytearray, n: int, addr: Addr, now: float) -> None:
-        self.counters.control_received += 1
-        try:
-            msg = codec.decode_control(buf, n)
-        except codec.Malformed:
-            self._drop(Drop.CONTROL)
-            return
-        if msg.ctype == ControlType.CALL:
-            self._on_call(msg, addr, now)
-        elif msg.ctype == ControlType.STATUS:
-            self._on_status(msg, addr)
-        else:
-            self._drop(Drop.CONTROL)
+        assert self.desk is not None
+        self.desk.handle(buf, n, addr, now)
 
-    def _on_call(self, msg: codec.Control, addr: Addr, now: float) -> None:
-        if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
-            self._drop(Drop.CONTROL)
-            return
-        book = self.books.get(msg.job)
-        if book is None:
-            reply = codec.Control(
-                ControlType.REJECT, wire.RejectReason.UNKNOWN_JOB, msg.job, msg.worker,
-                wire.NO_PEER, msg.nonce,
-            )  # fmt: skip
-            self._control_send(reply, addr)
-            return
-        out = book.on_call(msg, addr, now)
-        if out.stale:
-            self._drop(Drop.STALE)
-        if out.new_epoch:
-            self._forget(msg.job)
-        self.counters.calls_agreed += out.agreed
-        for reply, to in out.replies:
-            self._control_send(reply, to)
-
-    def _on_status(self, msg: codec.Control, addr: Addr) -> None:
-        """Which workers' contributions to call ``msg.call`` are missing."""
-        book = self.books.get(msg.job)
-        if book is None or not book.knows(msg.worker, msg.nonce):
-            self._drop(Drop.STRANGER)
-            return
-        ag = book.agreement(msg.call)
-        held = [] if ag is None else [
-            p.bitmap for (job, seq), p in self.partials.items() if job == msg.job and ag.covers(seq)
-        ]  # fmt: skip
-        self.counters.reports_sent += 1
-        self._control_send(book.report(msg, held), addr)
-
-    def _control_send(self, msg: codec.Control, addr: Addr) -> None:
-        assert self.control is not None
-        self.counters.rejects_sent += msg.ctype == ControlType.REJECT
-        self.control.send(codec.encode_control(msg), addr)
+    def _held(self, job: int, ag: Agreement) -> list[int]:
+        """The bitmaps of the partial sums of ``job`` this PS holds for call ``ag``."""
+        return [p.bitmap for (j, seq), p in self.partials.items() if j == job and ag.covers(seq)]
 
     def _forget(self, job: int) -> None:
         """A job starts anew: its old chunks' sums and partials mean nothing now."""

@@ -3,7 +3,8 @@
     esa-ps --job 1:2 --job 2:4 --switch-addr 10.0.0.254
 
 It listens for ESA datagrams on ``--bind`` and for the workers' control
-messages (call agreement) on ``--control-bind``.  A job whose chunks are
+messages (call agreement) on ``--control-bind``, authenticated with each
+job's ``--key-file`` (docs/agreement.md).  A job whose chunks are
 spread over several PS hosts runs one per shard: ``--shard I --shards N``
 (every job of this PS has shard ``I`` here).
 """
@@ -39,6 +40,14 @@ def job_arg(text: str) -> tuple[int, Workers]:
         raise argparse.ArgumentTypeError(f"{text}: {e}") from None
 
 
+def key_arg(text: str) -> tuple[int, bytes]:
+    """``JOB:PATH``: the key file of job ``JOB``."""
+    job, sep, path = text.partition(":")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"expected JOB:PATH, got {text!r}")
+    return cli.JOB_ID(job), cli.key_file(path)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument(
@@ -53,6 +62,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"HOST[:PORT] for control messages (default: the --bind host, {wire.CONTROL_PORT})",
     )
     p.add_argument("--job", type=job_arg, action="append", required=True, help="JOB:FANIN[:MASK]")
+    p.add_argument(
+        "--key-file",
+        type=key_arg,
+        action="append",
+        default=[],
+        help="JOB:PATH, the job's control key (hex; without one the job's open key, which "
+        "authenticates nothing)",
+    )
     p.add_argument(
         "--switch-addr",
         type=cli.address(wire.UDP_PORT),
@@ -77,6 +94,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ids = [job for job, _ in args.job]
     if len(set(ids)) != len(ids):
         p.error(f"argument --job: job {max(ids, key=ids.count)} given twice")
+    keyed = [job for job, _ in args.key_file]
+    if len(set(keyed)) != len(keyed):
+        p.error(f"argument --key-file: job {max(keyed, key=keyed.count)} given twice")
+    if set(keyed) - set(ids):
+        p.error(f"argument --key-file: job {min(set(keyed) - set(ids))} is not a --job")
     if args.shard >= args.shards:
         p.error(f"argument --shard: {args.shard} is not below --shards {args.shards}")
     if args.control_bind is None:
@@ -85,7 +107,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def serve(args: argparse.Namespace) -> int:
-    transport, control = cli.bind_pair(args.bind, args.control_bind)
+    try:
+        transport, control = cli.bind_pair(args.bind, args.control_bind)
+    except cli.Failure as e:
+        raise cli.Failure(f"error: {e}") from None
     ps = ParameterServer(
         transport,
         args.switch_addr,
@@ -95,6 +120,7 @@ def serve(args: argparse.Namespace) -> int:
         control=control,
         shard=args.shard,
         shards=args.shards,
+        keys=dict(args.key_file),
     )
     stopping = False
 
@@ -107,7 +133,8 @@ def serve(args: argparse.Namespace) -> int:
     end = None if args.duration is None else time.monotonic() + args.duration
     shard = f", shard {ps.shard} of {ps.shards}" if ps.shards > 1 else ""
     print(
-        f"PS on {transport.addr}, control on {control.addr}, jobs {sorted(ps.jobs)}{shard}",
+        f"PS on {cli.shown(transport.addr)}, control on {cli.shown(control.addr)}, "
+        f"jobs {sorted(ps.jobs)}{shard}",
         flush=True,
     )
     try:

@@ -1,7 +1,10 @@
 """A PyTorch DistributedDataParallel communication hook that sums gradients
 through the switch::
 
-    model.register_comm_hook(EsaHookState.from_env(), esa_hook)
+    register(model)  # a DDP model; configured from the environment (EsaConfig.from_env)
+
+which is ``model.register_comm_hook(EsaHookState.from_env(), esa_hook)``
+and lets the state hash the model's parameters into its report.
 
 Each gradient bucket DDP hands to the hook is all-reduced by this process's
 ``hosts.worker.Worker`` on a background thread, so the sum of one bucket
@@ -27,17 +30,33 @@ DDP compares the hook's annotations with ``dist.GradBucket`` and
 ``Future[Tensor]`` when it is registered, so this module keeps them
 evaluated (no postponed annotations); ``GradBucket`` is imported from where
 ``torch.distributed`` takes it, which re-exports it untyped.
+
+Report.  With ``ESA_REPORT`` set, the state writes what a run needs to
+know of this worker to that file at exit (``EsaHookState.report``): the
+DDP steps and all-reduces it summed, the seconds from the first all-reduce's
+start to the last one's end, the worker's counters and a SHA-256 of the
+model's parameters (of the last step's summed gradients when it was
+registered without ``register``), the same on every worker of a job whose
+sums were exact.  With ``ESA_PROGRESS_FD`` it writes each finished step's
+number to that descriptor, a line each.
 """
 
 import atexit
+import hashlib
+import json
+import os
 import queue
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch._C._distributed_c10d import GradBucket
+from torch.nn.parallel import DistributedDataParallel
 
 from hosts.torch_config import EsaConfig
 from hosts.transport import UdpTransport
@@ -85,6 +104,8 @@ class BucketMismatch(RuntimeError):
 class _Call:
     grad: torch.Tensor
     future: torch.futures.Future[torch.Tensor]
+    index: int = 0
+    last: bool = False
 
 
 class EsaHookState:
@@ -98,9 +119,10 @@ class EsaHookState:
 
     def __init__(self, config: EsaConfig) -> None:
         self.config = config
-        self.transport = UdpTransport(config.bind)
+        bind = config.bind if config.bind_fd is None else socket.socket(fileno=config.bind_fd)
+        self.transport = UdpTransport(bind)
         try:
-            self.control = UdpTransport((config.bind[0], 0))
+            self.control = UdpTransport((self.transport.addr[0], 0))
         except OSError:
             self.transport.close()
             raise
@@ -115,9 +137,22 @@ class EsaHookState:
             rto=config.rto,
             control=self.control,
             control_addrs=config.control_addrs,
+            key=config.key,
         )
         self.iteration = 0
         self.next_index = 0
+        self.model: torch.nn.Module | None = None
+        """the model whose parameters the report hashes (``register`` sets it)."""
+        self.steps = 0
+        """DDP steps summed: backward passes whose every bucket has its sum."""
+        self.allreduces = 0
+        self.values = 0
+        """gradient values of one step (its buckets' sizes in the first)."""
+        self._born = time.monotonic()
+        self._first: float | None = None
+        self._last = 0.0
+        self._sums: dict[int, npt.NDArray[np.float32]] = {}
+        self._progress_fd = config.progress_fd
         self._calls: queue.Queue[_Call | None] = queue.Queue()
         self._failure: BaseException | None = None
         self._closed = False
@@ -145,7 +180,9 @@ class EsaHookState:
                 f"bucket {bucket.index()} arrived when bucket {self.next_index} of iteration "
                 f"{self.iteration} was due: register the state with one DDP model only"
             )
-        call = _Call(grad, torch.futures.Future())
+        call = _Call(grad, torch.futures.Future(), bucket.index(), bucket.is_last())
+        if self.iteration == 0:
+            self.values += grad.numel()
         if bucket.is_last():
             self.iteration, self.next_index = self.iteration + 1, 0
         else:
@@ -163,8 +200,45 @@ class EsaHookState:
         self._thread.join()
         if self._failure is None:
             self.worker.linger(self.config.linger)
+        self.worker.leave()
         self.transport.close()
         self.control.close()
+        if self.config.report is not None:
+            tmp = f"{self.config.report}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.report(), f)
+            os.replace(tmp, self.config.report)
+
+    @property
+    def seconds(self) -> float:
+        """From the first all-reduce's start to the last one's end; without
+        any, the state's lifetime so far."""
+        if self._first is None:
+            return time.monotonic() - self._born
+        return self._last - self._first
+
+    def report(self) -> dict[str, object]:
+        """What a run reads of this worker (written to ``ESA_REPORT`` at exit)."""
+        out: dict[str, object] = {
+            "job": self.config.job,
+            "rank": self.config.index,
+            "steps": self.steps,
+            "allreduces": self.allreduces,
+            "values": self.values,
+            "seconds": self.seconds,
+            "window": self.config.window,
+            "counters": self.worker.counters.as_dict(),
+        }
+        if self.model is not None:
+            out["params_sha256"] = params_sha256(self.model)
+        else:
+            sums = hashlib.sha256()
+            for _, total in sorted(self._sums.items()):
+                sums.update(total.tobytes())
+            out["grads_sha256"] = sums.hexdigest()
+        if self._failure is not None:
+            out["failure"] = str(self._failure)
+        return out
 
     # -- the all-reduce thread --------------------------------------------
 
@@ -188,10 +262,30 @@ class EsaHookState:
             except Exception as e:
                 self._failure = e
                 _fail(call.future, e)
+                continue
+            self.allreduces += 1
+            if call.last:
+                self.steps += 1
+                self._progress()
+
+    def _progress(self) -> None:
+        if self._progress_fd is None:
+            return
+        try:
+            os.write(self._progress_fd, f"{self.steps}\n".encode())
+        except OSError:  # nobody reads any more: training goes on
+            self._progress_fd = None
 
     def _average(self, call: _Call) -> torch.Tensor:
         flat = call.grad.detach().reshape(-1).to("cpu", torch.float32)
+        if self._first is None:
+            self._first = time.monotonic()
         total = self.worker.allreduce(flat.numpy(), timeout=self.config.timeout)
+        self._last = time.monotonic()
+        if self.model is None:  # the report hashes the last step's sums instead
+            if call.index == 0:
+                self._sums = {}
+            self._sums[call.index] = total
         avg = torch.from_numpy(total / np.float32(self.config.fan_in))
         return avg.to(call.grad.device, call.grad.dtype).reshape(call.grad.shape)
 
@@ -213,3 +307,22 @@ def esa_hook(state: EsaHookState, bucket: GradBucket) -> torch.futures.Future[to
     error, which DDP raises from ``backward`` with the original message.
     """
     return state.submit(bucket).then(_value)
+
+
+def register(model: DistributedDataParallel, state: EsaHookState | None = None) -> EsaHookState:
+    """Sum ``model``'s gradients through the switch: register the ESA hook
+    with ``state`` (default: ``EsaHookState.from_env()``), which keeps the
+    model to hash its parameters into its report.  Call it once, before
+    the first backward pass; returns the state."""
+    state = EsaHookState.from_env() if state is None else state
+    model.register_comm_hook(state, esa_hook)
+    state.model = model
+    return state
+
+
+def params_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 of the bytes of ``model``'s parameters, in their order."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

@@ -27,6 +27,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
     p.add_argument("--workers", type=cli.FAN_IN, required=True, help="workers of the job (fan-in)")
     cli.add_worker_addresses(p)
+    p.add_argument("--key-file", type=cli.key_file, help="the job's control key (hex)")
     p.add_argument("--steps", type=cli.COUNT, default=150)
     p.add_argument("--seed", type=cli.SEED, default=0, help="data set seed (same on every worker)")
     p.add_argument(
@@ -47,7 +48,7 @@ def train(args: argparse.Namespace) -> int:
     try:
         worker = Worker(
             args.job, args.index, args.workers, args.ps, transport, bound=training.GRAD_BOUND,
-            control=control, control_addrs=args.control,
+            control=control, control_addrs=args.control, key=args.key_file,
         )  # fmt: skip
         start = time.monotonic()
         training.train_blocking(
@@ -55,6 +56,7 @@ def train(args: argparse.Namespace) -> int:
         )
         elapsed = time.monotonic() - start
         worker.linger(1.0)
+        worker.leave()
     finally:
         transport.close()
         control.close()

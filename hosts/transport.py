@@ -35,14 +35,24 @@ class Transport(Protocol):
 
 
 class UdpTransport:
-    """A UDP socket bound to ``bind``; sends never block for long, receives never block."""
+    """A UDP socket bound to ``bind``, or ``bind`` itself when it is a bound
+    UDP socket (one a launcher bound and passed on, so that nobody has to
+    guess a free port); sends never block for long, receives never block."""
 
-    def __init__(self, bind: Addr, rcvbuf: int = 4 << 20, sndbuf: int = 4 << 20) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    def __init__(
+        self, bind: Addr | socket.socket, rcvbuf: int = 4 << 20, sndbuf: int = 4 << 20
+    ) -> None:
+        if isinstance(bind, socket.socket):
+            self.sock = bind
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
+            if (self.sock.family, self.sock.type) != (socket.AF_INET, socket.SOCK_DGRAM):
+                raise OSError(errno.EPROTOTYPE, "not an IPv4 UDP socket")
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-            self.sock.bind(bind)
+            if not isinstance(bind, socket.socket):
+                self.sock.bind(bind)
         except OSError:
             self.sock.close()
             raise

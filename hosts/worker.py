@@ -6,16 +6,17 @@ workers in one thread on a virtual clock (``testbed.simnet``).
 
 A job's chunks may be spread over several PS hosts, its shards: chunk
 ``seq`` is addressed to the PS of ``esa.job.ps_shard(seq, shards)``.  With a
-control transport each call is first agreed with every shard's PS (CALL,
-then GO or REJECT; see ``hosts.agreement``): nothing is sent for a call its
+control transport each call is first agreed with every shard's PS
+(``hosts.announce``; docs/agreement.md): nothing is sent for a call its
 peers disagree on, and a call that does not finish in time ends in
 ``AllreduceTimeout`` naming the workers the PS hosts report missing.
+Without one (the packet simulator's tests, ``testbed.simnet``, against a
+PS without one) calls are not agreed: no CLI or rig runs a worker that way.
 """
 
 from __future__ import annotations
 
 import heapq
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,10 +26,12 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
-from esa.wire import ControlType, Flag, PacketType
-from hosts import codec, quant
+from esa.wire import Flag, PacketType
+from hosts import auth, codec, quant
+from hosts.announce import Announcer
 from hosts.calls import (
     ANNOUNCING,
+    ASKING,
     DONE,
     FAILED,
     FLOATING,
@@ -38,11 +41,9 @@ from hosts.calls import (
     STREAMING,
     Call,
     bits,
-    rejected,
     timed_out,
 )
 from hosts.drops import Drop, new_drops
-from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.rto import RetransmitTimeout
 from hosts.transport import Addr, Transport, wait_any
 
@@ -50,12 +51,8 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_RTO = 1.0
 """Upper bound of the adaptive retransmission timeout, seconds (or the
 initial timeout, if that is larger)."""
-MAX_CALL_RTO = 1.0
-"""Upper bound of the interval between a CALL's resends, seconds."""
 DEFAULT_TIMEOUT = 60.0
 """``allreduce``'s default timeout, seconds."""
-STATUS_TRIES, STATUS_WAIT = 3, 0.2
-"""STATUS requests after a timeout, and seconds to wait for each answer."""
 
 RETX, OVERFLOW, FLOAT, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT), int(Flag.HOLD)
 """Plain ints: IntFlag operators cost a Python call per packet."""
@@ -99,7 +96,8 @@ class Worker:
     per-job counter (``base`` of a call = chunks of all earlier calls).
     With ``control`` (a second transport) each call is agreed with every
     shard's PS at ``control_addrs`` (default: each PS's host,
-    ``CONTROL_PORT``) before anything is sent.
+    ``CONTROL_PORT``) before anything is sent, in messages sealed with the
+    job's ``key`` (default: its open key, ``hosts.auth.open_key``).
     """
 
     def __init__(
@@ -116,6 +114,7 @@ class Worker:
         clock: Callable[[], float] = time.monotonic,
         control: Transport | None = None,
         control_addrs: tuple[Addr, ...] | None = None,
+        key: bytes | None = None,
     ) -> None:
         if not 1 <= job <= wire.MAX_JOB_ID:
             raise ValueError(f"job must be 1..{wire.MAX_JOB_ID}, got {job}")
@@ -156,16 +155,11 @@ class Worker:
         self.frame = codec.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.control = control
-        self.nonces = _nonces(self.shards)
-        """one per shard: tells this process's control messages from another's
-        with the same index, and which shard's PS an answer comes from."""
-        self.shard_of = {nonce: s for s, nonce in enumerate(self.nonces)}
-        self.cbuf = bytearray(wire.CONTROL_BYTES + 1)
-        self.call_rto = rto
-        self.call_deadline = 0.0
-        self.failure: CallRejected | None = None
-        self.reports: dict[int, codec.Control] = {}
-        """the REPORT of each shard's PS on the current call, while asking."""
+        self.agent = (
+            None
+            if control is None
+            else Announcer(self, control, control_addrs, auth.open_key(job) if key is None else key)
+        )
 
     # -- the blocking API -------------------------------------------------
 
@@ -178,16 +172,12 @@ class Worker:
         ``AllreduceTimeout`` when no complete sum arrives within ``timeout``
         seconds; after either the worker is out of step with its job.
         """
-        self.begin(tensor)
-        end = self.clock() + timeout
+        self.begin(tensor, timeout)
         while not self.done:
             now = self.clock()
-            if now >= end:
-                raise self._timed_out(timeout)
-            deadline = self.poll(now)
+            wake = self.poll(now)
             if not self.done:
-                wake = now + self.timeout.value if deadline is None else deadline
-                self.wait(min(wake, end) - self.clock())
+                self.wait((now + self.timeout.value if wake is None else wake) - self.clock())
         return self.result()
 
     def linger(self, seconds: float, limit: float = DEFAULT_TIMEOUT) -> None:
@@ -211,10 +201,12 @@ class Worker:
 
     # -- the steppable API ------------------------------------------------
 
-    def begin(self, tensor: npt.NDArray[np.float32]) -> None:
+    def begin(self, tensor: npt.NDArray[np.float32], timeout: float | None = None) -> None:
+        """Start a call; ``poll`` fails it ``timeout`` seconds from now (None: never)."""
         if self.cur is not None and self.cur.phase != FAILED and not self.done:
             raise RuntimeError("allreduce already in progress")
-        call = Call(self.calls, self.next_base, tensor, self.bound, self.scale)
+        start, limit = self.clock(), float("inf") if timeout is None else timeout
+        call = Call(self.calls, self.next_base, tensor, self.bound, self.scale, start, limit)
         if call.size == 0:
             raise ValueError("allreduce of an empty tensor")
         self.calls += 1
@@ -223,12 +215,14 @@ class Worker:
         self.inflight.clear()
         self.timers.clear()
         self.timeout.clear()
-        if self.control is not None:
-            call.phase = ANNOUNCING
-            call.digest = wire.config_digest(
-                self.fan_in, self.mask, self.bound, call.size, "float32"
-            )
-            self.call_rto, self.call_deadline = self.timeout.value, 0.0
+        if self.agent is not None:
+            self.agent.start(call, self.timeout.value)
+
+    def leave(self) -> None:
+        """Tell the PS hosts this process leaves the job (BYE), so that a new
+        process may take its index at once; the worker is not used after."""
+        if self.agent is not None:
+            self.agent.leave()
 
     @property
     def done(self) -> bool:
@@ -244,34 +238,44 @@ class Worker:
     def poll(self, now: float) -> float | None:
         """Handle waiting datagrams, announce or send what the window allows,
         retransmit what timed out; returns when to poll again at the latest.
-        Raises ``CallRejected`` once when the PS rejected the current call."""
+        Raises ``CallRejected`` or ``AllreduceTimeout`` once when the current
+        call fails."""
+        c, agent = self.cur, self.agent
+        if agent is not None:
+            agent.receive(c, now)
         while (got := self.transport.recv_into(self.rbuf)) is not None:
             self.handle(self.rbuf, got[0], now)
-        if self.control is not None:
-            while (cgot := self.control.recv_into(self.cbuf)) is not None:
-                self.handle_control(self.cbuf, cgot[0], now)
-        if self.failure is not None:
-            failure, self.failure = self.failure, None
+        if agent is not None and agent.failure is not None:
+            failure, agent.failure = agent.failure, None
             raise failure
-        c = self.cur
         if c is None or c.phase == FAILED:
             return None
-        if c.phase == ANNOUNCING:
-            if now >= self.call_deadline:
-                for shard in range(self.shards):
-                    if not c.go >> shard & 1:
-                        self._announce(c, ControlType.CALL, shard)
-                self.call_deadline = now + self.call_rto
-                self.call_rto = min(2 * self.call_rto, MAX_CALL_RTO)
-            return self.call_deadline
-        while len(self.inflight) < self.window and c.next_send < c.n:
+        if now >= c.deadline and c.phase in (ANNOUNCING, STREAMING) and not self.done:
+            self._give_up(c, now)
+        if agent is not None and c.phase == ASKING:
+            return agent.poll(c, now)
+        if agent is not None and c.phase == ANNOUNCING:
+            return min(agent.poll(c, now), c.deadline)
+        wake = float("inf") if self.done else c.deadline
+        if agent is not None:
+            wake = min(wake, agent.poll(c, now))
+        held = 0 if agent is None else agent.full & ~c.go
+        if c.regained:
+            self._rearm(c, c.regained, now)
+            c.regained = 0
+        while not held and len(self.inflight) < self.window and c.next_send < c.n:
             i = c.next_send
             c.next_send += 1
             if c.state[i] == PENDING:
                 self._send_contrib(c, i, 0, now)
+        expired = False
         while self.timers and self.timers[0][0] <= now:
             deadline, i = heapq.heappop(self.timers)
             if self.inflight.get(i) != deadline:
+                continue
+            expired = True
+            if held and held >> self._shard(c, i) & 1:
+                self._arm(i, now)
                 continue
             self.counters.retransmitted += 1
             self.timeout.resend(i)
@@ -280,9 +284,39 @@ class Worker:
                 self._send_float(c, i, RETX, now)
             else:
                 self._send_contrib(c, i, RETX, now)
+        if expired and agent is not None:
+            agent.probe(c, now)
         while self.timers and self.inflight.get(self.timers[0][1]) != self.timers[0][0]:
             heapq.heappop(self.timers)
-        return self.timers[0][0] if self.timers else None
+        if self.timers:
+            wake = min(wake, self.timers[0][0])
+        return None if wake == float("inf") else wake
+
+    def _give_up(self, c: Call, now: float) -> None:
+        """Call ``c`` reached its deadline: ask the PS hosts it waits for whose
+        contributions they miss (then ``poll`` raises), or, without a control
+        channel, fail it now."""
+        if c.phase == ANNOUNCING:
+            waiting = [s for s in range(self.shards) if not c.go >> s & 1]
+        else:
+            undone = (c.first + i for i in range(c.n) if c.state[i] != DONE)
+            waiting = sorted({ps_shard(seq % SEQ_MOD, self.shards) for seq in undone})
+            waiting = sorted({*waiting, *(s for s in range(self.shards) if not c.go >> s & 1)})
+        if self.agent is None:
+            c.gave_up_in, c.phase = c.phase, FAILED
+            raise timed_out(self, c, waiting, {})
+        self.agent.give_up(c, now, waiting)
+
+    def _rearm(self, c: Call, shards: int, now: float) -> None:
+        """The PS hosts of ``shards`` agreed the call again after a restart:
+        resend at once what of theirs is in flight (they hold nothing of it)."""
+        for i in list(self.inflight):
+            if shards >> self._shard(c, i) & 1:
+                self.inflight[i] = now
+                heapq.heappush(self.timers, (now, i))
+
+    def _shard(self, c: Call, i: int) -> int:
+        return ps_shard((c.first + i) % SEQ_MOD, self.shards)
 
     # -- receive ----------------------------------------------------------
 
@@ -351,6 +385,9 @@ class Worker:
             self._drop(Drop.DUPLICATE)
             return
         if h.flags & FLOAT:
+            if c.state[i] != FLOATING:
+                self._drop(Drop.UNASKED)
+                return
             c.out[i] = quant.from_bits(values.astype(np.int32))
             self.counters.results_float += 1
         elif h.flags & OVERFLOW:
@@ -386,85 +423,12 @@ class Worker:
             c.state[i] = SENT
         self._send_contrib(c, i, RETX, now, arm=c is self.cur and c.state[i] != DONE)
 
-    # -- control ------------------------------------------------------------
-
-    def handle_control(self, buf: bytearray, n: int, now: float) -> None:
-        self.counters.control_received += 1
-        try:
-            m = codec.decode_control(buf, n)
-        except codec.Malformed:
-            self._drop(Drop.CONTROL)
-            return
-        shard = self.shard_of.get(m.nonce)
-        answer = m.ctype in (ControlType.GO, ControlType.REJECT, ControlType.REPORT)
-        if not answer or (m.job, m.worker) != (self.job, self.index) or shard is None:
-            self._drop(Drop.STRANGER)
-            return
-        c = self.cur
-        if m.ctype == ControlType.REPORT:
-            if c is None or m.call != c.number:
-                self._drop(Drop.STALE)
-            else:
-                self.reports[shard] = m
-            return
-        if c is None or c.phase != ANNOUNCING or m.call != c.number:
-            self._drop(Drop.STALE)
-        elif m.ctype == ControlType.GO:
-            if (m.base, m.chunks, m.length, m.digest) != (c.base, c.n, c.size, c.digest):
-                self._drop(Drop.STRANGER)
-                return
-            c.go |= 1 << shard
-            if c.go == (1 << self.shards) - 1:
-                c.phase = STREAMING
-        else:
-            c.phase = FAILED
-            self.failure = rejected(self, m, c, shard)
-
-    def _announce(self, c: Call, ctype: ControlType, shard: int) -> None:
-        assert self.control is not None
-        msg = codec.Control(
-            ctype, 0, self.job, self.index, 0, self.nonces[shard], c.number, c.base, c.n, c.size,
-            self.fan_in, self.mask, 0, 0, c.digest,
-        )  # fmt: skip
-        self.control.send(codec.encode_control(msg), self.control_addrs[shard])
-        self.counters.calls_sent += ctype == ControlType.CALL
-
-    def _timed_out(self, timeout: float) -> AllreduceTimeout:
-        """Give up the current call, asking the PS hosts it waits for whose
-        contributions they miss."""
-        c = self.cur
-        assert c is not None
-        phase, c.phase = c.phase, FAILED
-        if phase == ANNOUNCING:
-            waiting = [s for s in range(self.shards) if not c.go >> s & 1]
-        else:
-            undone = (c.base + i for i in range(c.n) if c.state[i] != DONE)
-            waiting = sorted({ps_shard(seq % SEQ_MOD, self.shards) for seq in undone})
-        return timed_out(self, c, phase, timeout, waiting, self._ask_status(c, waiting))
-
-    def _ask_status(self, c: Call, shards: list[int]) -> dict[int, codec.Control | None]:
-        """The REPORT on call ``c`` of each of these shards' PS (None: no answer)."""
-        if self.control is None:
-            return {}
-        self.reports = {}
-        for _ in range(STATUS_TRIES):
-            for s in shards:
-                if s not in self.reports:
-                    self._announce(c, ControlType.STATUS, s)
-            end = time.monotonic() + STATUS_WAIT
-            while not set(shards) <= set(self.reports) and (left := end - time.monotonic()) > 0:
-                self.wait(left)
-                self.poll(self.clock())
-            if set(shards) <= set(self.reports):
-                break
-        return {s: self.reports.get(s) for s in shards}
-
     # -- send -------------------------------------------------------------
 
     def _send_contrib(self, c: Call, i: int, flags: int, now: float, arm: bool = True) -> None:
         if c.clipped[i]:
             flags |= OVERFLOW
-        seq = (c.base + i) % SEQ_MOD
+        seq = (c.first + i) % SEQ_MOD
         h = codec.Header(PacketType.CONTRIB, flags, self.job, seq, self.bit, 1)
         self.transport.send(self.frame.pack(h, c.q[i]), self._ps_for(seq))
         self.counters.sent += 1
@@ -476,7 +440,7 @@ class Worker:
             self._arm(i, now)
 
     def _send_float(self, c: Call, i: int, flags: int, now: float) -> None:
-        seq = (c.base + i) % SEQ_MOD
+        seq = (c.first + i) % SEQ_MOD
         h = codec.Header(PacketType.FLOAT, flags, self.job, seq, self.bit, 1)
         self.transport.send(self.frame.pack(h, quant.float_bits(c.floats[i])), self._ps_for(seq))
         self.counters.float_sent += 1
@@ -493,11 +457,3 @@ class Worker:
         deadline = now + self.timeout.value
         self.inflight[i] = deadline
         heapq.heappush(self.timers, (deadline, i))
-
-
-def _nonces(n: int) -> tuple[int, ...]:
-    """``n`` distinct random nonces."""
-    out: set[int] = set()
-    while len(out) < n:
-        out.add(secrets.randbits(32))
-    return tuple(out)

@@ -5,7 +5,8 @@
 ``--ps`` lists the job's PS hosts, one per shard (1, 2, 4 or 8): chunk
 ``seq`` goes to the PS of shard ``esa.job.ps_shard(seq, shards)``.  Each
 call is first agreed with every one of them over its control port (its
-host, port ``CONTROL_PORT``, unless ``--control`` says otherwise).
+host, port ``CONTROL_PORT``, unless ``--control`` says otherwise), in messages
+authenticated with the job's ``--key-file``; it says BYE when it exits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fan-in", type=cli.FAN_IN, required=True)
     p.add_argument("--mask", type=cli.MASK, help="worker bitmap (default: fan-in bits)")
     cli.add_worker_addresses(p)
+    p.add_argument(
+        "--key-file",
+        type=cli.key_file,
+        help="the job's control key (hex; default: the job's open key, which authenticates "
+        "nothing)",
+    )
     p.add_argument("--bound", type=cli.bound, default=1.0, help="max |gradient| of the job")
     p.add_argument("--window", type=cli.COUNT, default=64, help="chunks in flight")
     p.add_argument("--rto", type=cli.POSITIVE, default=0.05, help="initial retransmission timeout")
@@ -115,34 +122,43 @@ def iterate(args: argparse.Namespace, transport: UdpTransport, control: UdpTrans
         worker_mask=args.mask,
         control=control,
         control_addrs=args.control,
+        key=args.key_file,
     )
-    times: list[float] = []
-    digests: list[str] = []
-    start = time.monotonic()
-    for it in range(args.iters):
-        if args.compute:
-            compute = compute_time(args.seed, args.job, args.index, it, args.compute, args.jitter)
-            worker.linger(compute)
-        grad = gradient_of(args, it)
-        t0 = time.monotonic()
-        digests.append(digest(worker.allreduce(grad, timeout=args.timeout)))
-        times.append(time.monotonic() - t0)
-        print(f"iter {it}: {times[-1] * 1e3:.3f} ms", flush=True)
-    jct = time.monotonic() - start
-    print(f"JCT: {jct:.3f} s", flush=True)
-    worker.linger(args.linger)
-    if args.json:
-        report = {
-            "job": args.job,
-            "worker": args.index,
-            "iters": args.iters,
-            "jct_s": jct,
-            "iter_s": times,
-            "sha256": digests,
-            "counters": worker.counters.as_dict(),
-        }
-        print(json.dumps(report), flush=True)
-    return 0
+    print(
+        f"worker on {cli.shown(transport.addr)}, control on {cli.shown(control.addr)}", flush=True
+    )
+    try:
+        times: list[float] = []
+        digests: list[str] = []
+        start = time.monotonic()
+        for it in range(args.iters):
+            if args.compute:
+                compute = compute_time(
+                    args.seed, args.job, args.index, it, args.compute, args.jitter
+                )
+                worker.linger(compute)
+            grad = gradient_of(args, it)
+            t0 = time.monotonic()
+            digests.append(digest(worker.allreduce(grad, timeout=args.timeout)))
+            times.append(time.monotonic() - t0)
+            print(f"iter {it}: {times[-1] * 1e3:.3f} ms", flush=True)
+        jct = time.monotonic() - start
+        print(f"JCT: {jct:.3f} s", flush=True)
+        worker.linger(args.linger)
+        if args.json:
+            report = {
+                "job": args.job,
+                "worker": args.index,
+                "iters": args.iters,
+                "jct_s": jct,
+                "iter_s": times,
+                "sha256": digests,
+                "counters": worker.counters.as_dict(),
+            }
+            print(json.dumps(report), flush=True)
+        return 0
+    finally:
+        worker.leave()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -55,4 +55,4 @@ setup: the P4 toolchain is missing. Tests that need it will be skipped.
     p4c v1.2.4.8 (BMv2 backend), installed under /usr/local.
 TXT
 fi
-echo "setup: done"
+echo "setup: done. In each shell: source .venv/bin/activate (puts esa-ctl, esa-ps, esa-worker, esa-refswitch and torchrun on PATH)"

@@ -6,25 +6,36 @@ import argparse
 import time
 from pathlib import Path
 
-from sim import plots, report, sweep
+from sim import curves, plots, report, sweep
 from sim.params import SQUAT_RTTS, Scheme
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
     ap.add_argument("--full", action="store_true", help="the full grid and the sensitivity runs")
-    ap.add_argument("--seeds", type=int, default=sweep.SEEDS)
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        help=f"seeds per point (default {sweep.SEEDS_SUBSET}, with --full {sweep.SEEDS})",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/sim"))
     ap.add_argument("--procs", type=int, default=2)
     args = ap.parse_args(argv)
     points = sweep.full() if args.full else list(sweep.SUBSET)
+    args.seeds = args.seeds or (sweep.SEEDS if args.full else sweep.SEEDS_SUBSET)
     t0 = time.monotonic()
+    pool_points, shard_points = curves.pool_points(), curves.shard_points()
     rows = sweep.run(points, args.seeds, args.procs)
+    curve_rows = sweep.run(pool_points + shard_points, curves.SEEDS, args.procs)
     summaries = report.summarise(points, rows, args.seeds)
+    by_pool = report.summarise(pool_points, curve_rows, curves.SEEDS)
+    by_shards = report.summarise(shard_points, curve_rows, curves.SEEDS)
     sweep.write_csv(args.out / "jobs.csv", rows)
     sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
+    sweep.write_csv(args.out / "curves.csv", [s.row() for s in by_pool + by_shards])
     plots.jct_cdf(rows, args.out / "jct_cdf.png")
     plots.gain(summaries, args.out / "gain.png")
+    curves.plot(by_pool, by_shards, args.out / "curves.png")
     net = points[0].net()
     links = {pt.link: pt.net() for pt in points if not pt.sensitivity}
     windows = "; ".join(
@@ -34,13 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(points)} points x {args.seeds} seeds x {len(Scheme)} schemes, fluid model, "
         f"{'barrier' if net.barrier else 'no barrier'}, {net.ps_shards} PS shards per job, "
+        f"each contribution's spread exponential with mean {net.jitter_ns / 1000:g} us, "
         f"squat timeout {SQUAT_RTTS} round trips; windows (packets, each scheme's own "
         f"bandwidth-delay product): {windows}"
     )
     print(report.table(summaries))
     print()
-    for line in report.goals(summaries):
+    print(f"curves at {curves.BASE}, {curves.SEEDS} seed: the pool, then the PS shards per job")
+    print(report.table(by_pool + by_shards))
+    print()
+    solves = sum(int(str(r["solves"])) for r in rows + curve_rows if r["job"] == 1)
+    lines = report.goals(summaries) + curves.pool_goals(by_pool) + curves.shard_lines(by_shards)
+    for line in lines:
         print(line)
+    print(f"rate solves: {solves:,}, unconverged 0 (an unconverged solve stops the run)")
     print(f"({time.monotonic() - t0:.1f} s; results in {args.out})")
     return 0
 

@@ -35,12 +35,20 @@ def _jobs(chunks: int, compute_s: float, jitter: float, spacing_s: float) -> tup
     )
 
 
-US_SKEW = Case("us skew", _jobs(1000, 20e-6, 0.01, 5e-6), Net(hop_ns=500, ps_shards=2), (256, 1024))
+STILL = Net(jitter_ns=0.0, rto_ns=0.0)
+"""The first cases isolate one mechanism each: no spread of a chunk's
+contributions and no retransmission timer (the PS's PULL recovers)."""
+US_SKEW = Case(
+    "us skew",
+    _jobs(1000, 20e-6, 0.01, 5e-6),
+    replace(STILL, hop_ns=500, ps_shards=2),
+    (256, 1024),
+)
 """Jobs tens of microseconds long; workers skewed by up to 0.4 us."""
 MS_SKEW = Case(
     "ms skew",
     _jobs(3000, 5e-3, 0.15, 50e-6),
-    Net(ps_shards=2, ps_stall_ns=20e3),
+    replace(STILL, ps_shards=2, ps_stall_ns=20e3),
     (128, 256, 1024),
 )
 """Workers skewed by up to 1.5 ms: the early ones park their windows."""
@@ -50,7 +58,15 @@ LARGE_BDP = Case(
 """5 us hops: a window of 686 packets (1,372 under ATP), pools below and above it."""
 LAG = Case("2 us lag", MS_SKEW.jobs, replace(MS_SKEW.net, lag_ns=2000.0), (256, 1024))
 """MS_SKEW with each worker's link up to 2 us slower than its peers'."""
-CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG)
+SPREAD = Case(
+    "2 us lag, 1 us spread",
+    MS_SKEW.jobs,
+    Net(ps_shards=2, ps_stall_ns=20e3, lag_ns=2000.0),
+    (256, 1024),
+)
+"""LAG as the sweep runs it: each contribution spread (``Net.jitter_ns``'s
+default) and the workers' retransmission timeout on."""
+CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG, SPREAD)
 
 
 def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """What the controller decides for the simulated switch, shared by both models.
 
 * Priorities: ``sim.priority`` (the controller's rules), one level for
-  every job under ``Scheme.ESA_EQUAL``.
+  every job under ``Scheme.ESA_EQUAL`` and ``Scheme.IDEAL``.
 * Memory under the STATIC schemes.  ``STATIC_BDP`` is SwitchML's rule: the
   pool is cut into partitions of one bandwidth-delay product; an admitted
   job holds one until it finishes and a job that finds none waits, first
@@ -27,7 +27,7 @@ def priorities(
 ) -> dict[int, int]:
     """Priority of every running job, by job id; ``held``: those the running
     jobs hold now."""
-    if scheme is Scheme.ESA_EQUAL:
+    if scheme in (Scheme.ESA_EQUAL, Scheme.IDEAL):
         return {spec.job: EQUAL_PRIORITY for spec, _, _ in running}
     return job_priorities(scheme, net, running, held)
 

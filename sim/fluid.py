@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from esa.job import JobSpec
 from sim.control import Partitions, priorities
-from sim.params import Net, Scheme
+from sim.params import Net, Scheme, spread_max_ns, spread_range_ns
 from sim.rates import Flow, Parked, Paths, park_slots, solve
 from sim.workload import compute_times, lags
 
@@ -76,17 +76,30 @@ def phase_marks(compute_ns: np.ndarray, net: Net, squat_ns: float) -> np.ndarray
     return np.stack([first, idle, last], axis=1)
 
 
+Observer = Callable[[float, list[Flow]], None]
+"""Told after every rate solve: the time (ns) and the streaming flows."""
+
+
 class FluidSim:
     def __init__(
-        self, jobs: list[JobSpec], pool_size: int, scheme: Scheme, net: Net, seed: int = 0
+        self,
+        jobs: list[JobSpec],
+        pool_size: int,
+        scheme: Scheme,
+        net: Net,
+        seed: int = 0,
+        observer: Observer | None = None,
     ) -> None:
         self.net, self.scheme, self.pool = net, scheme, pool_size
+        self.observer = observer
         self.paths = Paths.of(scheme, net, pool_size)
         self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.now = 0.0
         self.dirty = False
         self.roster_changed = False
         """a job was admitted or finished: the live jobs are to be listed again."""
+        self.solves = 0
+        """rate solves run; each converged, or the run raised ``NotConverged``."""
         self.prios: dict[int, int] = {}
         """the priorities last given to the running jobs."""
         self.jobs: dict[int, FluidJob] = {}
@@ -98,8 +111,9 @@ class FluidSim:
                 spec.workers,
                 0,
                 skew=0.0,
-                lag_spread=float(lag.max() - lag.min()),
-                lag_max=float(lag.max()),
+                lag_spread=float(lag.max() - lag.min())
+                + spread_range_ns(net.jitter_ns, spec.workers),
+                lag_max=float(lag.max()) + spread_max_ns(net.jitter_ns, spec.workers),
             )
             marks = phase_marks(ct, net, self.paths.squat)
             self.jobs[spec.job] = FluidJob(spec, marks, skew, flow)
@@ -206,6 +220,9 @@ class FluidSim:
         stream = Phase.STREAM
         streaming = [j for j in live if j.phase is stream]
         solve([j.flow for j in streaming], self._parked(live), self.paths, self.net)
+        self.solves += 1
+        if self.observer is not None:
+            self.observer(self.now, [j.flow for j in streaming])
         for j in streaming:
             j.t_next = self.now + max(0.0, j.remaining) / j.flow.rate
         self.dirty = False

@@ -12,13 +12,25 @@ from hosts.rto import RetransmitTimeout
 
 
 class Link:
-    """One direction of a link: FIFO, serialisation then propagation."""
+    """One direction of a link: FIFO, serialisation then propagation, and
+    with ``jitter_ns`` an exponential extra delay of that mean per packet
+    (``Net.jitter_ns``), drawn from ``rng``."""
 
-    def __init__(self, tx_ns: float, delay_ns: float) -> None:
+    def __init__(
+        self,
+        tx_ns: float,
+        delay_ns: float,
+        jitter_ns: float = 0.0,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        if jitter_ns > 0 and rng is None:
+            raise ValueError("a link with jitter needs a random generator")
         self.free_at = 0.0
         self.tx = tx_ns
         """serialisation of one packet."""
         self.delay = delay_ns
+        self.jitter = jitter_ns
+        self.rng = rng
         self.sent = 0
         """packets it has carried."""
 
@@ -26,7 +38,9 @@ class Link:
         start = max(now, self.free_at)
         self.free_at = start + self.tx
         self.sent += 1
-        return self.free_at + self.delay
+        if self.rng is None or self.jitter <= 0:
+            return self.free_at + self.delay
+        return self.free_at + self.delay + float(self.rng.exponential(self.jitter))
 
 
 @dataclass

@@ -5,7 +5,7 @@ Hosts (our design; no ESA host code is public):
 * a worker streams its iteration's chunks with a window of outstanding
   chunks (its scheme's bandwidth-delay product unless ``Net.window`` is
   set); a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
-  With ``Net.rto_ns`` it also resends (RETX) a chunk left unresolved for its
+  It also resends (RETX) a chunk left unresolved for its
   retransmission timeout, adapted as ``hosts.worker`` adapts it
   (``hosts.rto``).  With ``Net.barrier`` a job's workers start each
   iteration's stream together, a barrier round trip after the last of them
@@ -34,6 +34,8 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable
+
+import numpy as np
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
@@ -84,7 +86,12 @@ class HostSim:
         workers = [
             Worker(
                 i,
-                Link(net.pkt_ns, net.hop_ns + float(lag[i])),
+                Link(
+                    net.pkt_ns,
+                    net.hop_ns + float(lag[i]),
+                    net.jitter_ns,
+                    np.random.default_rng([seed, spec.job, 2, i]),
+                ),
                 Link(net.pkt_ns, net.hop_ns),
                 timeout=self._rto(),
             )
@@ -97,9 +104,10 @@ class HostSim:
         return JobRun(spec, workers, shards, compute_times(spec, seed), self._window(spec))
 
     def _rto(self) -> RetransmitTimeout | None:
-        if self.net.rto_ns <= 0:
+        rto = self.net.rto_for()
+        if rto <= 0:
             return None
-        return RetransmitTimeout(self.net.rto_ns, MAX_RTO_NS)
+        return RetransmitTimeout(rto, MAX_RTO_NS)
 
     # the network and the controller ---------------------------------------
     def _window(self, spec: JobSpec) -> int:

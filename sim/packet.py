@@ -26,7 +26,7 @@ from esa.spec import Verdict
 from sim.control import Partitions, priorities
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import HostSim
-from sim.params import Net, Scheme
+from sim.params import IDEAL_POOL, Net, Scheme
 
 SUMMED = frozenset(
     {Verdict.CLAIM, Verdict.ADD, Verdict.COMPLETE, Verdict.FLUSH, Verdict.PREEMPT, Verdict.RECLAIM}
@@ -38,6 +38,8 @@ class PacketSim(HostSim):
     def __init__(
         self, jobs: list[JobSpec], pool_size: int, scheme: Scheme, net: Net, seed: int = 0
     ) -> None:
+        if scheme is Scheme.IDEAL:
+            pool_size = max(pool_size, IDEAL_POOL)
         self.pool_size = pool_size
         squat = net.squat_us_for(scheme)
         self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us, squat)

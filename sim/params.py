@@ -20,8 +20,34 @@ WIRE_BYTES = 14 + 20 + 8 + wire.PAYLOAD_BYTES
 SQUAT_RTTS = 4
 """Default squat timeout of the ESA policy, in round trips of its own path."""
 
+RTO_RTTS = 8
+"""Default initial retransmission timeout of the packet model's workers, in
+round trips of the path through the PS."""
+"""Default squat timeout of the ESA policy, in round trips of its own path."""
+
 EQUAL_PRIORITY = 128
 """The one priority every job gets under ``Scheme.ESA_EQUAL``."""
+
+JITTER_NS = 1000.0
+"""Default ``Net.jitter_ns``: the mean extra delay of one contribution on its
+way from a worker's stack to the switch (docs/simulator.md, "Spread")."""
+
+WINDOW_FAN_IN = 8
+"""Windows are sized for the spread of a job of this many workers (the
+middle of the sweep's 4, 8 and 16)."""
+
+
+def spread_max_ns(jitter_ns: float, workers: int) -> float:
+    """Expected latest of ``workers`` contributions' extra delays, each
+    exponential with mean ``jitter_ns``: ``jitter_ns * H(workers)``."""
+    return jitter_ns * sum(1.0 / k for k in range(1, workers + 1))
+
+
+def spread_range_ns(jitter_ns: float, workers: int) -> float:
+    """Expected time from the first of ``workers`` such contributions to the
+    last (the range of exponentials): ``jitter_ns * H(workers - 1)``, how
+    long a chunk's slot holds an incomplete partial beyond any lag."""
+    return spread_max_ns(jitter_ns, workers - 1)
 
 
 class Scheme(enum.Enum):
@@ -49,6 +75,14 @@ class Scheme(enum.Enum):
     """ESA, the controller's automatic strict order by remaining volume."""
     ESA_AGING = "esa-aging"
     """ESA-SRPT with the controller's aging (``Net.aging_period_s``)."""
+    PS_ONLY = "ps-only"
+    """a bound, no aggregation in the switch: every contribution goes to the
+    job's PS shards (the STATIC policy with no partition), with the window
+    of the path through the PS."""
+    IDEAL = "ideal"
+    """a bound, an unlimited pool: ESA's rules with nothing ever colliding
+    (the fluid model: no slot is ever found held; the packet model:
+    ``IDEAL_POOL`` slots)."""
 
     @property
     def policy(self) -> Policy:
@@ -66,11 +100,15 @@ class Scheme(enum.Enum):
 
     @property
     def is_static(self) -> bool:
-        return self in (Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL)
+        """The STATIC policy: partitions, or none at all (``PS_ONLY``)."""
+        return self in (Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL, Scheme.PS_ONLY)
 
 
 BASELINES = (Scheme.ATP, Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL)
 ESA_SCHEMES = (Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING)
+BOUNDS = (Scheme.PS_ONLY, Scheme.IDEAL)
+IDEAL_POOL = 1 << 16
+"""Slots the packet model gives ``Scheme.IDEAL``."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +136,20 @@ class Net:
     window: int = 0
     """outstanding chunks per worker; 0: each scheme's own bandwidth-delay
     product (``bdp_window``)."""
-    rto_ns: float = 0.0
-    """a worker resends a chunk (RETX) not resolved this long after it sent
-    it; 0 means never (no loss in the model, the PS's PULL recovers)."""
+    rto_ns: float | None = None
+    """packet model: a worker resends a chunk (RETX) left unresolved for its
+    retransmission timeout, adapted as ``hosts.worker`` adapts it
+    (``hosts.rto``) from this initial value and floor; None: ``RTO_RTTS``
+    round trips of the path through the PS (``rto_for``); 0: never, an
+    idealisation in which a stranded chunk waits for the PS's PULL."""
     ps_stall_ns: float = 0.0
     """the PS pulls a chunk it holds incomplete and untouched this long
     (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
+    jitter_ns: float = JITTER_NS
+    """every contribution reaches the switch an extra exponential delay of
+    this mean, drawn per packet (NIC, PCIe, host stack and queueing); 0 is
+    the idealisation of workers in perfect step, where a chunk holds its
+    slot for no time."""
     lag_ns: float = 0.0
     """each worker's packets reach the switch a fixed ``U[0, lag_ns)`` later
     (NIC, PCIe and host stack differences), drawn per job and worker."""
@@ -146,14 +192,25 @@ class Net:
     def ps_ns(self) -> float:
         return self.ps_pkt_ns if self.ps_pkt_ns > 0 else self.pkt_ns
 
-    def rtt_ns(self, scheme: Scheme) -> float:
-        """Round trip of a chunk without contention: worker, switch, workers;
-        under ATP through the PS and back before the workers hear of it.  It
-        waits for the workers' largest link lag."""
-        sw, lag = self.switch_pkt_ns, self.lag_ns
+    def path_ns(self, scheme: Scheme) -> float:
+        """Round trip of a chunk without contention, lag or spread: worker,
+        switch, workers; under ATP through the PS and back before the
+        workers hear of it."""
+        sw = self.switch_pkt_ns
         if scheme is Scheme.ATP:
-            return 4 * self.hop_ns + 4 * self.pkt_ns + self.ps_ns + 2 * sw + lag
-        return 2 * self.hop_ns + 2 * self.pkt_ns + sw + lag
+            return 4 * self.hop_ns + 4 * self.pkt_ns + self.ps_ns + 2 * sw
+        return 2 * self.hop_ns + 2 * self.pkt_ns + sw
+
+    def rtt_ns(self, scheme: Scheme) -> float:
+        """``path_ns`` waiting for the workers' largest link lag and the
+        latest contribution of a job of ``WINDOW_FAN_IN`` workers."""
+        return self.path_ns(scheme) + self.lag_ns + spread_max_ns(self.jitter_ns, WINDOW_FAN_IN)
+
+    def rto_for(self) -> float:
+        """The workers' initial retransmission timeout in ns (0: none)."""
+        if self.rto_ns is not None:
+            return self.rto_ns
+        return RTO_RTTS * self.rtt_ns(Scheme.ATP)
 
     def bdp_window(self, scheme: Scheme) -> int:
         """Packets a worker must have outstanding to stream at line rate."""

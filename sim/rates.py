@@ -43,7 +43,6 @@ window of at most the partition.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 from collections.abc import Sequence
@@ -54,9 +53,23 @@ import numpy as np
 from esa.model import slot_hash
 from sim.params import Net, Scheme
 
-ROUNDS = 60
+ROUNDS = 2000
+"""Most rounds of one shared-pool solve; a solve still moving then raises."""
 CONVERGED = 3e-3
+"""A solve has converged when in a round no rate moved by more than this
+fraction, and no share of a flow's chunks sent to the PS nor share of the
+pool a flow holds by more than this (what the flows see of each other)."""
+DAMP_FLOOR = 1 / 1024
+"""A flow's rate, share to the PS or slot count whose step turned back
+halves its own step, down to this."""
 BLOCK_CAP = 0.99
+LINE_RAMP = 0.02
+DAMP_ATP = 0.7
+DAMP_ESA = 1.0
+
+
+class NotConverged(RuntimeError):
+    """A rate solve ended its rounds still moving."""
 
 
 @dataclass
@@ -105,7 +118,8 @@ class Paths:
     lat_ps_base: float
     """latency of a chunk completed at its PS shard, less its N packets on the
     shard's link."""
-    pool: int
+    pool: float
+    """slots; ``math.inf`` for ``Scheme.IDEAL``."""
     ranked: bool
     """priorities matter: ESA with fixed or automatic priorities."""
     static: bool
@@ -118,14 +132,14 @@ class Paths:
         return cls(
             tx=tx,
             window=net.window_for(scheme),
-            lat_ok=net.rtt_ns(scheme) - net.lag_ns,
+            lat_ok=net.path_ns(scheme),
             hold_ps=2 * hop + 2 * tx + net.ps_ns + sw if atp else 0.0,
             squat=net.squat_us_for(scheme) * 1000.0,
             pull=net.ps_stall_ns + 4 * hop + 4 * tx + net.ps_ns + 2 * sw,
             ps_cost=max(tx, net.ps_ns),
             shards=net.ps_shards,
             lat_ps_base=4 * hop + 3 * tx + net.ps_ns + 2 * sw,
-            pool=pool,
+            pool=math.inf if scheme is Scheme.IDEAL else pool,
             ranked=scheme.ranked,
             static=scheme.is_static,
             atp=atp,
@@ -145,9 +159,13 @@ class Paths:
         ``x if x < y else y`` is several times cheaper than a builtin call."""
         slack = self.window / rate - lat
         slack = slack if slack > 0.0 else 0.0
-        line = rate * self.tx >= 1 - 1e-9
-        queue = 0.0 if line else slack
-        partial = ((skew if skew < slack else slack) if line else 0.0) + lag_spread
+        # how far the flow is line-bound (1) rather than PS- or window-bound
+        # (0): a ramp over the last LINE_RAMP of the line rate, not a step, so
+        # that the solve's map is continuous
+        line = (rate * self.tx - 1.0 + LINE_RAMP) / LINE_RAMP
+        line = 0.0 if line < 0.0 else (1.0 if line > 1.0 else line)
+        queue = (1.0 - line) * slack
+        partial = line * (skew if skew < slack else slack) + lag_spread
         squat = self.squat
         blk = (squat if squat < partial else partial) if squat > 0 else partial
         idle = partial - blk
@@ -222,10 +240,35 @@ def self_blocked(pool: int, held: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def reuse_list(pool: int) -> list[float]:
-    """``reuse_distances`` as a list, for ``bisect``: ``self_blocked`` of one
-    job is ``bisect_right(reuse_list(pool), held) / len(reuse_list(pool))``."""
-    return [float(d) for d in reuse_distances(pool)]
+def blocked_integral(pool: int) -> list[float]:
+    """``out[k]``: the integral of ``self_blocked(pool, h)`` over ``h`` from 0
+    to ``k``, for every whole ``k`` up to the largest reuse distance."""
+    dist = reuse_distances(pool)
+    share = np.searchsorted(dist, np.arange(int(dist[-1]) + 1), side="right") / len(dist)
+    return [0.0, *np.cumsum(share).tolist()]
+
+
+def self_blocked_mean(pool: int, held: float) -> float:
+    """``self_blocked`` averaged over the chunks a job has in flight: ``held``
+    is a mean, the count around it Poisson, taken as uniform with the same
+    variance (``held`` +- sqrt(3 held)).  The exact share is a step function
+    of the count (the CRC's reuse distances cluster), and a solve that sat on
+    a step would flip between its two sides."""
+    table = blocked_integral(pool)
+    top = len(table) - 1
+
+    def integral(x: float) -> float:
+        if x <= 0.0:
+            return 0.0
+        if x >= top:
+            return table[top] + (x - top) * (table[top] - table[top - 1])
+        k = int(x)
+        return table[k] + (x - k) * (table[k + 1] - table[k])
+
+    half = math.sqrt(3.0 * held) if held > 1.0 / 3.0 else 1.0
+    return (integral(held + half) - integral(held - half if held > half else 0.0)) / (
+        held + half - (held - half if held > half else 0.0)
+    )
 
 
 def array_sum(xs: Sequence[float]) -> float:
@@ -301,10 +344,15 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     """The fixed point of slots held, collisions, evictions and PS load.
 
     Under ATP the slots a job holds grow with its PS queue, which grows with
-    the collisions the others' slots cause: the iteration is damped.  Under
-    ESA a job holds slots only for its workers' gap and lag spread, and a few
-    rounds settle it; with its workers in lockstep and nothing parked it
-    holds none, and there is nothing to solve.
+    the collisions the others' slots cause: the iteration starts damped.
+    Under ESA a job holds slots for its workers' gap and the spread of its
+    contributions; with no spread (an idealisation) and nothing parked it
+    holds none, and there is nothing to solve.  A flow's rate, share to
+    the PS or slot count whose step turned back halves its own step (down to
+    ``DAMP_FLOOR``), so a steep flow slows no other: the map is
+    continuous but steep where a job's collisions tip it from one bound to
+    another, and a full step there flips between two states.  A solve that
+    has not converged after ``ROUNDS`` raises ``NotConverged``.
 
     A solve rarely sees more than a few jobs, so it runs on lists of floats
     (numpy's per-call cost would dominate), with numpy's rounding
@@ -313,6 +361,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     if not flows:
         return
     tx, w, pool = paths.tx, paths.window, paths.pool
+    unlimited = math.isinf(pool)
     if not parked and not paths.atp and all(f.skew == f.lag_spread == 0 for f in flows):
         for f in flows:
             f.window, f.held, f.to_ps, f.queue = w, 0.0, 0.0, 0.0
@@ -340,10 +389,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     logs = [math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]]
     parked_slots = sum(b for _, b in parked)
     atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
-    damp = 0.7 if atp else 1.0
+    damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
+    damp_held, damp_ps = damp_rate[:], damp_rate[:]
     line_rate = 1 / tx
-    dist = reuse_list(pool)
     f_b, new_to_ps, span = [0.0] * n, [0.0] * n, [0.0] * n
+    d_rate, d_held, d_ps = [0.0] * n, [0.0] * n, [0.0] * n
+    """each flow's last step, whose sign tells an oscillation"""
     for _ in range(ROUNDS):
         rate_sum = array_sum(rate)
         if paths.ranked:
@@ -358,7 +409,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
             higher, total = [0.0] * n, rate_sum
         for i in fl:
             t_blk, t_idle, _, span[i] = holds[i]
-            own = bisect.bisect_right(dist, rate[i] * t_blk) / len(dist)  # self_blocked
+            own = 0.0 if unlimited else self_blocked_mean(int(pool), rate[i] * t_blk)
             b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
             f_b[i] = new_to_ps[i] = b = b if b < BLOCK_CAP else BLOCK_CAP
             if not atp:
@@ -366,12 +417,19 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
                 evict = 1 - math.exp(-load / pool)
                 new_to_ps[i] = b + (1 - b) * evict
         vacant = 1 - min(1.0, (array_sum(held) + parked_slots) / pool)
-        marks = array_sum([rate[i] * new_to_ps[i] for i in fl]) / pool
+        marks = array_sum([rate[i] * to_ps[i] for i in fl]) / pool
         wait, keep = paths.strand_wait(rate_sum)
         moved = 0.0
         for i in fl:
             p, r = new_to_ps[i], rate[i]
-            strand = paths.strand_share(marks, p, f_b[i], span[i], vacant)
+            step = abs(p - to_ps[i])
+            moved = step if step > moved else moved
+            if step > CONVERGED and (p - to_ps[i]) * d_ps[i] < 0:
+                damp_ps[i] = halve(damp_ps[i])
+            d_ps[i] = p - to_ps[i]
+            to_ps[i] = p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
+            blocked = f_b[i] if f_b[i] < p else p
+            strand = paths.strand_share(marks, p, blocked, span[i], vacant)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
             ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
             # the least of the line rate, the PS bound and the window (Little's law)
@@ -379,23 +437,33 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
             new = w / lat[i] if w / lat[i] < new else new
             step = abs(new - r) / new
             moved = step if step > moved else moved
-            step = abs(p - to_ps[i])
-            moved = step if step > moved else moved
-            rate[i] = r = r + damp * (new - r)
+            if step > CONVERGED and (new - r) * d_rate[i] < 0:
+                damp_rate[i] = halve(damp_rate[i])
+            d_rate[i] = new - r
+            rate[i] = r = r + damp_rate[i] * (new - r)
             holds[i] = paths.hold(r, lat[i], skew[i], lag_spread[i])
-            target = (1 - f_b[i]) * r * holds[i][0]
+            target = (1 - blocked) * r * holds[i][0]
             target += r * strand * keep
-            step = abs(target - held[i]) / (1.0 if target < 1.0 else target)
+            target = target if target < pool else pool  # a flow holds at most the pool
+            step = abs(target - held[i]) / pool
             moved = step if step > moved else moved
-            to_ps[i] = p
-            held[i] = h = held[i] + damp * (target - held[i])
+            if step > CONVERGED and (target - held[i]) * d_held[i] < 0:
+                damp_held[i] = halve(damp_held[i])
+            d_held[i] = target - held[i]
+            held[i] = h = held[i] + damp_held[i] * (target - held[i])
             logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
         if moved < CONVERGED:
             break
+    else:
+        raise NotConverged(f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds")
     for i, f in enumerate(flows):
         f.window = w
         f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
         f.queue = holds[i][2]
+
+
+def halve(damp: float) -> float:
+    return damp / 2 if damp / 2 > DAMP_FLOOR else DAMP_FLOOR
 
 
 def level_sums(lvl: list[int], x: list[float], n_lv: int) -> list[float]:

@@ -19,11 +19,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from esa.job import JobSpec
+from esa.progress import Progress
 from sim import fluid
-from sim.params import Net, Scheme
+from sim.params import JITTER_NS, Net, Scheme
+from sim.rates import NotConverged
 from sim.workload import WorkloadSpec, make_jobs
 
 SEEDS = 5
+SEEDS_SUBSET = 3
+"""``make sim``'s seeds: its minute holds three (``make sim-full`` runs five)."""
 JOBS = 32
 
 
@@ -38,7 +42,10 @@ class Point:
     gbps: float = 100.0
     hop_ns: float = 1000.0
     barrier: bool = True
-    ps_shards: int = 2
+    ps_shards: int = 8
+    """every scheme's best: the most a job may have (``esa.job``); more
+    shards only add PS capacity, in both models."""
+    jitter_ns: float = JITTER_NS
     lag_ns: float = 0.0
     window: int = 0
     squat: bool = True
@@ -51,6 +58,7 @@ class Point:
             hop_ns=self.hop_ns,
             barrier=self.barrier,
             ps_shards=self.ps_shards,
+            jitter_ns=self.jitter_ns,
             lag_ns=self.lag_ns,
             window=self.window,
             squat_us=None if self.squat else 0,
@@ -119,8 +127,9 @@ def full() -> list[Point]:
     changes: tuple[tuple[str, Callable[[Point], Point]], ...] = (
         ("no barrier", lambda p: replace(p, barrier=False)),
         ("no barrier, no squat", lambda p: replace(p, barrier=False, squat=False)),
-        ("1 PS", lambda p: replace(p, ps_shards=1)),
-        ("4 PS", lambda p: replace(p, ps_shards=4)),
+        ("2 PS", lambda p: replace(p, ps_shards=2)),
+        ("no spread", lambda p: replace(p, jitter_ns=0.0)),
+        ("spread 5us", lambda p: replace(p, jitter_ns=5000.0)),
         ("window 512", lambda p: replace(p, window=512)),
     )
     variants = [
@@ -135,10 +144,18 @@ def full() -> list[Point]:
 Row = dict[str, object]
 
 
+class SolveFailed(RuntimeError):
+    """A point's rate solve did not converge: the run stops, naming it."""
+
+
 def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
     pt, seed, scheme = task
     specs = pt.specs(seed)
-    jct = fluid.simulate(specs, pt.pool, scheme, pt.net(), seed)
+    sim = fluid.FluidSim(specs, pt.pool, scheme, pt.net(), seed)
+    try:
+        jct = sim.run()
+    except NotConverged as e:
+        raise SolveFailed(f"point {pt.name!r}, seed {seed}, scheme {scheme.value}: {e}") from e
     return [
         {
             "point": pt.name,
@@ -149,6 +166,7 @@ def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
             "workers": s.workers,
             "iterations": s.iterations,
             "jct_s": jct[s.job],
+            "solves": sim.solves,
         }
         for s in specs
     ]
@@ -159,13 +177,13 @@ def run(points: list[Point], seeds: int, procs: int = 2) -> list[Row]:
     tasks = [(pt, s, sc) for pt in points for s in range(seeds) for sc in Scheme]
     tasks.sort(key=lambda t: t[2] is not Scheme.ATP)
     rows: list[Row] = []
+    progress = Progress(sys.stderr)
     with multiprocessing.Pool(procs) as pool:
         for i, part in enumerate(pool.imap_unordered(run_one, tasks), 1):
             rows.extend(part)
             bar = "#" * (30 * i // len(tasks))
-            sys.stderr.write(f"\rsweep [{bar:<30}] {i}/{len(tasks)}")
-            sys.stderr.flush()
-    sys.stderr.write("\n")
+            progress.show(f"sweep [{bar:<30}] {i}/{len(tasks)}")
+    progress.close()
     return rows
 
 

@@ -23,7 +23,7 @@ from typing import Literal
 from esa.job import JobSpec
 from sim import packet, tiers
 from sim.fabric import Racks, place
-from sim.params import BASELINES, ESA_SCHEMES, Net, Scheme
+from sim.params import BASELINES, BOUNDS, ESA_SCHEMES, Net, Scheme
 from sim.workload import beyond_compute
 
 NET = Net(ps_shards=2, barrier=True)
@@ -34,9 +34,10 @@ POOL = 256
 SPREAD = 2
 """Racks per job."""
 
-SCHEMES = [s for s in Scheme if s is not Scheme.STATIC_EQUAL]
+SCHEMES = [s for s in Scheme if s is not Scheme.STATIC_EQUAL and s not in BOUNDS]
 """STATIC_EQUAL's recut strands chunks without a timer in the packet model
-(``sim.hostsim.Deadlock``), as in ``sim.calibrate``."""
+(``sim.hostsim.Deadlock``), as in ``sim.calibrate``; the bounds are the
+one switch's (``make sim``)."""
 
 
 def jobs() -> list[JobSpec]:

@@ -125,6 +125,9 @@ def load(run_dir: Path) -> Run:
         )
         for j in scenario["jobs"]
     ]
+    failed = [f"{r['policy']} job {r['job']}" for r in rows if r.get("status", "done") != "done"]
+    if failed:
+        raise ValueError(f"the run has failed jobs, whose times compare with nothing: {failed}")
     measured: dict[str, dict[int, float]] = {}
     for r in rows:
         measured.setdefault(str(r["policy"]), {})[int(r["job"])] = float(r["jct_s"])
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.run_dir}: {len(run.jobs)} jobs, {run.pool} slots; switch "
         f"{n.switch_sum_ns / 1e3:.0f} us/packet summed, {n.switch_pkt_ns / 1e3:.0f} us forwarded, "
         f"PS {n.ps_pkt_ns / 1e3:.0f} us/packet, "
-        f"hop {n.hop_ns / 1e3:.0f} us, window {n.window}, rto {n.rto_ns / 1e6:.0f} ms"
+        f"hop {n.hop_ns / 1e3:.0f} us, window {n.window}, rto {n.rto_for() / 1e6:.0f} ms"
     )
     result = compare(run.policies, run.measured, simulate(run))
     print("\n".join(result.lines))

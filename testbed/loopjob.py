@@ -2,24 +2,28 @@
 elsewhere (other processes) or in this process (``testbed.looprig``): the
 switch model behind a UDP socket (``LoopSwitch``) and a ``ParameterServer``
 per PS shard, each on a thread, agreeing every call with the workers over
-its control socket as ``esa-ps`` does.
+its control socket as ``esa-ps`` does, with a key of its own for the job
+(``key``, and ``key_file`` for worker processes: ``ESA_KEY_FILE``).
 
-Workers bind the addresses in ``workers``, send every chunk to the switch
-(``ps_addrs``: the switch's address once per shard, what ``ESA_PS`` is set
-to on a loopback run) and agree their calls with ``control_addrs``
-(``ESA_CONTROL``).
+Workers use the sockets of ``workers`` (bound here, or by whoever passes
+their addresses), send every chunk to the switch (``ps_addrs``: the
+switch's address once per shard, what ``ESA_PS`` is set to on a loopback
+run) and agree their calls with ``control_addrs`` (``ESA_CONTROL``).  Every
+socket is bound to port 0 and held from then on: no port is guessed free.
 """
 
 from __future__ import annotations
 
-import socket
+import tempfile
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 
 from esa import model
 from esa.job import Workers
 from esa.spec import DEFAULT_POOL_SIZE, Policy
+from hosts import auth
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, UdpTransport
 from testbed.loopswitch import LoopSwitch
@@ -34,22 +38,19 @@ def local_socket() -> UdpTransport:
     return UdpTransport((LOCAL, 0))
 
 
-def free_port(kind: socket.SocketKind = socket.SOCK_DGRAM) -> int:
-    """A port on 127.0.0.1 that is free now (UDP by default)."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((LOCAL, 0))
-        return int(s.getsockname()[1])
-
-
 def ddp_env(rank: int, world: int, master_port: int) -> dict[str, str]:
     """What ``torchrun`` sets for process ``rank`` of ``world`` on this machine,
-    plus Gloo on the loopback interface and one compute thread per process."""
+    plus Gloo on the loopback interface and one compute thread per process.
+    ``master_port``: the rendezvous store the launcher holds, as torchrun's
+    agent does (``torch.distributed.TCPStore`` on port 0): every process is
+    its client, none binds a port of its own for it."""
     return {
         "RANK": str(rank),
         "LOCAL_RANK": str(rank),
         "WORLD_SIZE": str(world),
         "MASTER_ADDR": LOCAL,
         "MASTER_PORT": str(master_port),
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
         "GLOO_SOCKET_IFNAME": "lo",
         "OMP_NUM_THREADS": "1",
     }
@@ -62,9 +63,9 @@ def _addrs(addrs: tuple[Addr, ...]) -> str:
 class LoopJob:
     """Job ``job`` with ``fan_in`` workers and ``shards`` PS hosts on a
     ``pool``-slot switch model that loses ``loss`` of what it forwards.
-    ``agree``: the PS hosts agree calls (False: they have no control socket
-    to answer on).  ``workers``: the workers' addresses (default: free
-    ports); ``sockets`` makes the PS hosts' sockets."""
+    ``workers``: the workers' addresses (default: sockets
+    this job binds and holds, ``worker_sockets``, for workers that take a
+    bound socket); ``sockets`` makes the PS hosts' and those sockets."""
 
     def __init__(
         self,
@@ -75,12 +76,15 @@ class LoopJob:
         policy: Policy = Policy.ESA,
         loss: float = 0.0,
         stall: float = 0.05,
-        agree: bool = True,
         workers: list[Addr] | None = None,
         sockets: Sockets = local_socket,
     ) -> None:
         self.job = job
-        self.workers = workers or [(LOCAL, free_port()) for _ in range(fan_in)]
+        self.key = auth.new_key()
+        self._keys = tempfile.TemporaryDirectory(prefix="esa-loopjob-")
+        self.key_file = auth.write_key(Path(self._keys.name) / f"job{job}.key", self.key)
+        self.worker_sockets = [] if workers is not None else [sockets() for _ in range(fan_in)]
+        self.workers = workers if workers is not None else [t.addr for t in self.worker_sockets]
         self.ps_transports = [sockets() for _ in range(shards)]
         self.ps_controls = [sockets() for _ in range(shards)]
         sw = model.SwitchModel(pool_size=pool, policy=policy)
@@ -99,7 +103,7 @@ class LoopJob:
         self.pses = [
             ParameterServer(
                 self.ps_transports[s], self.switch.addr, {job: Workers.of(fan_in)}, stall=stall,
-                control=self.ps_controls[s] if agree else None, shard=s, shards=shards,
+                control=self.ps_controls[s], shard=s, shards=shards, keys={job: self.key},
             )
             for s in range(shards)
         ]  # fmt: skip
@@ -125,13 +129,19 @@ class LoopJob:
     def control_addrs(self) -> tuple[Addr, ...]:
         return tuple(c.addr for c in self.ps_controls)
 
+    def worker_fd(self, rank: int) -> int:
+        """The descriptor of the socket this job holds for worker ``rank``."""
+        return self.worker_sockets[rank].sock.fileno()
+
     def esa_env(self, rank: int) -> dict[str, str]:
-        """The ``ESA_*`` variables of worker ``rank`` (``hosts.torch_config``)."""
+        """The ``ESA_*`` variables of worker ``rank`` (``hosts.torch_config``)
+        in a process that inherits its socket (``pass_fds=[worker_fd(rank)]``)."""
         return {
             "ESA_JOB": str(self.job),
             "ESA_PS": _addrs(self.ps_addrs),
-            "ESA_BIND": _addrs((self.workers[rank],)),
+            "ESA_BIND_FD": str(self.worker_fd(rank)),
             "ESA_CONTROL": _addrs(self.control_addrs),
+            "ESA_KEY_FILE": str(self.key_file),
         }
 
     def __enter__(self) -> LoopJob:
@@ -150,5 +160,6 @@ class LoopJob:
         for t in self._threads:
             t.join()
         self.switch.stop()
-        for s in [*self.ps_transports, *self.ps_controls]:
+        for s in [*self.ps_transports, *self.ps_controls, *self.worker_sockets]:
             s.close()
+        self._keys.cleanup()

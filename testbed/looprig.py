@@ -28,14 +28,13 @@ class LoopRig:
         policy: Policy = Policy.ESA,
         loss: float = 0.0,
         stall: float = 0.05,
-        agree: bool = True,
         sockets: Sockets = local_socket,
     ) -> None:
-        self.fan_in, self.agree = fan_in, agree
+        self.fan_in = fan_in
         self.data = [sockets() for _ in range(fan_in)]
         self.control = [sockets() for _ in range(fan_in)]
         self.loop = LoopJob(
-            job, fan_in, shards, pool, policy, loss, stall, agree,
+            job, fan_in, shards, pool, policy, loss, stall,
             workers=[t.addr for t in self.data], sockets=sockets,
         )  # fmt: skip
 
@@ -44,8 +43,8 @@ class LoopRig:
         ``slot``); ``options`` go to ``Worker``."""
         return Worker(
             self.loop.job, slot if index is None else index, self.fan_in, self.loop.ps_addrs,
-            self.data[slot], control=self.control[slot] if self.agree else None,
-            control_addrs=self.loop.control_addrs, **options,
+            self.data[slot], control=self.control[slot], control_addrs=self.loop.control_addrs,
+            key=self.loop.key, **options,
         )  # fmt: skip
 
     def __enter__(self) -> LoopRig:

@@ -85,8 +85,8 @@ class Bmv2MininetSwitch(Switch):  # type: ignore[misc]
 
 
 class RefMininetSwitch(Switch):  # type: ignore[misc]
-    """The reference switch with a pool of ``pool`` slots (it has no Thrift,
-    so no register reads, and writes no captures itself)."""
+    """The reference switch with a pool of ``pool`` slots (it has no Thrift:
+    its registers are read over P4Runtime; it writes no captures itself)."""
 
     def __init__(
         self,

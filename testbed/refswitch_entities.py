@@ -3,28 +3,65 @@ answered, between protobuf (ids, bytestrings) and ``Tables``' terms (names,
 ints).
 
 Table entries, the ``policy`` default action, multicast groups and the
-counters ``job_events`` and ``drops`` are served; other entities are
-``UNIMPLEMENTED`` (BMv2 serves no register access over P4Runtime either).
-A read answers every counter cell, zeros included, as BMv2 does.
+counters ``job_events`` and ``drops`` are served, and reads of the slot
+registers (``esa.spec.SLOT_REGISTERS``): one array (by id) or all (id 0),
+one cell (by index) or all (no index), each cell the field of
+``esa.model``'s slot the register holds in p4src, as an unsigned bitstring
+of the register's width (a value lane's two's complement).  A register has
+a cell per slot of the switch's pool.  BMv2 answers register reads
+``UNIMPLEMENTED`` (its registers are read over Thrift); so does this switch
+a register write, and any other entity.  A read answers every counter
+cell, zeros included, as BMv2 does.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 from p4.v1 import p4runtime_pb2
 
 from controller.switch import Op
-from esa.p4names import JOB_EVENTS
+from esa import wire
+from esa.model import Slot
+from esa.p4names import JOB_EVENTS, register
 from testbed.refswitch_pipeline import Pipeline
-from testbed.refswitch_tables import EXACT, Call, Counter, Key, Program, Refused, Table, Tables
+from testbed.refswitch_tables import (
+    EXACT,
+    Call,
+    Counter,
+    Key,
+    Program,
+    Refused,
+    Register,
+    Table,
+    Tables,
+)
 
 _OPS = {
     p4runtime_pb2.Update.INSERT: Op.INSERT,
     p4runtime_pb2.Update.MODIFY: Op.MODIFY,
     p4runtime_pb2.Update.DELETE: Op.DELETE,
 }
+
+
+def _lane(i: int, slot: Slot) -> int:
+    return slot.values[i]
+
+
+SLOT_FIELDS: dict[str, Callable[[Slot], int]] = {
+    register("slot_owner"): lambda slot: slot.owner,
+    register("slot_bitmap"): lambda slot: slot.bitmap,
+    register("slot_count"): lambda slot: slot.count,
+    register("slot_prio"): lambda slot: slot.prio,
+    register("slot_ts"): lambda slot: slot.ts,
+    register("slot_state"): lambda slot: slot.state,
+    register("slot_gone"): lambda slot: slot.gone,
+    **{register(f"slot_v{i}"): functools.partial(_lane, i) for i in range(wire.K)},
+}
+"""The field of ``esa.model.Slot`` each slot register holds."""
 
 
 def _int(value: bytes, what: str) -> int:
@@ -85,7 +122,7 @@ class Entities:
         if op is not Op.MODIFY:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "counters take MODIFY only")
         counter = self._counter(entry.counter_id)
-        indices = _indices(counter, entry)
+        indices = _indices(counter.name, counter.size, entry)
         cells = self._cells(counter)
         with self.pipeline.lock:
             for i in indices:
@@ -109,6 +146,8 @@ class Entities:
                     g.replicas.add(egress_port=port, instance=rid)
         elif kind == "counter_entry":
             self._read_counters(entity.counter_entry, rep)
+        elif kind == "register_entry":
+            self._read_registers(entity.register_entry, rep)
         else:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"{kind} reads")
 
@@ -130,12 +169,30 @@ class Entities:
             [self._counter(want.counter_id)] if want.counter_id else self.program.counters.values()
         )
         for counter in counters:
-            indices = _indices(counter, want)
+            indices = _indices(counter.name, counter.size, want)
             with self.pipeline.lock:
                 cells = list(self._cells(counter))
             for i in indices:
                 c = rep.entities.add().counter_entry
                 c.counter_id, c.index.index, c.data.packet_count = counter.id, i, cells[i]
+
+    def _read_registers(self, want: Any, rep: Any) -> None:
+        registers = (
+            [self._register(want.register_id)]
+            if want.register_id
+            else self.program.registers.values()
+        )
+        for reg in registers:
+            cell = SLOT_FIELDS[reg.name]
+            mask = (1 << reg.bits) - 1
+            with self.pipeline.lock:
+                slots = self.pipeline.model.slots
+                indices = _indices(reg.name, len(slots), want)
+                cells = [cell(slots[i]) & mask for i in indices]
+            for i, value in zip(indices, cells, strict=True):
+                r = rep.entities.add().register_entry
+                r.register_id, r.index.index = reg.id, i
+                r.data.bitstring = _bytes(value)
 
     # -- encoding --
 
@@ -150,6 +207,12 @@ class Entities:
         if counter is None:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no counter with id {counter_id}")
         return counter
+
+    def _register(self, register_id: int) -> Register:
+        reg = self.program.register_by_id.get(register_id)
+        if reg is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no register with id {register_id}")
+        return reg
 
     def _cells(self, counter: Counter) -> list[int]:
         """The model's array behind a counter of the program."""
@@ -253,11 +316,12 @@ class Entities:
         return te
 
 
-def _indices(counter: Counter, entry: Any) -> range:
-    """The cells a counter entry names: its index, or every cell."""
+def _indices(name: str, size: int, entry: Any) -> range:
+    """The cells a counter or register entry names of array ``name`` of
+    ``size`` cells: its index, or every cell."""
     if not entry.HasField("index"):
-        return range(counter.size)
+        return range(size)
     i = int(entry.index.index)
-    if not 0 <= i < counter.size:
-        raise Refused(grpc.StatusCode.OUT_OF_RANGE, f"{counter.name} has no cell {i}")
+    if not 0 <= i < size:
+        raise Refused(grpc.StatusCode.OUT_OF_RANGE, f"{name} has no cell {i}")
     return range(i, i + 1)

@@ -3,15 +3,17 @@
 Served: ``StreamChannel`` (arbitration only: the program has no CPU port),
 ``SetForwardingPipelineConfig`` (VERIFY, VERIFY_AND_COMMIT),
 ``GetForwardingPipelineConfig``, and ``Write`` and ``Read`` of the entities
-``refswitch_entities`` serves.  Requests are answered as ``simple_switch_grpc``
+``refswitch_entities`` serves (the slot registers' reads among them, which
+BMv2 does not serve).  Requests are answered as ``simple_switch_grpc``
 answers them: the same status codes and messages where the controller or a
 user sees them, a batch applied update by update and, when any update
 fails, ``UNKNOWN`` with one ``p4.v1.Error`` per update in the status details.
 
 The device config pushed with a pipeline is a BMv2 JSON, of which the switch
 reads one fact: the size of ``slot_owner``, which must be its own pool.
-Where no p4c has made one, ``device_config`` writes the least JSON that
-states it.
+Where no p4c has made one, ``device_config`` (``controller.pipeline``'s, which
+``esa-ctl serve --no-p4json`` pushes) writes the least JSON that states it; an
+empty device config states nothing and is taken too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controller.pipeline import device_config as device_config
 from esa.p4names import SLOT_OWNER
 from testbed.refswitch_arbiter import Arbiter, Connection
 from testbed.refswitch_entities import Entities
@@ -35,12 +38,6 @@ from testbed.refswitch_tables import Program, Refused, Tables
 _CONFIG = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
 NO_PIPELINE = "No forwarding pipeline config set for this device"
-
-
-def device_config(pool_size: int) -> bytes:
-    """A device config for the reference switch where p4c made no BMv2 JSON:
-    the slot pool's size, where a BMv2 JSON states it."""
-    return json.dumps({"register_arrays": [{"name": SLOT_OWNER, "size": pool_size}]}).encode()
 
 
 def pool_of(config: bytes) -> int:
@@ -225,11 +222,22 @@ class RefSwitchP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[
         yield rep
 
 
-def serve(device: Device, address: str, workers: int = 16) -> grpc.Server:
-    """Start the P4Runtime server at ``address`` (``host:port`` or ``unix:PATH``)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+def serve(device: Device, address: str, workers: int = 16) -> tuple[grpc.Server, str]:
+    """Start the P4Runtime server at ``address`` (``host:port`` or
+    ``unix:PATH``); the server and the address it bound (port 0: the port
+    the kernel chose).  ``SO_REUSEPORT`` is off, so a second switch on a
+    taken port fails instead of sharing it."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers), options=[("grpc.so_reuseport", 0)]
+    )
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(device), server)
-    if server.add_insecure_port(address) == 0:
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio >= 1.60 raises where older ones returned 0
+        port = 0
+    if port == 0:
         raise OSError(f"can not listen on {address}")
     server.start()
-    return server
+    if address.startswith("unix:"):
+        return server, address
+    return server, f"{address.rsplit(':', 1)[0]}:{port}"

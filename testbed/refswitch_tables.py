@@ -168,6 +168,16 @@ class Counter:
     size: int
 
 
+@dataclass(frozen=True)
+class Register:
+    """A slot register array: ``esa.spec.SLOT_REGISTERS``, one cell per slot
+    of the switch's pool (the P4Info's size is the pool p4c compiled)."""
+
+    id: int
+    name: str
+    bits: int
+
+
 def _differ(what: str, got: Iterable[str], want: Iterable[str]) -> None:
     got, want = set(got), set(want)
     if got != want:
@@ -206,9 +216,14 @@ class Program:
         by_id = {a.id: a for a in self.actions.values()}
         self.tables = {t.preamble.name: self._table(t, by_id) for t in info.tables}
         self.counters = {c.preamble.name: self._counter(c) for c in info.counters}
+        self.registers = {
+            r.preamble.name: Register(r.preamble.id, r.preamble.name, REGISTERS[r.preamble.name])
+            for r in info.registers
+        }
         self.action_by_id = by_id
         self.table_by_id = {t.id: t for t in self.tables.values()}
         self.counter_by_id = {c.id: c for c in self.counters.values()}
+        self.register_by_id = {r.id: r for r in self.registers.values()}
 
     @staticmethod
     def _action(a: Any) -> Action:

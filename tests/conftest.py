@@ -1,15 +1,21 @@
-"""Skips tests whose toolchain or privileges are missing, naming what is missing."""
+"""Skips tests whose toolchain or privileges are missing, naming what is
+missing; and lets hypothesis judge examples by what they show, never by how
+long a loaded machine took to run or draw them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from esa.toolchain import missing_binaries
 from testbed.bmv2 import missing_bmv2
 from testbed.netns import missing_root
 from tests.dataplane import Rig, build_program
+
+settings.register_profile("any_speed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("any_speed")
 
 
 def missing_mininet() -> str | None:

@@ -36,6 +36,7 @@ from esa.toolchain import compile_p4
 from testbed.bmv2_veth import Bmv2Switch
 from testbed.fabric_model import job_configs
 from testbed.paths import ROOT
+from tests.wait import LIMIT_S
 
 POOL = 16
 PORTS = 16
@@ -200,7 +201,7 @@ class Rig:
         self.sw.send(src.port, frame(pkt, src, dst))
         self.sw.send(src.port, probe)
         res = self.model.process(pkt, int(time.monotonic() * 1e6), in_port=src.port)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + LIMIT_S
         while True:
             got = self.sw.recv(to, timeout=0.001)
             self.pending[to] += [f for f in got if f != probe]
@@ -208,10 +209,11 @@ class Rig:
                 return [s for o in res.outputs for s in expected(o.to, o.packet)]
             assert time.monotonic() < deadline, f"probe {self.probes} did not come back"
 
-    def collect(self, want: int = 0, quiet: float = 0.25, timeout: float = 5.0) -> list[Seen]:
+    def collect(self, want: int = 0, quiet: float = 0.25, timeout: float = LIMIT_S) -> list[Seen]:
         """Every ESA frame that left the switch, port by port in arrival order:
         until ``want`` came and then none for ``quiet`` seconds, or until
-        ``timeout`` passed (BMv2 on a loaded machine may lag behind a trace)."""
+        ``timeout`` passed (BMv2 on a loaded machine may lag far behind a
+        trace: the limit is only for a switch that lost frames)."""
         frames: dict[int, list[Seen]] = {p: [] for p in range(1, self.sw.ports + 1)}
         start = last = time.monotonic()
         n = 0

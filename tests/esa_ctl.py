@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from testbed.paths import ROOT
+from tests.wait import LIMIT_S
 
 
 def esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -16,5 +17,5 @@ def esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         cwd=ROOT,
         check=False,
-        timeout=60,
+        timeout=LIMIT_S,
     )

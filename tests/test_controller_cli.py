@@ -324,7 +324,8 @@ SERVE_REFUSALS: list[tuple[str, Setup, dict[str, str | None], str]] = [
         _nothing,
         {"p4json": "{d}/missing.json"},
         "cannot read the BMv2 JSON {d}/missing.json: "
-        "[Errno 2] No such file or directory: '{d}/missing.json'",
+        "[Errno 2] No such file or directory: '{d}/missing.json' (`make build` compiles it; "
+        "the reference switch needs none: serve --no-p4json)",
     ),
     (
         "BMv2 JSON of another program",
@@ -358,6 +359,33 @@ def test_serve_refuses_bad_input_and_changes_nothing(
     before = tree(tmp_path)
     argv = serve_argv(tmp_path, **{k: v and v.format(d=tmp_path) for k, v in opts.items()})
     assert esa_ctl_here(capsys, argv) == (1, "", f"esa-ctl: error: {message.format(d=tmp_path)}\n")
+    assert tree(tmp_path) == before
+
+
+def test_serve_without_a_bmv2_json_needs_the_pool_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-p4json``: no BMv2 JSON is read, so the pool size comes from
+    ``--pool-size`` or the topology, and is refused when neither gives it."""
+    serve_inputs(tmp_path)
+    (tmp_path / "esa.json").unlink()
+    before = tree(tmp_path)
+    argv = [*serve_argv(tmp_path, p4json=None), "--no-p4json"]
+    assert esa_ctl_here(capsys, argv) == (
+        1,
+        "",
+        "esa-ctl: error: pool size unknown: give --pool-size or the topology's pool_size "
+        "(no BMv2 JSON states it)\n",
+    )
+    argv = [*serve_argv(tmp_path, p4json=None, pool_size="32"), "--no-p4json"]
+    topo = json.loads((tmp_path / "topo.json").read_text())
+    (tmp_path / "topo.json").write_text(json.dumps({**topo, "pool_size": 16}))
+    assert esa_ctl_here(capsys, argv) == (
+        1,
+        "",
+        "esa-ctl: error: pool size 16 from the topology differs from 32 from --pool-size\n",
+    )
+    (tmp_path / "topo.json").write_text(json.dumps(topo))
     assert tree(tmp_path) == before
 
 
@@ -434,6 +462,8 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
      "\"ip netns exec 'sw\": No closing quotation"),
     (["serve", "--switch", " "], "esa-ctl serve: error: argument --switch: switch address is "
      "empty"),
+    (["serve", "--p4json", "build/esa.json", "--no-p4json"], "esa-ctl serve: error: argument "
+     "--no-p4json: not allowed with argument --p4json"),
     (["--admin", "0.0.0.0:5000", "jobs"], "esa-ctl: error: argument --admin: admin address "
      "'0.0.0.0:5000': use unix:PATH or 127.0.0.1:PORT"),
     (["--admin", "127.0.0.1:0", "jobs"], "esa-ctl: error: argument --admin: admin address "

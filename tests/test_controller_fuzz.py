@@ -24,6 +24,7 @@ from controller.memswitch import MemorySwitch
 from controller.messages import RPCS, SERVICE, AdmitRequest, JobRef, Removed
 from controller.state import Store
 from tests.test_controller_service import Clock, Rig, make_controller
+from tests.wait import LIMIT_S
 
 REFUSALS = {
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -144,7 +145,7 @@ def send(rig: Rig, method: str, body: bytes) -> grpc.StatusCode | None:
     """One call with a raw body: None if accepted, else the status code."""
     rpc = rig.client.channel.unary_unary(f"/{SERVICE}/{method}")
     try:
-        rpc(body, timeout=10)
+        rpc(body, timeout=LIMIT_S)
     except grpc.RpcError as e:
         return e.code()
     return None
@@ -226,7 +227,7 @@ def test_malformed_requests_are_named(rig: Rig, method: str, request_: Any, mess
 def test_undecodable_bodies_are_named(rig: Rig, body: bytes, message: str) -> None:
     rpc = rig.client.channel.unary_unary(f"/{SERVICE}/Remove")
     with pytest.raises(grpc.RpcError) as err:
-        rpc(body, timeout=10)
+        rpc(body, timeout=LIMIT_S)
     assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
 
 

@@ -7,6 +7,7 @@ nothing that blocks its restart.
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -24,17 +25,16 @@ from tests.test_controller_cli import serve_argv, serve_inputs, tree
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+START_LIMIT_S = 300.0
+"""how long a controller may take to say where it serves (a loaded machine)."""
 
 
 class Serving:
-    """``esa-ctl serve`` running in the background, its output in ``log``."""
+    """``esa-ctl serve`` running in the background, its output in ``log``;
+    ``admin`` is where it serves, as its log says once it does (with
+    ``admin="127.0.0.1:0"``, the port it bound)."""
 
     def __init__(self, d: Path, **opts: str | None) -> None:
-        self.admin = opts.get("admin") or f"unix:{d}/admin.sock"
         self.log = d / f"serve-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -43,17 +43,19 @@ class Serving:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
-        while not self.identity():
+        deadline = time.monotonic() + START_LIMIT_S
+        while (m := re.search(r"admin API on (\S+)\n", self.log.read_text())) is None:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop(signal.SIGKILL)
                 raise AssertionError(self.log.read_text())
             time.sleep(0.1)
+        self.admin = m[1]
+        assert self.identity() is not None, self.log.read_text()
 
     def identity(self) -> Identity | None:
         client = AdminClient(self.admin)
         try:
-            return client.identify(timeout=1.0)
+            return client.identify(timeout=60.0)
         except AdminError:
             return None
         finally:
@@ -62,7 +64,7 @@ class Serving:
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=20)
+        return self.proc.wait(timeout=START_LIMIT_S)
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def serve_once(d: Path, **opts: str | None) -> subprocess.CompletedProcess[str]:
         text=True,
         cwd=ROOT,
         check=False,
-        timeout=60,
+        timeout=START_LIMIT_S,
     )
 
 
@@ -124,9 +126,10 @@ def test_second_serve_on_the_unix_socket_is_refused(tmp_path: Path, started: lis
 
 def test_second_serve_on_the_tcp_port_is_refused(tmp_path: Path, started: list[Serving]) -> None:
     serve_inputs(tmp_path)
-    admin = f"127.0.0.1:{free_port()}"
-    first = Serving(tmp_path, admin=admin)
+    first = Serving(tmp_path, admin="127.0.0.1:0")
     started.append(first)
+    admin = first.admin
+    assert re.fullmatch(r"127\.0\.0\.1:[1-9][0-9]*", admin)
     before = tree(tmp_path)
     res = serve_once(tmp_path, admin=admin, db=f"{tmp_path}/other.db")
     refused(

@@ -36,6 +36,7 @@ from esa.p4names import SLOT_OWNER
 from esa.spec import Drop, Event, Policy, counter_index
 from esa.toolchain import compile_p4
 from tests.esa_ctl import esa_ctl
+from tests.wait import LIMIT_S, until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -308,7 +309,7 @@ def _start(fake: FakeP4Runtime, addr: str) -> grpc.Server:
 
 
 def _wait_connected(admin: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + LIMIT_S
     while time.monotonic() < deadline and proc.poll() is None:
         res = esa_ctl(admin, "status", "--json")
         if res.returncode == 0 and all(s["connected"] for s in json.loads(res.stdout)["switches"]):
@@ -357,7 +358,7 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
         assert sorted(before.jobs) == [1, 2] and before.policy.policy is Policy.STATIC
     finally:
         proc.terminate()
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=LIMIT_S) == 0
     drift = P4RuntimeSwitch.connect(addr, election_id=(0, 1))
     drift.delete_job(2)
     drift.write_job(9, before.jobs[1])
@@ -370,14 +371,12 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
         srv.stop(None)
         fresh = FakeP4Runtime()
         srv = _start(fresh, addr)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(fresh.entries) < before.count() + 1:
-            time.sleep(0.1)
+        until(lambda: len(fresh.entries) >= before.count() + 1, "the restarted switch re-synced")
         assert fresh.pushes == 1
         assert _read(addr) == before
         jobs = json.loads(esa_ctl(admin, "jobs", "--json").stdout)
         assert [(j["job"], j["mode"]) for j in jobs] == [(1, "static"), (2, "auto")]
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=LIMIT_S)
         srv.stop(None)

@@ -13,8 +13,9 @@ from p4.config.v1 import p4info_pb2
 
 from controller.errors import SwitchError
 from controller.p4rt import Session
+from controller.pipeline import device_config
 from controller.switch import P4RuntimeSwitch
-from testbed.refswitch_p4rt import Device, device_config, serve
+from testbed.refswitch_p4rt import Device, serve
 from testbed.run.switches import COMMITTED_P4INFO
 from tests.test_controller_cli import esa_ctl_here, serve_argv, serve_inputs, tree
 
@@ -25,7 +26,8 @@ STAMP = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] "
 @pytest.fixture
 def switch_addr(tmp_path: Path) -> Iterator[str]:
     addr = f"unix:{tmp_path}/p4rt.sock"
-    server = serve(Device(0, POOL), addr)
+    server, bound = serve(Device(0, POOL), addr)
+    assert bound == addr
     yield addr
     server.stop(None)
 

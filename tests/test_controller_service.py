@@ -22,13 +22,14 @@ from controller.entries import ChildKey, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import InvalidRequest, SwitchUnavailable
 from controller.fabric import one_switch
 from controller.memswitch import MemorySwitch
-from controller.messages import PolicyRequest
+from controller.messages import PolicyRequest, Slots, SwitchSlots
 from controller.priority import AUTO_TOP
 from controller.service import Controller
 from controller.state import SCHEMA, JobRecord, Store
 from controller.switch import Switch
 from controller.topology import Host, Topology
 from esa.job import Placement, PrioritySpec
+from esa.p4names import SLOT_OWNER
 from esa.spec import (
     DEFAULT_SQUAT_US,
     EVENTS_PER_JOB,
@@ -37,6 +38,7 @@ from esa.spec import (
     Policy,
     counter_index,
     mgid_all,
+    owner_key,
     rid,
 )
 
@@ -535,6 +537,7 @@ def test_slots_view(rig: Rig) -> None:
     refused(
         rig,
         grpc.StatusCode.FAILED_PRECONDITION,
+        "the switch serves no register reads over P4Runtime (BMv2 serves none): "
         "the slots view needs `serve --thrift-cli CMD`",
         "Slots",
     )
@@ -557,6 +560,40 @@ def test_slots_view(rig: Rig) -> None:
         "unexpected simple_switch_CLI output: 'Error: no such register'",
         "Slots",
     )
+
+
+class RegisterSwitch(MemorySwitch):
+    """An in-memory switch that serves its ``slot_owner`` register, as the
+    reference switch does over P4Runtime."""
+
+    def __init__(self, owners: list[int]) -> None:
+        super().__init__()
+        self.owners = owners
+        self.register_reads: list[tuple[str, ...]] = []
+
+    def read_registers(self, *names: str) -> dict[str, list[int]]:
+        self._check()
+        self.register_reads.append(names)
+        return {SLOT_OWNER: list(self.owners)}
+
+
+def test_slots_view_reads_the_registers_a_switch_serves(tmp_path: Path) -> None:
+    """The switch's own register read comes first: the Thrift CLI given
+    is not run; a switch that went away is reconnected for the read, and
+    one that can not be reached is reported."""
+    sw = RegisterSwitch([0, owner_key(3, 1), owner_key(3, 2), 0, owner_key(1, 9)])
+    ctl = make_controller(tmp_path / "state.db", sw, Clock())
+    ctl.thrift_cli = {"s1": [sys.executable, "-c", "raise SystemExit(3)"]}
+    held = SwitchSlots(pool_size=5, used=3, by_job={1: 1, 3: 2})
+    assert ctl.slots() == Slots(5, 3, {1: 1, 3: 2}, {"s1": held})
+    sw.closed = True
+    sw.owners[0] = owner_key(1, 10)
+    assert ctl.slots("s1").by_job == {1: 2, 3: 2}
+    assert sw.register_reads == [(SLOT_OWNER,), (SLOT_OWNER,)]
+    sw.up = False
+    sw.closed = True
+    with pytest.raises(SwitchUnavailable, match=r"^switch unreachable at memory$"):
+        ctl.slots()
 
 
 def test_a_restarted_controller_keeps_the_fixed_partitions_the_switch_holds(

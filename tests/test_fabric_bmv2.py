@@ -19,6 +19,7 @@ from controller.topology import mac_to_int
 from esa.toolchain import compile_p4
 from testbed.bmv2_fabric import Bmv2Fabric
 from testbed.paths import ROOT
+from tests.wait import LIMIT_S
 
 pytestmark = pytest.mark.bmv2
 
@@ -90,7 +91,7 @@ def test_a_frame_from_rack_1_reaches_rack_2_through_the_spine(net: Net) -> None:
     rig.flush()
     sent = frame(rig.fabric, "h1", "h6", b"cross")
     rig.send("h1", sent)
-    assert rig.recv("h6", timeout=3.0, want=1) == [sent]
+    assert rig.recv("h6", timeout=LIMIT_S, want=1) == [sent]
     assert rig.arrived("s1", 1) == [sent]
     assert rig.arrived("t2", 5) == [sent]
     assert not net.heard(others("h1", "h6"))
@@ -101,7 +102,7 @@ def test_a_frame_inside_a_rack_never_reaches_the_spine(net: Net) -> None:
     rig.flush()
     sent = frame(rig.fabric, "h2", "h4", b"local")
     rig.send("h2", sent)
-    assert rig.recv("h4", timeout=3.0, want=1) == [sent]
+    assert rig.recv("h4", timeout=LIMIT_S, want=1) == [sent]
     assert [rig.arrived("s1", port) for port in (1, 2, 3, 4)] == [[], [], [], []]
     assert rig.arrived("t2", 5) == []
     assert not net.heard(others("h2", "h4"))
@@ -114,18 +115,18 @@ def test_a_restarted_tor_is_pushed_again_alone(net: Net) -> None:
     rig.restart("t2")
     there, back = frame(rig.fabric, "h3", "h7", b"there"), frame(rig.fabric, "h7", "h3", b"back")
     rig.send("h3", there)
-    assert rig.arrived("t2", 5, timeout=3.0, want=1) == [there]
+    assert rig.arrived("t2", 5, timeout=LIMIT_S, want=1) == [there]
     rig.send("h7", back)
-    assert rig.arrived("t2", 3, timeout=3.0, want=1) == [back]
+    assert rig.arrived("t2", 3, timeout=LIMIT_S, want=1) == [back]
     assert not net.heard(others())
 
     net.sessions["t2"].close()
     net.sessions["t2"] = program_switch(rig, "t2", net.program)
     rig.flush()  # what t2 took in before it had a pipeline is none of this test's business
     rig.send("h3", there)
-    assert rig.recv("h7", timeout=3.0, want=1) == [there]
+    assert rig.recv("h7", timeout=LIMIT_S, want=1) == [there]
     rig.send("h7", back)
-    assert rig.recv("h3", timeout=3.0, want=1) == [back]
+    assert rig.recv("h3", timeout=LIMIT_S, want=1) == [back]
     assert not net.heard(others())
     for name in ("s1", "t1"):
         assert net.sessions[name].alive

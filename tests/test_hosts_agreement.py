@@ -1,14 +1,19 @@
-"""Call agreement between a job's workers and its PS, on the PS's side."""
+"""Call agreement between a job's workers and its PS, on the PS's side
+(docs/agreement.md): announcements, epochs, processes, restarts, and the
+authenticator that keeps everyone else out."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from esa import wire
 from esa.job import Workers
-from esa.wire import ControlType, Flag, RejectReason, ReportKind
-from hosts import codec, quant
-from hosts.agreement import IDLE_FORGET, PENDING_TTL
+from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
+from hosts import auth, codec, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
@@ -16,7 +21,10 @@ from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
 
 T = wire.PacketType
 C = ControlType
-BOUND = 1.0
+R = RejectReason
+KEY = bytes(range(32))
+SESSION = 0x5E55
+NO = wire.NO_PEER
 
 
 def addr(i: int) -> Addr:
@@ -28,9 +36,11 @@ class Mailbox:
 
     def __init__(self) -> None:
         self.sent: list[tuple[codec.Control, Addr]] = []
+        self.raw: list[bytes] = []
         self.inbox: deque[tuple[bytes, Addr]] = deque()
 
     def send(self, data: Bytes, to: Addr) -> None:
+        self.raw.append(bytes(data))
         self.sent.append((codec.decode_control(bytes(data), len(data)), to))
 
     def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
@@ -51,217 +61,403 @@ class Mailbox:
         return out
 
 
-def call(
-    worker: int, number: int = 0, length: int = 100, base: int = 0, nonce: int | None = None,
-    fan_in: int = 2, mask: int = 0b11, bound: float = BOUND, job: int = 1,
-) -> codec.Control:  # fmt: skip
-    digest = wire.config_digest(fan_in, mask, bound, length, "float32")
-    return codec.Control(
-        C.CALL, 0, job, worker, 0, 1000 + worker if nonce is None else nonce, number, base,
-        quant.chunks(length), length, fan_in, mask, 0, 0, digest,
-    )  # fmt: skip
+class Proc:
+    """A worker process on the control channel: its index, nonce and message numbers."""
 
+    def __init__(
+        self, worker: int, nonce: int | None = None, fan_in: int = 2, mask: int = 0b11,
+        session: int = SESSION, key: bytes = KEY, job: int = 1,
+    ) -> None:  # fmt: skip
+        self.worker, self.nonce = worker, 1000 + worker if nonce is None else nonce
+        self.fan_in, self.mask, self.session, self.key, self.job = fan_in, mask, session, key, job
+        self.counter = 0
 
-def status(worker: int, number: int, nonce: int | None = None) -> codec.Control:
-    nonce = 1000 + worker if nonce is None else nonce
-    return codec.Control(C.STATUS, 0, 1, worker, 0, nonce, number)
+    def msg(
+        self, ctype: int, number: int = 0, length: int = 100, base: int = 0, bound: float = 1.0,
+        **change: int,
+    ) -> bytes:  # fmt: skip
+        self.counter += 1
+        digest = wire.config_digest(self.fan_in, self.mask, bound, length, "float32")
+        m = codec.Control(
+            ctype, 0, self.job, self.worker, 0, self.nonce, number, base, quant.chunks(length),
+            length, self.fan_in, self.mask, 0, 0, digest, 0, self.session, self.counter,
+        )  # fmt: skip
+        return auth.seal(dataclasses.replace(m, **change), self.key)
+
+    def call(self, number: int = 0, **kw: float) -> bytes:
+        return self.msg(C.CALL, number, **kw)  # type: ignore[arg-type]
 
 
 def server(fan_in: int = 2) -> tuple[ParameterServer, Recorder, Mailbox]:
     data, ctl = Recorder(), Mailbox()
-    ps = ParameterServer(data, SWITCH, {1: Workers.of(fan_in)}, stall=1.0, control=ctl)
+    ps = ParameterServer(
+        data, SWITCH, {1: Workers.of(fan_in)}, stall=1.0, control=ctl, keys={1: KEY},
+        session=SESSION,
+    )  # fmt: skip
     return ps, data, ctl
 
 
-def send(
-    ps: ParameterServer, ctl: Mailbox, *msgs: tuple[codec.Control, int], now: float = 0.0
-) -> None:
-    ctl.inbox.extend((codec.encode_control(m), addr(src)) for m, src in msgs)
+def send(ps: ParameterServer, ctl: Mailbox, *msgs: tuple[bytes, int], now: float = 0.0) -> None:
+    ctl.inbox.extend((m, addr(src)) for m, src in msgs)
     ps.poll(now)
+
+
+def both(ps: ParameterServer, ctl: Mailbox, n: int, procs: list[Proc], now: float = 0.0) -> None:
+    """Every process announces call ``n`` of 4 chunks (base ``4 n``)."""
+    send(ps, ctl, *[(p.call(n, base=4 * n), p.worker) for p in procs], now=now)
+
+
+def offset(ps: ParameterServer) -> int:
+    """Where the job's epoch at ``ps`` starts its seqs."""
+    return ps.books[1].agreed[-1].offset
+
+
+def dropped(ps: ParameterServer) -> dict[str, int]:
+    return {r: n for r, n in ps.counters.dropped.items() if n}
 
 
 def test_go_only_once_every_worker_announced_the_same_call() -> None:
     ps, _, ctl = server(fan_in=3)
-    send(ps, ctl, (call(0, fan_in=3, mask=7), 0), (call(2, fan_in=3, mask=7), 2))
+    w = [Proc(i, fan_in=3, mask=7) for i in range(3)]
+    send(ps, ctl, (w[0].call(), 0), (w[2].call(), 2))
     assert ctl.take() == []
-    send(ps, ctl, (call(1, fan_in=3, mask=7), 1))
+    send(ps, ctl, (w[1].call(), 1))
     assert ctl.take() == [(C.GO, 0, i, 0, addr(i)) for i in range(3)]
-    send(ps, ctl, (call(2, fan_in=3, mask=7), 7))
+    send(ps, ctl, (w[2].call(), 7))
     [(go, to)] = ctl.sent
     assert (go.ctype, go.worker, go.nonce, go.call, go.base, go.chunks, go.length) == (
         C.GO, 2, 1002, 0, 0, 4, 100,
     )  # fmt: skip
-    assert to == addr(7), "answers go where the CALL came from"
-    assert ps.counters.calls_agreed == 1
+    assert (go.session, go.counter, to) == (SESSION, 2, addr(7)), (
+        "answers go where the CALL came from"
+    )
+    assert auth.authentic(ctl.raw[-1], KEY)
+    assert ps.counters.calls_agreed == 1 and ps.counters.gos_sent == 4
 
 
 def test_mismatches_are_rejected_naming_the_worker_that_differs() -> None:
     """Both workers fail: the second at once, the first when it resends."""
-    cases = [
-        (call(1, length=101), RejectReason.LENGTH),
-        (call(1, bound=2.0), RejectReason.CONFIG),
-        (call(1, base=7), RejectReason.BASE),
-    ]
-    for second, reason in cases:
+    for change, reason in (({"length": 101}, R.LENGTH), ({"bound": 2.0}, R.CONFIG),
+                           ({"base": 7}, R.BASE)):  # fmt: skip
         ps, _, ctl = server()
-        send(ps, ctl, (call(0), 0), (second, 1))
-        send(ps, ctl, (call(0), 0))
+        w0, w1 = Proc(0), Proc(1)
+        send(ps, ctl, (w0.call(), 0), (w1.call(0, **change), 1))
+        send(ps, ctl, (w0.call(), 0))
         assert ctl.take() == [(C.REJECT, reason, 1, 0, addr(1)), (C.REJECT, reason, 0, 1, addr(0))]
         assert ps.counters.calls_agreed == 0
 
 
 def test_reject_carries_the_peers_announcement() -> None:
     ps, _, ctl = server()
-    send(ps, ctl, (call(0, length=64), 0), (call(1, length=100), 1))
+    send(ps, ctl, (Proc(0).call(length=64), 0), (Proc(1).call(length=100), 1))
     [(m, _)] = ctl.sent
-    assert (m.code, m.peer, m.length, m.chunks, m.nonce) == (RejectReason.LENGTH, 0, 64, 2, 1001)
+    assert (m.code, m.peer, m.length, m.chunks, m.nonce) == (R.LENGTH, 0, 64, 2, 1001)
 
 
 def test_job_table_mismatches_are_rejected_without_a_peer() -> None:
     ps, _, ctl = server()
     send(
-        ps, ctl, (call(2, fan_in=3, mask=7), 0), (call(0, fan_in=3, mask=7), 0),
-        (call(0, fan_in=2, mask=0b101), 0), (call(0, job=9), 0),
+        ps, ctl, (Proc(2, fan_in=3, mask=7).call(), 0), (Proc(0, fan_in=3, mask=7).call(), 0),
+        (Proc(0, mask=0b101).call(), 0),
     )  # fmt: skip
     assert ctl.take() == [
-        (C.REJECT, RejectReason.WORKER, 2, wire.NO_PEER, addr(0)),
-        (C.REJECT, RejectReason.FAN_IN, 0, wire.NO_PEER, addr(0)),
-        (C.REJECT, RejectReason.MASK, 0, wire.NO_PEER, addr(0)),
-        (C.REJECT, RejectReason.UNKNOWN_JOB, 0, wire.NO_PEER, addr(0)),
+        (C.REJECT, R.WORKER, 2, NO, addr(0)),
+        (C.REJECT, R.FAN_IN, 0, NO, addr(0)),
+        (C.REJECT, R.MASK, 0, NO, addr(0)),
     ]
-    assert ps.books[1].pending == {}
+    assert ps.books[1].pending == {} and ps.books[1].roster.procs == {}
 
 
-def test_a_worker_index_announced_by_two_processes_fails_both() -> None:
-    ps, _, ctl = server(fan_in=3)
-    send(ps, ctl, (call(0, fan_in=3, mask=7), 0), (call(0, fan_in=3, mask=7, nonce=5), 9))
-    send(ps, ctl, (call(0, fan_in=3, mask=7), 0), (call(1, fan_in=3, mask=7), 1))
-    dup = RejectReason.DUPLICATE
-    assert ctl.take() == [(C.REJECT, dup, 0, 0, addr(9)), (C.REJECT, dup, 0, wire.NO_PEER, addr(0))]
-
-
-def test_a_second_process_for_an_agreed_index_is_rejected_until_the_job_idles() -> None:
+def test_an_unknown_job_or_key_is_told_without_an_authenticator() -> None:
+    """The PS has no key of job 9, and the CALL of job 1 under another key is
+    not the job's: both answers are unsigned REJECTs; nothing is held."""
     ps, _, ctl = server()
-    send(ps, ctl, (call(0), 0), (call(1), 1))
+    send(ps, ctl, (Proc(0, job=9).call(), 0), (Proc(0, key=bytes(32)).call(), 1))
+    assert ctl.take() == [
+        (C.REJECT, R.UNKNOWN_JOB, 0, NO, addr(0)),
+        (C.REJECT, R.KEY, 0, NO, addr(1)),
+    ]
+    assert [codec.decode_control(r, len(r)).mac for r in ctl.raw] == [0, 0]
+    assert dropped(ps) == {Drop.JOB: 1, Drop.AUTH: 1}
+    assert ps.books[1].snapshot() == server()[0].books[1].snapshot()
+
+
+def test_a_process_of_another_session_is_challenged() -> None:
+    """A worker new to this PS (session 0) or from before a restart gets the
+    session, bound to the message it answers; nothing else happens."""
+    ps, _, ctl = server()
+    w0 = Proc(0, session=0)
+    send(ps, ctl, (w0.call(), 0), (w0.call(session=4), 0))
+    assert [(m.ctype, m.session, m.counter, m.nonce) for m, _ in ctl.sent] == [
+        (C.CHALLENGE, SESSION, 1, 1000), (C.CHALLENGE, SESSION, 2, 1000),
+    ]  # fmt: skip
+    assert dropped(ps) == {Drop.SESSION: 1}, "a first message (session 0) is no drop"
+    assert ps.books[1].roster.procs == {} and ps.counters.challenges_sent == 2
+    w0.session = SESSION
+    send(ps, ctl, (w0.call(), 0), (Proc(1).call(), 1))
+    assert [m.ctype for m, _ in ctl.sent[2:]] == [C.GO, C.GO]
+
+
+def test_forged_replayed_and_mutated_messages_change_nothing() -> None:
+    ps, _, ctl = server()
+    w0, w1 = Proc(0), Proc(1)
+    first = [w0.call(), w1.call()]
+    send(ps, ctl, (first[0], 0), (first[1], 1))
     ctl.take()
-    send(ps, ctl, (call(0, nonce=77), 5), now=IDLE_FORGET - 1)
-    assert ctl.take() == [(C.REJECT, RejectReason.DUPLICATE, 0, 0, addr(5))]
-    send(ps, ctl, (call(0, nonce=77), 5), (call(1, nonce=78), 6), now=2 * IDLE_FORGET)
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(5)), (C.GO, 0, 1, 0, addr(6))]
+    book = ps.books[1]
+    before = book.snapshot()
+    flipped = bytearray(first[0])
+    flipped[20] ^= 1
+    stranger = Proc(0, nonce=77, key=bytes(range(1, 33)))
+    attacks = [*first, bytes(flipped), stranger.call(), stranger.msg(C.BYE), w0.call(session=9)]
+    send(ps, ctl, *[(a, 5) for a in attacks])
+    assert book.snapshot() == before
+    assert dropped(ps) == {Drop.REPLAY: 2, Drop.AUTH: 3, Drop.SESSION: 1}
+    assert ctl.take() == [(C.REJECT, R.KEY, 0, NO, addr(5)), (C.REJECT, R.KEY, 0, NO, addr(5)),
+                          (C.CHALLENGE, 0, 0, 0, addr(5))]  # fmt: skip
+
+
+def test_rejects_and_challenges_are_rate_limited_per_destination() -> None:
+    ps, _, ctl = server()
+    forger = Proc(0, key=bytes(32))
+    send(ps, ctl, *[(forger.call(), 5) for _ in range(50)], now=0.0)
+    send(ps, ctl, *[(forger.call(), 6) for _ in range(50)], now=0.0)
+    send(ps, ctl, *[(forger.call(), 5) for _ in range(50)], now=1.0)
+    assert [to for *_, to in ctl.take()] == [addr(5)] * 4 + [addr(6)] * 4 + [addr(5)] * 2
+    assert (ps.counters.rejects_sent, ps.counters.control_suppressed) == (10, 140)
+
+
+def test_two_live_processes_with_one_index_both_fail_with_their_peers() -> None:
+    """The second process waits while the first is alive; the first speaks
+    again, and both, and the peer that announced with them, are rejected."""
+    ps, _, ctl = server(fan_in=3)
+    a, b = Proc(0, fan_in=3, mask=7), Proc(0, nonce=5, fan_in=3, mask=7)
+    peer = Proc(1, fan_in=3, mask=7)
+    send(ps, ctl, (a.call(), 0), (peer.call(), 1), (b.call(), 9))
+    assert ctl.take() == []
+    send(ps, ctl, (a.call(), 0), now=0.5)
+    dup = R.DUPLICATE
+    assert ctl.take() == [(C.REJECT, dup, 0, 0, addr(0)), (C.REJECT, dup, 1, 0, addr(1)),
+                          (C.REJECT, dup, 0, 0, addr(9))]  # fmt: skip
+    send(ps, ctl, (b.call(), 9), (Proc(2, fan_in=3, mask=7).call(), 2), now=0.6)
+    assert ctl.take() == [(C.REJECT, dup, 0, 0, addr(9))]
+    assert ps.counters.calls_agreed == 0
+
+
+def test_a_second_process_fails_a_call_in_progress_at_every_worker() -> None:
+    """Worker 0 streams call 0 (it said ALIVE) when another process claims
+    index 0: the call fails at worker 0, worker 1 and the newcomer."""
+    ps, _, ctl = server()
+    a, w1, b = Proc(0), Proc(1), Proc(0, nonce=5)
+    both(ps, ctl, 0, [a, w1])
+    ctl.take()
+    send(ps, ctl, (b.call(), 9), now=1.0)
+    send(ps, ctl, (a.msg(C.ALIVE), 0), now=1.2)
+    [*fails] = ctl.sent
+    assert [(m.ctype, m.code, m.worker, m.peer, m.call, to) for m, to in fails] == [
+        (C.REJECT, R.DUPLICATE, 0, 0, 0, addr(0)), (C.REJECT, R.DUPLICATE, 1, 0, 0, addr(1)),
+        (C.REJECT, R.DUPLICATE, 0, 0, 0, addr(9)),
+    ]  # fmt: skip
+
+
+def test_a_new_run_is_accepted_once_the_old_processes_said_bye() -> None:
+    ps, data, ctl = server()
+    old = [Proc(0), Proc(1)]
+    both(ps, ctl, 0, old)
+    first = offset(ps)
+    assert first == wire.epoch_offset(1, {0: 1000, 1: 1001})
+    data.inbox.extend([pkt(T.FALLBACK, 1, first, 1, vec(1)), pkt(T.FALLBACK, 1, first, 2, vec(2))])
+    send(ps, ctl, *[(p.msg(C.BYE), p.worker) for p in old], now=0.1)
+    assert list(ps.done) == [(1, first)]
+    ctl.take()
+    data.sent.clear()
+    new = [Proc(0, nonce=7), Proc(1, nonce=8)]
+    both(ps, ctl, 0, new, now=0.2)
+    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
+    assert not ps.done, "a new epoch: the old sums do not answer the new calls"
+    assert offset(ps) == wire.epoch_offset(1, {0: 7, 1: 8}) != first, "at other seqs"
+    assert ctl.raw and codec.decode_control(ctl.raw[-1], wire.CONTROL_BYTES).offset == offset(ps)
+    data.inbox.append(pkt(T.FALLBACK, 1, first, 1, vec(5), flags=Flag.RETX))
+    send(ps, ctl, now=0.2)
+    assert data.sent == [] and dropped(ps) == {Drop.SEQ: 1}, "the old epoch's seqs are fenced"
+
+
+def test_a_killed_processs_index_is_taken_once_it_was_silent_for_the_ttl() -> None:
+    """No BYE: the new process waits (no answer) while the old one was heard
+    within ``LIVE_TTL``, and takes its index after."""
+    ps, _, ctl = server()
+    old = [Proc(0), Proc(1)]
+    both(ps, ctl, 0, old)
+    ctl.take()
+    new = [Proc(0, nonce=7), Proc(1, nonce=8)]
+    both(ps, ctl, 0, new, now=LIVE_TTL - 0.5)
+    assert ctl.take() == []
+    both(ps, ctl, 0, new, now=LIVE_TTL + 0.1)
+    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
     assert ps.counters.calls_agreed == 2
+
+
+def test_a_superseded_process_that_speaks_again_fails_with_the_new_one() -> None:
+    ps, _, ctl = server()
+    a, b, w1 = Proc(0), Proc(0, nonce=5), Proc(1)
+    both(ps, ctl, 0, [a, w1])
+    send(ps, ctl, (b.call(1, base=4), 9), now=LIVE_TTL + 1)
+    ctl.take()
+    send(ps, ctl, (a.call(1, base=4), 0), now=LIVE_TTL + 1.5)
+    dup = R.DUPLICATE
+    assert ctl.take() == [(C.REJECT, dup, 0, 0, addr(0)), (C.REJECT, dup, 0, 0, addr(9)),
+                          (C.REJECT, dup, 1, 0, addr(1))]  # fmt: skip
 
 
 def test_a_restarted_worker_is_told_its_peers_call() -> None:
     ps, _, ctl = server()
+    w0, w1 = Proc(0), Proc(1)
     for n in range(3):
-        send(ps, ctl, (call(0, n, base=4 * n), 0), (call(1, n, base=4 * n), 1))
-    send(ps, ctl, (call(0, 3, base=12), 0))
+        both(ps, ctl, n, [w0, w1], now=n)
+    send(ps, ctl, (w0.call(3, base=12), 0), now=3.0)
     ctl.take()
-    send(ps, ctl, (call(1, nonce=55), 1))
+    send(ps, ctl, (Proc(1, nonce=55).call(), 1), now=5.5)
     [(m, _)] = ctl.sent
-    assert (m.ctype, m.code, m.peer, m.call, m.base) == (C.REJECT, RejectReason.CALL, 0, 3, 12)
+    assert (m.ctype, m.code, m.peer, m.call, m.base) == (C.REJECT, R.CALL, 0, 3, 12)
     assert ps.books[1].pending.keys() == {0}
 
 
-def test_a_restarted_worker_of_a_recent_call_is_rejected_as_a_duplicate() -> None:
+def test_a_dead_workers_announcement_expires() -> None:
     ps, _, ctl = server()
-    send(ps, ctl, (call(0), 0), (call(1), 1))
-    ctl.take()
-    send(ps, ctl, (call(1, nonce=55), 1))
-    assert ctl.take() == [(C.REJECT, RejectReason.DUPLICATE, 1, 1, addr(1))]
-
-
-def test_announcements_expire() -> None:
-    """A dead worker's announcement stops holding its index."""
-    ps, _, ctl = server()
-    send(ps, ctl, (call(0), 0), now=0.0)
-    send(ps, ctl, (call(0, nonce=42), 3), now=PENDING_TTL)
-    send(ps, ctl, (call(1), 1), now=PENDING_TTL)
+    send(ps, ctl, (Proc(0).call(), 0), now=0.0)
+    send(ps, ctl, (Proc(0, nonce=42).call(), 3), now=LIVE_TTL)
+    send(ps, ctl, (Proc(1).call(), 1), now=LIVE_TTL)
     assert ctl.take() == [(C.GO, 0, 0, 0, addr(3)), (C.GO, 0, 1, 0, addr(1))]
+
+
+def test_a_late_worker_learns_who_went_silent() -> None:
+    """Worker 0 announced and died; worker 1 comes within the TTL, gets its
+    GO, and at its deadline the PS names worker 0."""
+    ps, _, ctl = server()
+    w0, w1 = Proc(0), Proc(1)
+    send(ps, ctl, (w0.call(), 0), now=0.0)
+    send(ps, ctl, (w1.call(), 1), now=2.0)
+    send(ps, ctl, (w1.msg(C.STATUS), 1), now=2.5)
+    assert ctl.sent[-1][0].code == ReportKind.NOTHING_HELD
+    send(ps, ctl, (w1.msg(C.ALIVE), 1), (w1.msg(C.STATUS), 1), now=LIVE_TTL + 0.1)
+    r = ctl.sent[-1][0]
+    assert (r.ctype, r.code, r.mask, r.missing) == (C.REPORT, ReportKind.SILENT, 0b10, 0b01)
 
 
 def test_a_delayed_copy_of_a_past_call_is_dropped() -> None:
     ps, _, ctl = server()
-    for n, base in ((0, 0), (1, 4), (2, 8)):
-        send(ps, ctl, (call(0, n, base=base), 0), (call(1, n, base=base), 1))
+    w0, w1 = Proc(0), Proc(1)
+    for n in range(3):
+        both(ps, ctl, n, [w0, w1])
     ctl.take()
-    send(ps, ctl, (call(0, 0), 0))
-    assert ctl.take() == [] and ps.counters.dropped[Drop.STALE] == 1
+    send(ps, ctl, (w0.call(0), 0))
+    assert ctl.take() == [] and dropped(ps) == {Drop.STALE: 1}
 
 
 def test_data_outside_the_agreed_calls_is_dropped() -> None:
     ps, data, ctl = server()
-    send(ps, ctl, (call(0, length=64), 0), (call(1, length=64), 1))
-    data.inbox.extend(pkt(T.FALLBACK, 1, seq, 0b01, vec(0)) for seq in (0, 1, 2, 1 << 31))
+    w0, w1 = Proc(0), Proc(1)
+    send(ps, ctl, (w0.call(length=64), 0), (w1.call(length=64), 1))
+    at = offset(ps)
+    seqs = (at, at + 1, at + 2, at + (1 << 31), at - 1)
+    data.inbox.extend(pkt(T.FALLBACK, 1, seq % (1 << 32), 0b01, vec(0)) for seq in seqs)
     send(ps, ctl)
-    assert sorted(ps.partials) == [(1, 0), (1, 1)]
-    assert ps.counters.dropped[Drop.SEQ] == 2
-    send(ps, ctl, (call(0, 1, length=64, base=2), 0), (call(1, 1, length=64, base=2), 1))
-    send(ps, ctl, (call(0, 2, length=64, base=4), 0), (call(1, 2, length=64, base=4), 1))
-    data.inbox.append(pkt(T.FALLBACK, 1, 1, 0b10, vec(0)))
+    assert sorted(ps.partials) == [(1, at), (1, at + 1)]
+    assert ps.counters.dropped[Drop.SEQ] == 3
+    send(ps, ctl, (w0.call(1, length=64, base=2), 0), (w1.call(1, length=64, base=2), 1))
+    send(ps, ctl, (w0.call(2, length=64, base=4), 0), (w1.call(2, length=64, base=4), 1))
+    assert offset(ps) == at, "an epoch keeps its offset"
+    data.inbox.append(pkt(T.FALLBACK, 1, at + 1, 0b10, vec(0)))
     send(ps, ctl)
-    assert ps.counters.dropped[Drop.SEQ] == 3, "two agreed calls are kept: 1 and 2"
+    assert ps.counters.dropped[Drop.SEQ] == 4, "two agreed calls are kept: 1 and 2"
 
 
-def test_a_new_epoch_forgets_the_jobs_old_chunks() -> None:
-    """A job restarted against a running PS reuses sequence numbers: the old
-    sums in the cache must not answer the new calls."""
+def test_a_restarted_ps_adopts_the_call_in_progress_from_a_resume() -> None:
+    """Worker 1 streams call 3 and worker 0, done with it, announces call 4
+    when the PS restarts: the new PS takes call 3 from worker 1's RESUME
+    (and its data), and agrees call 4 once worker 1 announces it too."""
     ps, data, ctl = server()
-    send(ps, ctl, (call(0, length=32), 0), (call(1, length=32), 1))
-    data.inbox.extend([pkt(T.FALLBACK, 1, 0, 1, vec(1)), pkt(T.FALLBACK, 1, 0, 2, vec(2))])
+    w0, w1 = Proc(0), Proc(1)
+    send(ps, ctl, (w0.call(4, base=16), 0), (w1.msg(C.RESUME, 3, base=12, offset=900), 1))
+    assert ctl.take() == [(C.GO, 0, 1, 0, addr(1))]
+    assert ps.books[1].agreement(3) is not None and ps.counters.calls_agreed == 1
+    assert ctl.sent == [] and offset(ps) == 900, "the epoch keeps the offset it had"
+    seq = 900 + 12 + 1
+    data.inbox.extend(
+        [pkt(T.FALLBACK, 1, seq, 0b10, vec(1)), pkt(T.FALLBACK, 1, seq, 0b01, vec(2))]
+    )
     send(ps, ctl)
-    assert list(ps.done) == [(1, 0)]
-    later = 2 * IDLE_FORGET
-    send(ps, ctl, (call(0, length=32, nonce=9), 0), (call(1, length=32, nonce=8), 1), now=later)
-    assert not ps.done
-    data.inbox.append(pkt(T.FALLBACK, 1, 0, 1, vec(5), flags=Flag.RETX))
-    send(ps, ctl, now=later)
-    assert [h.ptype for h, _, _ in data.sent] == [T.PS_RESULT, T.PULL], "no answer from the cache"
-    assert ps.partials[1, 0].bitmap == 1
+    assert [(h.ptype, h.seq) for h, _, _ in data.sent] == [(T.PS_RESULT, seq)]
+    send(ps, ctl, (w1.call(4, base=16), 1))
+    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
+    assert [a.call for a in ps.books[1].agreed] == [3, 4], "call 4 continues call 3"
+    assert offset(ps) == 900
+
+
+def test_a_resume_joins_a_call_another_worker_resumed() -> None:
+    ps, _, ctl = server()
+    w0, w1 = Proc(0), Proc(1)
+    resume = {"base": 12, "offset": 900}
+    send(ps, ctl, (w1.msg(C.RESUME, 3, **resume), 1), (w0.msg(C.RESUME, 3, **resume), 0))
+    send(ps, ctl, (w0.msg(C.RESUME, 3, base=12, offset=901), 0))
+    send(ps, ctl, (w0.msg(C.RESUME, 3, base=12, offset=900, length=99), 0))
+    assert ctl.take() == [(C.GO, 0, 1, 0, addr(1)), (C.GO, 0, 0, 0, addr(0)),
+                          (C.REJECT, R.BASE, 0, 1, addr(0)),
+                          (C.REJECT, R.LENGTH, 0, 1, addr(0))]  # fmt: skip
 
 
 def test_status_reports_who_is_missing() -> None:
     ps, data, ctl = server(fan_in=3)
-    c3 = {"fan_in": 3, "mask": 7, "length": 96}
-    send(ps, ctl, (call(0, **c3), 0), (status(0, 0), 0))
-    [(r, _)] = ctl.sent[-1:]
+    w = [Proc(i, fan_in=3, mask=7) for i in range(3)]
+    send(ps, ctl, (w[0].call(length=96), 0), (w[0].msg(C.STATUS), 0))
+    r = ctl.sent[-1][0]
     assert (r.ctype, r.code, r.mask, r.missing) == (C.REPORT, ReportKind.NOT_ANNOUNCED, 1, 0b110)
-    send(ps, ctl, (call(1, **c3), 1), (call(2, **c3), 2), (status(1, 0), 1))
+    assert ps.books[1].pending == {}, "a worker that asks has given the call up"
+    send(ps, ctl, *[(w[i].call(length=96), i) for i in range(3)], (w[1].msg(C.STATUS), 1))
     assert ctl.sent[-1][0].code == ReportKind.NOTHING_HELD
-    data.inbox.extend([pkt(T.FALLBACK, 1, 0, 0b001, vec(0)), pkt(T.PARTIAL, 1, 2, 0b011, vec(0))])
-    send(ps, ctl, (status(2, 0), 2))
+    at = offset(ps)
+    data.inbox.extend(
+        [pkt(T.FALLBACK, 1, at, 0b001, vec(0)), pkt(T.PARTIAL, 1, at + 2, 0b011, vec(0))]
+    )
+    send(ps, ctl, (w[2].msg(C.STATUS), 2))
     r, to = ctl.sent[-1]
     assert (r.code, r.worker, r.nonce, r.missing, r.partials, to) == (
         ReportKind.PARTIALS, 2, 1002, 0b110, 2, addr(2),
     )  # fmt: skip
-    send(ps, ctl, (status(2, 5), 2))
+    send(ps, ctl, (w[2].msg(C.STATUS, 5), 2))
     assert ctl.sent[-1][0].code == ReportKind.UNKNOWN_CALL
     sent = len(ctl.sent)
-    send(ps, ctl, (status(2, 0, nonce=1), 2))
-    assert len(ctl.sent) == sent and ps.counters.dropped[Drop.STRANGER] == 1
+    send(ps, ctl, (Proc(2, nonce=1, fan_in=3, mask=7).msg(C.STATUS), 2))
+    assert len(ctl.sent) == sent and dropped(ps) == {Drop.STRANGER: 1}
 
 
 def test_malformed_control_messages_are_dropped() -> None:
     ps, _, ctl = server()
-    good = codec.encode_control(call(0))
-    bad_magic = b"\0\0" + good[2:]
-    bad_type = good[:2] + b"\x63" + good[3:]
-    go = codec.encode_control(codec.Control(C.GO, 0, 1, 0))
-    bad_chunks = codec.encode_control(codec.Control(C.CALL, 0, 1, 0, length=100, chunks=3))
-    for data in (b"", good[:-1], good + b"\0", bad_magic, bad_type, go, bad_chunks):
+    good = Proc(0).call()
+    go = Proc(0).msg(C.GO)
+    for data in (b"", good[:-1], good + b"\0", b"\0\0" + good[2:], good[:2] + b"\x63" + good[3:],
+                 go, Proc(0).call(counter=0)):  # fmt: skip
         ctl.inbox.append((data, addr(0)))
-    ps.poll(0.0)
-    assert ps.counters.dropped[Drop.CONTROL] == 7 and ctl.sent == []
-    assert ps.counters.control_received == 7
+    send(ps, ctl, (Proc(0).call(chunks=3), 0))
+    assert dropped(ps) == {Drop.CONTROL: 8} and ctl.sent == []
+    assert ps.counters.control_received == 8
 
 
-def test_a_forged_call_never_holds_up_or_evicts_the_jobs_workers() -> None:
+def test_a_bye_frees_a_pending_index() -> None:
     ps, _, ctl = server()
-    send(ps, ctl, (call(0), 0), (call(1), 1))
-    ctl.take()
-    send(ps, ctl, (call(0, 1, base=4, nonce=66), 9), (call(1, 1, base=4, length=99, nonce=67), 9))
-    assert ctl.take() == [(C.REJECT, RejectReason.LENGTH, 1, 0, addr(9))]
-    send(ps, ctl, (call(0, 1, base=4), 0), (call(1, 1, base=4), 1))
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
-    send(ps, ctl, (call(0, 1, base=4, nonce=66), 9))
-    assert ctl.take() == [(C.REJECT, RejectReason.DUPLICATE, 0, 0, addr(9))]
+    w0 = Proc(0)
+    send(ps, ctl, (w0.call(), 0), (w0.msg(C.BYE), 0))
+    assert ps.books[1].pending == {} and ps.books[1].roster.holders == {}
+    send(ps, ctl, (w0.call(), 0))
+    assert ctl.take() == [] and dropped(ps) == {Drop.STRANGER: 1}
+
+
+@given(st.lists(st.integers(0, 200), max_size=60))
+def test_the_replay_window_takes_each_number_once_and_none_too_old(numbers: list[int]) -> None:
+    w, seen = auth.ReplayWindow(), set[int]()
+    for n in numbers:
+        want = n > 0 and n not in seen and n > max(seen, default=0) - auth.ReplayWindow.SIZE
+        assert w.fresh(n) == want
+        if want:
+            w.take(n)
+            seen.add(n)

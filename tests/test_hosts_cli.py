@@ -149,11 +149,11 @@ def test_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with holder:
         assert ps_cli.main([*PS, "--bind", addr]) == 1
         assert capsys.readouterr().err == (
-            f"esa-ps: can not listen on {addr} (ESA): Address already in use\n"
+            f"esa-ps: error: can not listen on {addr} (ESA): Address already in use\n"
         )
         assert ps_cli.main([*PS, "--bind", "127.0.0.1:0", "--control-bind", addr]) == 1
         assert capsys.readouterr().err == (
-            f"esa-ps: can not listen on {addr} (control): Address already in use\n"
+            f"esa-ps: error: can not listen on {addr} (control): Address already in use\n"
         )
         argv = ["--job", "1", "--index", "0", "--workers", "2", "--ps", "127.0.0.1", "--bind", addr]
         assert train_cli.main(argv) == 1

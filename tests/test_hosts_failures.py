@@ -11,6 +11,7 @@ import pytest
 
 from hosts.errors import AllreduceTimeout, CallRejected
 from testbed.looprig import LoopRig, in_threads
+from tests.wait import LIMIT_S
 
 JOB = 5
 
@@ -44,7 +45,7 @@ def test_a_peer_that_dies_mid_call_is_named() -> None:
     with bed() as b:
         w0, w1 = b.worker(0, window=4, rto=0.02), b.worker(1, window=4, rto=0.02)
         x = ones(32 * 20)
-        in_threads(lambda: w0.allreduce(x), lambda: w1.allreduce(x), timeout=30)
+        in_threads(lambda: w0.allreduce(x), lambda: w1.allreduce(x), timeout=LIMIT_S)
 
         def start_and_die() -> None:
             w1.begin(x)
@@ -52,7 +53,7 @@ def test_a_peer_that_dies_mid_call_is_named() -> None:
                 w1.poll(w1.clock())
                 w1.wait(0.01)
 
-        [e, _] = in_threads(lambda: w0.allreduce(x, timeout=1.0), start_and_die, timeout=30)
+        [e, _] = in_threads(lambda: w0.allreduce(x, timeout=1.0), start_and_die, timeout=LIMIT_S)
     assert isinstance(e, AllreduceTimeout), e
     assert (e.call, e.missing) == (1, [1])
     assert "the PS's partial sums of" in str(e) and "miss workers [1]" in str(e)
@@ -62,7 +63,7 @@ def test_two_processes_with_one_index_are_both_rejected() -> None:
     with bed() as b:
         first, second = b.worker(0, 0, rto=0.02), b.worker(1, 0, rto=0.02)
         out = in_threads(
-            lambda: first.allreduce(ones(64)), lambda: second.allreduce(ones(64)), timeout=30
+            lambda: first.allreduce(ones(64)), lambda: second.allreduce(ones(64)), timeout=LIMIT_S
         )
     assert all(isinstance(e, CallRejected) and e.reason == "duplicate" for e in out), out
     assert b.loop.pses[0].counters.calls_agreed == 0
@@ -81,7 +82,7 @@ def test_workers_that_disagree_on_a_call_fail_before_sending(
     with bed() as b:
         ws = [b.worker(i, bound=bounds[i], rto=0.02) for i in range(2)]
         out = in_threads(
-            *[lambda i=i: ws[i].allreduce(ones(sizes[i])) for i in range(2)], timeout=30
+            *[lambda i=i: ws[i].allreduce(ones(sizes[i])) for i in range(2)], timeout=LIMIT_S
         )
         assert b.loop.switch.forwarded == 0
     for i, e in enumerate(out):
@@ -107,7 +108,7 @@ def test_workers_that_disagree_fail_at_every_ps_shard_before_sending() -> None:
     with bed(shards=2) as b:
         ws = [b.worker(i, rto=0.02) for i in range(2)]
         out = in_threads(
-            *[lambda i=i: ws[i].allreduce(ones(100 + i)) for i in range(2)], timeout=30
+            *[lambda i=i: ws[i].allreduce(ones(100 + i)) for i in range(2)], timeout=LIMIT_S
         )
         assert b.loop.switch.forwarded == 0
     for i, e in enumerate(out):

@@ -4,8 +4,8 @@ is exact.
 
 Packets are not authenticated, so a well-formed result or contribution for
 a chunk in flight can not be told from the real one; the properties cover
-everything else (a forged overflow included).  Control junk never carries
-a worker's nonce: that is the secret a stray or forged packet lacks.
+everything else (a forged overflow included).  Control junk is not sealed
+with the job's key: that is the secret a stray or forged message lacks.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
-from hosts import codec, quant
+from hosts import auth, codec, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
@@ -35,6 +35,7 @@ K = wire.K
 FAN_IN = 3
 CHUNKS = 4
 PS_ADDR = ("10.0.0.9", wire.UDP_PORT)
+SESSION = 0x5E55
 
 ESA_FIELD = st.sampled_from([f.name for f in wire.HEADER])
 CONTROL_FIELD = st.sampled_from([f.name for f in dataclasses.fields(codec.Control)])
@@ -111,15 +112,21 @@ def ps_call(ps: ParameterServer, ctl: Mailbox, number: int, now: float) -> list[
     for i in range(FAN_IN):
         digest = wire.config_digest(FAN_IN, 7, 1.0, CHUNKS * K, "float32")
         msgs.append(codec.Control(C.CALL, 0, 1, i, 0, 100 + i, number, number * CHUNKS, CHUNKS,
-                                  CHUNKS * K, FAN_IN, 7, 0, 0, digest))  # fmt: skip
-    ctl.inbox.extend((codec.encode_control(m), ("10.0.1.1", 5000 + m.worker)) for m in msgs)
+                                  CHUNKS * K, FAN_IN, 7, 0, 0, digest, 0, SESSION,
+                                  number + 1))  # fmt: skip
+    key = auth.open_key(1)
+    ctl.inbox.extend((auth.seal(m, key), ("10.0.1.1", 5000 + m.worker)) for m in msgs)
     ps.poll(now)
     return msgs
 
 
+OFFSET = wire.epoch_offset(1, {i: 100 + i for i in range(FAN_IN)})
+"""where the seqs of the epoch of ``ps_call``'s processes start."""
+
+
 def contributions(number: int) -> list[bytes]:
     return [
-        codec.encode(codec.Header(T.FALLBACK, 0, 1, seq, 1 << i, 1), vals(i, seq))
+        codec.encode(codec.Header(T.FALLBACK, 0, 1, OFFSET + seq, 1 << i, 1), vals(i, seq))
         for seq in range(number * CHUNKS, (number + 1) * CHUNKS)
         for i in range(FAN_IN)
     ]
@@ -127,9 +134,9 @@ def contributions(number: int) -> list[bytes]:
 
 PS_TEMPLATES = [
     *contributions(0),
-    codec.encode(codec.Header(T.PARTIAL, 0, 1, 5, 0b011, 2), vals(0, 5)),
-    codec.encode(codec.Header(T.RESULT, Flag.HOLD, 1, 6, 7, 3), vals(0, 6)),
-    codec.encode(codec.Header(T.FLOAT, Flag.RETX, 1, 7, 4, 1), vals(2, 7)),
+    codec.encode(codec.Header(T.PARTIAL, 0, 1, OFFSET + 5, 0b011, 2), vals(0, 5)),
+    codec.encode(codec.Header(T.RESULT, Flag.HOLD, 1, OFFSET + 6, 7, 3), vals(0, 6)),
+    codec.encode(codec.Header(T.FLOAT, Flag.RETX, 1, OFFSET + 7, 4, 1), vals(2, 7)),
 ]
 CALL_TEMPLATE = codec.Control(C.CALL, 0, 1, 0, 0, 0, 1, CHUNKS, CHUNKS, CHUNKS * K, FAN_IN, 7)
 STATUS_TEMPLATE = codec.Control(C.STATUS, 0, 1, 0, 0, 0, 1)
@@ -141,7 +148,9 @@ def test_ps_survives_junk_and_sums_the_next_call_exactly(
     items: list[tuple[bool, bytes]], rnd: random.Random
 ) -> None:
     data, ctl = Recorder(), Mailbox()
-    ps = ParameterServer(data, SWITCH, {1: Workers.of(FAN_IN)}, stall=0.1, control=ctl)
+    ps = ParameterServer(
+        data, SWITCH, {1: Workers.of(FAN_IN)}, stall=0.1, control=ctl, session=SESSION
+    )
     for number in (0, 1):
         ps_call(ps, ctl, number, now=0.0)
         data.inbox.extend(contributions(number))
@@ -160,20 +169,21 @@ def test_ps_survives_junk_and_sums_the_next_call_exactly(
     rnd.shuffle(legit)
     data.inbox.extend(legit)
     ps.poll(1.0)
-    sums = {h.seq: v for h, v, _ in data.sent if h.ptype == T.PS_RESULT}
+    sums = {h.seq - OFFSET: v for h, v, _ in data.sent if h.ptype == T.PS_RESULT}
     want = {s: [sum(vals(i, s)[j] for i in range(FAN_IN)) for j in range(K)] for s in range(8, 12)}
     assert sums == want
     assert ps.open[1] == sum(k[0] == 1 for k in [*ps.partials, *ps.float_sums])
 
 
-def go_for(w: Worker) -> tuple[bytes, tuple[str, int]]:
-    """The PS's GO for ``w``'s current call."""
-    c = w.cur
-    assert c is not None
+def go_for(w: Worker, ctype: int = C.GO) -> tuple[bytes, tuple[str, int]]:
+    """The PS's GO (or CHALLENGE) for ``w``'s current call."""
+    c, agent = w.cur, w.agent
+    assert c is not None and agent is not None
     go = codec.Control(
-        C.GO, 0, 3, 1, 0, w.nonces[0], c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest
-    )
-    return codec.encode_control(go), PS_ADDR
+        ctype, 0, 3, 1, 0, agent.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest, 0,
+        SESSION, agent.numbers[0],
+    )  # fmt: skip
+    return auth.seal(go, auth.open_key(3)), PS_ADDR
 
 
 def result_of(seq: int, total: np.ndarray, ptype: int = T.RESULT, flags: int = 0) -> bytes:
@@ -216,6 +226,8 @@ def test_worker_survives_junk_and_returns_the_exact_sum(
     xs = [rng.uniform(-1, 1, 2 * K).astype(np.float32) for _ in range(2)]
     q = [quant.quantise(x, 1.0, w.scale).values.astype(np.int64) * 2 for x in xs]
     w.begin(xs[0])
+    w.poll(0.0)
+    ctl.inbox.append(go_for(w, C.CHALLENGE))
     w.poll(0.0)
     ctl.inbox.append(go_for(w))
     w.poll(0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -22,12 +23,12 @@ from esa.spec import Policy
 from hosts import quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
-from hosts.transport import UdpTransport
+from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
-from testbed.loopjob import free_port
 from testbed.looprig import LoopRig, in_threads
 from testbed.loopswitch import LoopSwitch
 from tests.test_hosts_e2e import expected, junk
+from tests.wait import LIMIT_S
 
 LOCAL = ("127.0.0.1", 0)
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +77,7 @@ def test_two_jobs_over_loopback(policy: Policy, loss: float) -> None:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=60)
+            t.join(timeout=LIMIT_S)
     finally:
         stop.set()
         ps_thread.join()
@@ -108,7 +109,7 @@ def test_two_workers_and_their_ps_shards_sum_exactly(shards: int) -> None:
             results[i] = [ws[i].allreduce(x) for x in inputs[i]]
             ws[i].linger(0.3)
 
-        in_threads(*[partial(run, i) for i in range(2)], timeout=60, reraise=True)
+        in_threads(*[partial(run, i) for i in range(2)], timeout=LIMIT_S, reraise=True)
     scale = quant.job_scale(1.0, 2)
     for it in range(3):
         want = expected([inputs[0][it], inputs[1][it]], scale)
@@ -124,40 +125,60 @@ def test_two_workers_and_their_ps_shards_sum_exactly(shards: int) -> None:
         assert {seq % shards for _, seq in ps.done} <= {s}
 
 
+def bound(proc: subprocess.Popen[str], prefix: str) -> list[Addr]:
+    """The addresses a host CLI reports on its first line (``PREFIX HOST:PORT,
+    control on HOST:PORT...``) once it has bound them."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.match(rf"{prefix} ([\d.]+):(\d+), control on ([\d.]+):(\d+)", line)
+    assert m is not None, f"{prefix}: {line!r}"
+    return [(m[1], int(m[2])), (m[3], int(m[4]))]
+
+
 @pytest.mark.parametrize("shards", [1, 2])
 def test_clis_as_processes(shards: int) -> None:
+    """Every host binds port 0 and reports what it got; the switch learns
+    the addresses before it forwards a datagram (what the hosts send it
+    before waits in its socket)."""
     local = "127.0.0.1"
-    ps_ports = [free_port() for _ in range(shards)]
-    controls = [f"{local}:{free_port()}" for _ in range(shards)]
-    workers = [(local, free_port()) for _ in range(2)]
     sw = model.SwitchModel(pool_size=16, policy=Policy.ESA)
     sw.add_job(4, model.JobConfig(2, 0b11, priority=1, ps_ports=tuple(range(1, shards + 1))))
-    ps = {4: tuple((local, p) for p in ps_ports)}
-    switch = LoopSwitch(sw, ps=ps, workers={4: workers}).start()
+    ps: dict[int, tuple[Addr, ...]] = {}
+    workers: dict[int, list[Addr]] = {}
+    switch = LoopSwitch(sw, ps=ps, workers=workers)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    sw_arg = f"{local}:{switch.addr[1]}"
+    sw_arg = "{}:{}".format(*switch.addr)
     procs = []
-    for s, port in enumerate(ps_ports):
-        cmd = ["-m", "hosts.ps_cli", "--bind", f"{local}:{port}", "--job", "4:2"]
-        cmd += ["--control-bind", controls[s], "--shard", str(s), "--shards", str(shards)]
-        cmd += ["--switch-addr", sw_arg, "--duration", "20", "--json"]
-        procs.append(
-            subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, text=True, env=env)
-        )
-    for i, (_, port) in enumerate(workers):
-        cmd = ["-m", "hosts.worker_cli", "--job", "4", "--index", str(i), "--fan-in", "2"]
-        cmd += ["--ps", ",".join([sw_arg] * shards), "--bind", f"{local}:{port}"]
-        cmd += ["--iters", "3", "--size", "3000", "--rto", "0.05", "--linger", "0.2", "--json"]
-        cmd += ["--control", ",".join(controls)]
-        procs.append(
-            subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, text=True, env=env)
-        )
     try:
-        outs = [p.communicate(timeout=60)[0] for p in procs[shards:]]
+        for s in range(shards):
+            cmd = ["-m", "hosts.ps_cli", "--bind", f"{local}:0", "--job", "4:2"]
+            cmd += ["--control-bind", f"{local}:0", "--shard", str(s), "--shards", str(shards)]
+            cmd += ["--switch-addr", sw_arg, "--duration", str(LIMIT_S), "--json"]
+            procs.append(
+                subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, text=True, env=env)
+            )
+        pses = [bound(p, "PS on") for p in procs]
+        controls = ",".join("{}:{}".format(*control) for _, control in pses)
+        for i in range(2):
+            cmd = ["-m", "hosts.worker_cli", "--job", "4", "--index", str(i), "--fan-in", "2"]
+            cmd += ["--ps", ",".join([sw_arg] * shards), "--bind", f"{local}:0"]
+            cmd += ["--iters", "3", "--size", "3000", "--rto", "0.05", "--linger", "0.2"]
+            cmd += ["--json", "--control", controls]
+            procs.append(
+                subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, text=True, env=env)
+            )
+        ps[4] = tuple(data for data, _ in pses)
+        workers[4] = [bound(p, "worker on")[0] for p in procs[shards:]]
+        switch.start()
+        outs = [p.communicate(timeout=LIMIT_S)[0] for p in procs[shards:]]
     finally:
         for p in procs[:shards]:
             p.terminate()
-        ps_outs = [p.communicate(timeout=10)[0] for p in procs[:shards]]
+        ps_outs = [p.communicate(timeout=LIMIT_S)[0] for p in procs[:shards]]
+        for p in procs[shards:]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         switch.stop()
     assert [p.returncode for p in procs[shards:]] == [0, 0]
     for i, out in enumerate(outs):
@@ -175,6 +196,9 @@ def test_clis_as_processes(shards: int) -> None:
 
 def test_agreement_costs_about_a_round_trip() -> None:
     """The CALL / GO exchange before each call, measured on sockets: well
-    under a millisecond here (``python -m bench.call_latency`` prints it)."""
+    under a millisecond on an idle machine (``python -m bench.call_latency``
+    prints it).  The bound leaves room for a loaded machine's scheduling
+    and still fails a call that waits out a timer (a retransmission
+    timeout, a PS stall: 50 ms here)."""
     without, agreed = call_latency.extra_latency(calls=60, size=32)
-    assert without > 0 and agreed - without < 0.005
+    assert without > 0 and agreed - without < 0.025

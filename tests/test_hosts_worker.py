@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
-from hosts import codec, quant
+from hosts import auth, codec, quant
 from hosts.calls import ANNOUNCING, STREAMING
 from hosts.drops import Drop
 from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.transport import Addr, Bytes
 from hosts.worker import Worker
-from tests.test_hosts_agreement import Mailbox
+from tests.test_hosts_agreement import KEY, SESSION, Mailbox
 from tests.test_hosts_ps import Recorder, pkt
 
 T = PacketType
@@ -314,21 +314,38 @@ def test_bad_arguments() -> None:
         w.begin(tensor(1))
 
 
-def agreed_worker(window: int = 4) -> tuple[Worker, Recorder, Mailbox]:
+def agreed_worker(window: int = 4, shards: int = 1) -> tuple[Worker, Recorder, Mailbox]:
     rec, ctl = Recorder(), Mailbox()
-    w = Worker(3, 1, 2, (PS,), rec, window=window, rto=0.25, control=ctl)
-    return w, rec, ctl
+    pses = PS2[:shards]
+    return Worker(3, 1, 2, pses, rec, window=window, rto=0.25, control=ctl, key=KEY), rec, ctl
 
 
-def answer(w: Worker, ctype: int = C.GO, shard: int = 0, **change: int) -> bytes:
-    """The answer of ``shard``'s PS to ``w``'s current call, with fields changed."""
-    c = w.cur
-    assert c is not None
+def answer(
+    w: Worker, ctype: int = C.GO, shard: int = 0, key: bytes = KEY, **change: int
+) -> tuple[bytes, Addr]:
+    """The answer of ``shard``'s PS (session ``SESSION + shard``) to ``w``'s
+    current call, with fields changed."""
+    c, agent = w.cur, w.agent
+    assert c is not None and agent is not None
     msg = codec.Control(
-        ctype, 0, 3, w.index, 0, w.nonces[shard], c.number, c.base, c.n, c.size, 2, 3, 0, 0,
-        c.digest,
+        ctype, 0, 3, w.index, 0, agent.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0,
+        c.digest, 0, SESSION + shard, agent.numbers[shard],
     )  # fmt: skip
-    return codec.encode_control(dataclasses.replace(msg, **change))
+    return auth.seal(dataclasses.replace(msg, **change), key), PS2[shard]
+
+
+def greeted(w: Worker, ctl: Mailbox, now: float = 0.0, shards: int = 1) -> None:
+    """Announce ``w``'s call and let each PS tell its session (CHALLENGE)."""
+    w.poll(now)
+    ctl.inbox.extend(answer(w, C.CHALLENGE, s) for s in range(shards))
+    w.poll(now)
+
+
+def calls(ctl: Mailbox) -> list[tuple[int, int, int, int]]:
+    """(type, call, session, number) of each message sent, then forget them."""
+    out = [(m.ctype, m.call, m.session, m.counter) for m, _ in ctl.sent]
+    ctl.sent.clear()
+    return out
 
 
 def test_a_call_is_announced_until_the_ps_says_go() -> None:
@@ -337,36 +354,63 @@ def test_a_call_is_announced_until_the_ps_says_go() -> None:
     w.begin(x)
     assert w.poll(0.0) == 0.25
     [(m, to)] = ctl.sent
+    assert w.agent is not None
     digest = wire.config_digest(2, 0b11, 1.0, x.size, "float32")
-    assert m == codec.Control(C.CALL, 0, 3, 1, 0, w.nonces[0], 0, 0, 3, x.size, 2, 3, 0, 0, digest)
+    assert dataclasses.replace(m, mac=0) == codec.Control(
+        C.CALL, 0, 3, 1, 0, w.agent.nonce, 0, 0, 3, x.size, 2, 3, 0, 0, digest, 0, 0, 1
+    )
+    assert auth.authentic(ctl.raw[0], KEY)
     assert to == ("10.0.0.9", wire.CONTROL_PORT) and rec.sent == []
     assert w.poll(0.25) == 0.75 and w.poll(0.75) == 1.75 and w.poll(1.75) == 2.75
-    assert len(ctl.sent) == 4 and w.counters.calls_sent == 4
-    ctl.inbox.append((answer(w), PS))
-    assert w.poll(2.0) == 2.25
+    assert calls(ctl) == [(C.CALL, 0, 0, n) for n in range(1, 5)]
+    ctl.inbox.append(answer(w, C.CHALLENGE))
+    assert w.poll(2.0) == 2.25, "the CALL goes again at once, with the session"
+    assert calls(ctl) == [(C.CALL, 0, SESSION, 5)]
+    ctl.inbox.append(answer(w))
+    assert w.poll(2.1) == 2.35
     assert sent(rec) == [(T.CONTRIB, 0, 0), (T.CONTRIB, 1, 0), (T.CONTRIB, 2, 0)]
+    assert w.counters.calls_sent == 5
 
 
-def test_answers_for_another_process_or_shape_are_ignored() -> None:
+def test_answers_for_another_process_shape_session_or_key_are_ignored() -> None:
     w, rec, ctl = agreed_worker()
     w.begin(tensor(2))
-    w.poll(0.0)
-    for change in ({"nonce": w.nonces[0] ^ 1}, {"worker": 0}, {"job": 4}, {"digest": 1},
-                   {"length": 1}, {"call": 1}, {"ctype": C.CALL}):  # fmt: skip
-        ctl.inbox.append((answer(w, **change), PS))
+    greeted(w, ctl)
+    assert w.agent is not None
+    for change in ({"nonce": w.agent.nonce ^ 1}, {"worker": 0}, {"job": 4}, {"digest": 1},
+                   {"length": 1}, {"call": 1}, {"ctype": C.CALL}, {"session": 7}):  # fmt: skip
+        ctl.inbox.append(answer(w, **change))
+    ctl.inbox.append(answer(w, key=bytes(32)))
     ctl.inbox.append((b"junk", PS))
     rec.inbox.append(result(0, [0] * K))
     w.poll(0.1)
     assert rec.sent == [] and w.cur is not None and w.cur.phase == ANNOUNCING
-    d = w.counters.dropped
-    assert (d[Drop.STRANGER], d[Drop.STALE], d[Drop.CONTROL], d[Drop.EARLY]) == (6, 1, 1, 1)
+    assert {r: n for r, n in w.counters.dropped.items() if n} == {
+        Drop.STRANGER: 6, Drop.STALE: 1, Drop.SESSION: 1, Drop.AUTH: 1, Drop.CONTROL: 1,
+        Drop.EARLY: 1,
+    }  # fmt: skip
+
+
+def test_a_stale_challenge_is_ignored() -> None:
+    """A CHALLENGE answers a message sent under the session it corrects: a
+    recorded one from before the worker took its session changes nothing."""
+    w, _, ctl = agreed_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    old = answer(w, C.CHALLENGE, session=99)
+    ctl.inbox.append(answer(w, C.CHALLENGE))
+    w.poll(0.0)
+    ctl.inbox.append(old)
+    w.poll(0.1)
+    assert w.agent is not None and w.agent.sessions == [SESSION]
+    assert w.counters.dropped[Drop.STALE] == 1
 
 
 def test_a_rejected_call_raises_once_and_sends_nothing() -> None:
     w, rec, ctl = agreed_worker()
     w.begin(tensor(2))
-    w.poll(0.0)
-    ctl.inbox.append((answer(w, C.REJECT, code=RejectReason.LENGTH, peer=0, length=99), PS))
+    greeted(w, ctl)
+    ctl.inbox.append(answer(w, C.REJECT, code=RejectReason.LENGTH, peer=0, length=99))
     with pytest.raises(CallRejected) as e:
         w.poll(0.1)
     assert str(e.value) == (
@@ -379,6 +423,127 @@ def test_a_rejected_call_raises_once_and_sends_nothing() -> None:
     w.begin(tensor(1))
     w.poll(0.3)
     assert ctl.sent[-1][0].call == 1
+
+
+def test_an_unknown_job_is_taken_unauthenticated_only_from_a_ps_without_a_session() -> None:
+    w, _, ctl = agreed_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    unknown = answer(w, C.REJECT, code=RejectReason.UNKNOWN_JOB, peer=wire.NO_PEER)
+    unsigned = codec.encode_control(codec.decode_control(unknown[0], wire.CONTROL_BYTES))[:-8]
+    ctl.inbox.append((unsigned + bytes(8), PS))
+    with pytest.raises(CallRejected) as e:
+        w.poll(0.1)
+    assert (
+        str(e.value) == "job 3 call 0 rejected by the PS: the PS at 10.0.0.9:58785 serves no job 3"
+    )
+    w.begin(tensor(2))
+    greeted(w, ctl, 0.2)
+    ctl.inbox.append((unsigned[:12] + bytes([0, 0, 0, 1]) + unsigned[16:] + bytes(8), PS))
+    w.poll(0.3)
+    assert w.counters.dropped[Drop.AUTH] == 1 and w.cur is not None and w.cur.phase == ANNOUNCING
+
+
+def test_a_key_the_ps_can_not_authenticate_is_named() -> None:
+    w, _, ctl = agreed_worker()
+    w.begin(tensor(2))
+    w.poll(0.0)
+    reject = codec.decode_control(answer(w, C.REJECT, code=RejectReason.KEY)[0], wire.CONTROL_BYTES)
+    ctl.inbox.append((codec.encode_control(dataclasses.replace(reject, mac=0)), PS))
+    with pytest.raises(CallRejected) as e:
+        w.poll(0.1)
+    assert str(e.value) == (
+        "job 3 call 0 rejected by the PS: the PS at 10.0.0.9:58785 can not authenticate this "
+        "worker: its key is not job 3's"
+    )
+
+
+def test_alive_while_streaming_and_when_a_chunk_times_out() -> None:
+    w, rec, ctl = agreed_worker(window=2)
+    w.begin(tensor(3))
+    greeted(w, ctl)
+    ctl.inbox.append(answer(w))
+    w.poll(0.0)
+    calls(ctl)
+    assert w.poll(0.25) == 0.5, "chunks 0 and 1 time out: ALIVE at once"
+    assert calls(ctl) == [(C.ALIVE, 0, SESSION, 3)]
+    assert w.poll(0.5) == 0.75 and calls(ctl) == [(C.ALIVE, 0, SESSION, 4)]
+    assert w.poll(0.75) == 1.0 and calls(ctl) == [], "the RTO doubled: nothing timed out"
+    assert w.poll(1.0) == 1.5 and calls(ctl) == [(C.ALIVE, 0, SESSION, 5)]
+    rec.inbox.extend(result(s, [0] * K) for s in range(3))
+    w.poll(0.8)
+    assert w.done and w.poll(5.0) is None and ctl.sent == []
+
+
+def test_a_ps_restart_mid_call_holds_its_chunks_until_it_agreed_the_call_again() -> None:
+    """The PS's CHALLENGE names a new session: the worker RESUMEs the call,
+    sends that PS nothing meanwhile, and resends what it lacks after the GO."""
+    w, rec, ctl = agreed_worker()
+    w.begin(tensor(3))
+    greeted(w, ctl)
+    ctl.inbox.append(answer(w))
+    w.poll(0.0)
+    rec.inbox.append(result(0, [0] * K))
+    w.poll(0.1)
+    sent(rec)
+    calls(ctl)
+    ctl.inbox.append(answer(w, C.CHALLENGE, session=SESSION + 7))
+    w.poll(0.2)
+    assert calls(ctl) == [(C.RESUME, 0, SESSION + 7, 3)]
+    w.poll(1.0)
+    assert sent(rec) == [], "chunks 1 and 2 wait for the new GO"
+    ctl.inbox.append(answer(w, session=SESSION + 7))
+    w.poll(1.1)
+    assert sent(rec) == [(T.CONTRIB, 1, Flag.RETX), (T.CONTRIB, 2, Flag.RETX)]
+    rec.inbox.extend(result(s, [0] * K) for s in (1, 2))
+    w.poll(1.2)
+    assert w.done
+
+
+def test_a_call_that_times_out_after_a_ps_restart_names_it() -> None:
+    reports: dict[int, tuple[int, int, int, int]] = {0: (ReportKind.NOTHING_HELD, 0b11, 0, 0)}
+    w, _, _ = ticking_worker({0}, reports, shards=1, restart_at=0.3)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum; the PS restarted during "
+        "the call); missing workers unknown (the PS holds no partial sum of the call)"
+    )
+
+
+def test_a_duplicate_found_mid_call_fails_it() -> None:
+    w, _, ctl = agreed_worker()
+    w.begin(tensor(2))
+    greeted(w, ctl)
+    ctl.inbox.append(answer(w))
+    w.poll(0.0)
+    ctl.inbox.append(answer(w, C.REJECT, code=RejectReason.DUPLICATE, peer=0))
+    with pytest.raises(CallRejected) as e:
+        w.poll(0.1)
+    assert str(e.value) == "job 3 call 0 rejected by the PS: worker 0 runs in two processes"
+    assert e.value.reason == "duplicate"
+
+
+def test_leave_says_bye_to_the_ps_hosts_it_spoke_to() -> None:
+    w, _, ctl = agreed_worker(shards=2)
+    w.begin(tensor(2))
+    w.poll(0.0)
+    ctl.inbox.append(answer(w, C.CHALLENGE, 1))
+    w.poll(0.0)
+    ctl.sent.clear()
+    w.leave()
+    assert [(m.ctype, m.session, to) for m, to in ctl.sent] == [
+        (C.BYE, SESSION + 1, ("10.0.0.10", wire.CONTROL_PORT))
+    ]
+
+
+def test_a_float_sum_the_worker_did_not_ask_for_is_dropped() -> None:
+    w, rec = make()
+    w.begin(tensor(1))
+    w.poll(0.0)
+    rec.inbox.append(result(0, [0] * K, T.PS_RESULT, Flag.FLOAT))
+    w.poll(0.1)
+    assert not w.done and w.counters.dropped[Drop.UNASKED] == 1
 
 
 def test_a_forged_overflow_does_not_wedge_a_chunk() -> None:
@@ -398,7 +563,8 @@ def test_a_forged_overflow_does_not_wedge_a_chunk() -> None:
 
 
 class Ticking(Recorder):
-    """A transport on a virtual clock: waiting advances it, and datagrams
+    """A transport on a virtual clock: waiting advances it (by at least a
+    nanosecond, so that halves of a wait always get there), and datagrams
     scheduled for a time arrive once it has passed."""
 
     def __init__(self) -> None:
@@ -407,7 +573,7 @@ class Ticking(Recorder):
         self.due: list[tuple[float, bytes]] = []
 
     def wait(self, timeout: float) -> None:
-        self.now += max(timeout, 0.0)
+        self.now += max(timeout, 1e-9)
         if self.due and self.due[0][0] < self.now:
             self.now = self.due[0][0]
         while self.due and self.due[0][0] <= self.now:
@@ -458,80 +624,100 @@ def test_each_chunk_goes_to_its_shards_ps(shards: int, first: int, second: int) 
     assert got == [*want, (T.FLOAT, first, pses[first % shards])]
 
 
-def sharded_worker() -> tuple[Worker, Recorder, Mailbox]:
-    rec, ctl = Recorder(), Mailbox()
-    return Worker(3, 1, 2, PS2, rec, window=4, rto=0.25, control=ctl), rec, ctl
-
-
 def test_a_call_streams_once_every_shards_ps_said_go() -> None:
-    w, rec, ctl = sharded_worker()
+    w, rec, ctl = agreed_worker(shards=2)
     w.begin(tensor(3))
-    assert w.poll(0.0) == 0.25
+    greeted(w, ctl, shards=2)
     control = [("10.0.0.9", wire.CONTROL_PORT), ("10.0.0.10", wire.CONTROL_PORT)]
-    assert [(m.ctype, m.nonce, to) for m, to in ctl.sent] == [
-        (C.CALL, w.nonces[0], control[0]), (C.CALL, w.nonces[1], control[1])
+    assert w.agent is not None
+    assert [(m.ctype, m.counter, m.session, to) for m, to in ctl.sent] == [
+        (C.CALL, 2, 0, control[0]), (C.CALL, 3, 0, control[1]),
+        (C.CALL, 4, SESSION, control[0]), (C.CALL, 5, SESSION + 1, control[1]),
     ]  # fmt: skip
-    assert w.nonces[0] != w.nonces[1]
     ctl.sent.clear()
-    ctl.inbox.append((answer(w, shard=1), PS2[1]))
+    ctl.inbox.append(answer(w, shard=1))
     w.poll(0.1)
     assert w.cur is not None and (w.cur.phase, w.cur.go) == (ANNOUNCING, 0b10)
     assert w.poll(0.25) == 0.75
     assert [(m.ctype, to) for m, to in ctl.sent] == [(C.CALL, control[0])]
-    ctl.inbox.extend([(answer(w, shard=1), PS2[1]), (answer(w, shard=0), PS2[0])])
+    ctl.inbox.extend([answer(w, shard=1), answer(w, shard=0)])
     w.poll(0.3)
     assert w.cur.phase == STREAMING
     assert [(h.seq, to) for h, _, to in rec.sent] == [(0, PS2[0]), (1, PS2[1]), (2, PS2[0])]
-    assert w.counters.calls_sent == 3
+    assert w.counters.calls_sent == 5
     assert {r: n for r, n in w.counters.dropped.items() if n} == {}
 
 
 def test_a_reject_names_the_shard_whose_ps_sent_it() -> None:
-    w, rec, ctl = sharded_worker()
+    w, rec, ctl = agreed_worker(shards=2)
     w.begin(tensor(2))
-    w.poll(0.0)
-    ctl.inbox.append((answer(w, shard=0), PS2[0]))
-    reject = answer(w, C.REJECT, shard=1, code=RejectReason.UNKNOWN_JOB, peer=wire.NO_PEER)
-    ctl.inbox.append((reject, PS2[1]))
+    greeted(w, ctl, shards=2)
+    ctl.inbox.append(answer(w, shard=0))
+    ctl.inbox.append(
+        answer(w, C.REJECT, shard=1, code=RejectReason.MASK, peer=wire.NO_PEER, mask=7)
+    )
     with pytest.raises(CallRejected) as e:
         w.poll(0.1)
     assert str(e.value) == (
-        "job 3 call 0 rejected by PS shard 1 of 2: the PS at 10.0.0.10:58785 serves no job 3"
+        "job 3 call 0 rejected by PS shard 1 of 2: this worker has mask 0x3, the PS's job 0x7"
     )
-    assert (e.value.reason, e.value.peer, e.value.shard) == ("unknown_job", None, 1)
+    assert (e.value.reason, e.value.peer, e.value.shard) == ("mask", None, 1)
     assert rec.sent == []
 
 
 class Answering(Mailbox):
-    """A worker's control transport to PS shards that answer at once: GO to
-    a CALL from the shards in ``go``, ``reports[shard]`` (kind, announced,
-    missing, partials) to a STATUS."""
+    """A worker's control transport to PS shards that answer at once: a
+    CHALLENGE to a message of another session, GO to a CALL from the shards
+    in ``go`` (and to every RESUME), ``reports[shard]`` (kind, announced,
+    missing, partials) to a STATUS; from ``restart_at`` on (on ``t``'s
+    clock), shard 0's PS has a new session."""
 
-    def __init__(self, go: set[int], reports: dict[int, tuple[int, int, int, int]]) -> None:
+    def __init__(
+        self,
+        t: Ticking,
+        go: set[int],
+        reports: dict[int, tuple[int, int, int, int]],
+        restart_at: float = float("inf"),
+    ) -> None:
         super().__init__()
-        self.go, self.reports = go, reports
+        self.t, self.go, self.reports, self.restart_at = t, go, reports, restart_at
 
     def send(self, data: Bytes, to: Addr) -> None:
         super().send(data, to)
         m = self.sent[-1][0]
         shard = [ps[0] for ps in PS2].index(to[0])
-        if m.ctype == C.CALL and shard in self.go:
-            self.inbox.append((codec.encode_control(dataclasses.replace(m, ctype=C.GO)), to))
+        session = SESSION + shard + (7 if shard == 0 and self.t.now >= self.restart_at else 0)
+        reply = dataclasses.replace(m, session=session)
+        if m.session != session:
+            reply = dataclasses.replace(reply, ctype=C.CHALLENGE)
+        elif m.ctype in (C.CALL, C.RESUME) and (shard in self.go or m.ctype == C.RESUME):
+            reply = dataclasses.replace(reply, ctype=C.GO)
         elif m.ctype == C.STATUS and shard in self.reports:
             kind, mask, missing, partials = self.reports[shard]
-            report = dataclasses.replace(
-                m, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials
+            reply = dataclasses.replace(
+                reply, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials
             )
-            self.inbox.append((codec.encode_control(report), to))
+        else:
+            return
+        self.inbox.append((auth.seal(reply, KEY), to))
 
     def wait(self, timeout: float) -> None:
-        pass
+        self.t.wait(timeout)
+
+
+def ticking_worker(
+    go: set[int], reports: dict[int, tuple[int, int, int, int]], shards: int = 2, **kw: float
+) -> tuple[Worker, Ticking, Answering]:
+    t = Ticking()
+    ctl = Answering(t, go, reports, **kw)
+    w = Worker(
+        3, 1, 2, PS2[:shards], t, window=4, rto=0.25, clock=lambda: t.now, control=ctl, key=KEY
+    )
+    return w, t, ctl
 
 
 def test_a_timeout_waiting_for_a_go_names_the_silent_shard() -> None:
-    t = Ticking()
-    ctl = Answering({0}, {1: (ReportKind.NOT_ANNOUNCED, 0b10, 0b01, 0)})
-    w = Worker(3, 1, 2, PS2, t, window=4, rto=0.25, clock=lambda: t.now, control=ctl)
+    w, _, ctl = ticking_worker({0}, {1: (ReportKind.NOT_ANNOUNCED, 0b10, 0b01, 0)})
     with pytest.raises(AllreduceTimeout) as e:
         w.allreduce(tensor(3), timeout=1.0)
     assert str(e.value) == (
@@ -543,14 +729,23 @@ def test_a_timeout_waiting_for_a_go_names_the_silent_shard() -> None:
 
 
 def test_a_timeout_names_the_shards_of_the_chunks_without_a_sum() -> None:
-    t = Ticking()
-    t.due = [(0.2, result(0, [0] * K)), (0.3, result(2, [0] * K))]
-    ctl = Answering({0, 1}, {1: (ReportKind.PARTIALS, 0b11, 0b01, 2)})
-    w = Worker(3, 1, 2, PS2, t, window=4, rto=0.25, clock=lambda: t.now, control=ctl)
+    w, t, _ = ticking_worker({0, 1}, {1: (ReportKind.PARTIALS, 0b11, 0b01, 2)})
+    t.due = [(0.6, result(0, [0] * K)), (0.7, result(2, [0] * K))]
     with pytest.raises(AllreduceTimeout) as e:
         w.allreduce(tensor(4), timeout=1.0)
     assert str(e.value) == (
         "job 3 call 0: no sum after 1 s (2 of 4 chunks without a sum, at PS shard 1 of 2); "
         "PS shard 1: the PS's partial sums of 2 chunks miss workers [0]"
+    )
+    assert e.value.missing == [0]
+
+
+def test_a_timeout_names_the_workers_gone_silent() -> None:
+    w, _, _ = ticking_worker({0}, {0: (ReportKind.SILENT, 0b10, 0b01, 0)}, shards=1)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); "
+        "workers [0] have sent nothing for 3 s"
     )
     assert e.value.missing == [0]

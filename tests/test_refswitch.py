@@ -2,6 +2,12 @@
 
 * P4Runtime as BMv2 answers it: mastership, refused writes, pipeline checks
   (in process, no root needed);
+* what BMv2 does not serve: reads of the slot registers, exactly the slots
+  ``esa.model`` holds, for the controller's slot view and the run's
+  timeline;
+* ``esa-refswitch`` started by hand on veths, with P4Runtime on a free port,
+  and ``esa-ctl serve`` against it without a BMv2 JSON: ``esa-ctl slots``
+  while a job streams; its argument errors;
 * the controller drives the switch process as it drives BMv2: pipeline,
   jobs, entries read back equal, a no-op second reconciliation, counters;
 * frames in, frames out: a short trace whose every output frame is written
@@ -19,7 +25,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -43,27 +51,35 @@ from scapy.layers.l2 import Ether
 
 from controller.entries import JobEntry, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
+from controller.fabric import Device as FabricDevice
 from controller.fabric import JobRole
+from controller.messages import Stats
+from controller.pipeline import device_config
 from controller.plan import JobPlan, desired
 from controller.reconcile import reconcile
 from controller.switch import P4RuntimeSwitch
 from controller.topology import Host, Topology
 from esa import p4names, wire
 from esa.model import FROM_PS, Packet, slot_hash
-from esa.p4names import JOB_EVENTS
-from esa.spec import DEFAULT_POOL_SIZE, Drop, Event, Policy
+from esa.p4names import JOB_EVENTS, SLOT_OWNER
+from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from testbed.bmv2_veth import Bmv2Switch
 from testbed.netns import PACKET_OUTGOING, Namespace
 from testbed.paths import ROOT
-from testbed.refswitch_p4rt import Device, RefSwitchP4Runtime, device_config
+from testbed.refswitch import main as refswitch_main
+from testbed.refswitch import parser as refswitch_parser
+from testbed.refswitch_p4rt import Device, RefSwitchP4Runtime
 from testbed.refswitch_proc import RefSwitch
 from testbed.refswitch_tables import PARAMS, SPECS
+from testbed.run.timeline import P4RuntimeRegisters, Timeline
 from tests import dataplane
 from tests.dataplane import Seen, parse
 from tests.esa_ctl import esa_ctl
+from tests.test_controller_cli import esa_ctl_here
 from tests.test_differential import trace as esa_trace
+from tests.wait import LIMIT_S
 
 P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
 POOL = 8
@@ -346,7 +362,7 @@ def waiting(sock: socket.socket) -> list[bytes]:
 
 
 def collect(
-    sw: Ports, want: int | None, quiet: float = 0.03, timeout: float = 1.0
+    sw: Ports, want: int | None, quiet: float = 0.03, timeout: float = LIMIT_S
 ) -> dict[int, list[bytes]]:
     """Frames that left any port: until ``want`` came (None: any number) and
     then none for ``quiet`` seconds, or ``timeout`` passed."""
@@ -590,7 +606,7 @@ def test_esa_ctl_serves_the_switch_process(
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + LIMIT_S
         while esa_ctl(admin, "status").returncode != 0:
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
@@ -607,7 +623,7 @@ def test_esa_ctl_serves_the_switch_process(
         }
     finally:
         proc.terminate()
-        assert proc.wait(timeout=10) == 0, log.read_text()
+        assert proc.wait(timeout=LIMIT_S) == 0, log.read_text()
 
 
 @pytest.mark.netns
@@ -641,13 +657,324 @@ def test_a_port_going_down_and_up(refsw: RefSwitchProcess, program: tuple[Path, 
     refsw.send(1, to_h2)
     assert collect(refsw, 1) == {2: [to_h2]}
     refsw.ns.exec("ip", "link", "set", "s6", "up")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + LIMIT_S
     while refsw.ns.exec("cat", "/sys/class/net/s6/operstate").strip() != "up":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     refsw.send(1, to_h6)
     assert collect(refsw, 1) == {6: [to_h6]}
     assert refsw.switch.running
+
+
+# -- the slot registers over P4Runtime --
+
+SLOT_REGISTER_NAMES = [p4names.register(r.name) for r in SLOT_REGISTERS]
+
+
+def partials() -> tuple[list[tuple[int, bytes, int]], dict[str, list[int]], int]:
+    """Three contributions that leave partial sums in the pool under
+    ``two_jobs``, each with its port and arrival (switch microseconds); every
+    slot register afterwards, written out from the rules; and the slot job 2
+    took from job 1."""
+    h1, h2, h3, h4, h6 = (H[n] for n in ("h1", "h2", "h3", "h4", "h6"))
+    s, t = colliding_seqs()
+    a = next(q for q in range(100) if slot_hash(1, q, POOL) != slot_hash(1, s, POOL))
+    frames = [
+        (1, contrib(h1, 1, a, 0, -3, h3), 1000),  # job 1 claims a free slot (S8)
+        (2, contrib(h2, 1, s, 1, 4, h3), 2000),  # and another
+        (4, contrib(h4, 2, t, 0, 6, h6), 3000),  # job 2, priority 5, preempts it (S9)
+    ]
+    want = {name: [0] * POOL for name in SLOT_REGISTER_NAMES}
+
+    def held(slot: int, owner: int, bitmap: int, prio: int, ts: int, gone: int, x: int) -> None:
+        fields = {"slot_owner": owner, "slot_bitmap": bitmap, "slot_count": 1}
+        fields |= {"slot_prio": prio, "slot_ts": ts, "slot_gone": gone}
+        fields |= {f"slot_v{i}": v & 0xFFFFFFFF for i, v in enumerate(vals(x))}
+        for name, value in fields.items():
+            want[p4names.register(name)][slot] = value
+
+    held(slot_hash(1, a, POOL), owner_key(1, a), 0b01, 1, 1000, 0, -3)
+    preempted = slot_hash(1, s, POOL)
+    held(preempted, owner_key(2, t), 0b01, 5, 3000, owner_key(1, s), 6)
+    return frames, want, preempted
+
+
+def read_raw(
+    sw: P4RuntimeSwitch, register_id: int, index: int | None
+) -> list[tuple[int, int, int]]:
+    """A Read of one register (0: every one) at one index (None: every
+    cell): (register id, index, value) of each entity answered."""
+    entity = p4runtime_pb2.Entity()
+    entity.register_entry.register_id = register_id
+    if index is not None:
+        entity.register_entry.index.index = index
+    out: list[tuple[int, int, int]] = []
+    for e in sw.session.read(entity):
+        r = e.register_entry
+        out.append((r.register_id, r.index.index, int.from_bytes(r.data.bitstring, "big")))
+    return out
+
+
+def test_slot_registers_over_p4runtime(
+    device: tuple[Device, str], program: tuple[Path, Path]
+) -> None:
+    """After contributions went through esa.model, a Read of the slot
+    registers answers the model's slots, every register and cell; one
+    register or all, one cell or all; a cell beyond the pool, an unknown
+    register and a register write are refused."""
+    dev, addr = device
+    sw = configured(addr, program)
+    assert dev.pipeline is not None
+    frames, want, slot = partials()
+    for port, frame, now in frames:
+        dev.pipeline.process(port, frame, now)
+    assert sw.read_registers(*SLOT_REGISTER_NAMES) == want
+    ids = {sw.session.register_id(name): name for name in SLOT_REGISTER_NAMES}
+    owner = sw.session.register_id(SLOT_OWNER)
+    assert read_raw(sw, owner, slot) == [(owner, slot, want[SLOT_OWNER][slot])]
+    assert read_raw(sw, 0, slot) == [(i, slot, want[name][slot]) for i, name in ids.items()]
+    assert read_raw(sw, 0, None) == [
+        (i, cell, want[name][cell]) for i, name in ids.items() for cell in range(POOL)
+    ]
+    with pytest.raises(SwitchError, match=rf"^switch refused a read: {SLOT_OWNER} has no cell 8$"):
+        read_raw(sw, owner, POOL)
+    with pytest.raises(SwitchError, match=r"^switch refused a read: no register with id 7$"):
+        read_raw(sw, 7, None)
+    update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    update.entity.register_entry.register_id = owner
+    update.entity.register_entry.index.index = slot
+    update.entity.register_entry.data.bitstring = b"\x01"
+    with pytest.raises(SwitchError, match=r"^switch refused the request: register_entry writes$"):
+        sw.session.write([update])
+    assert sw.read_registers(SLOT_OWNER) == {SLOT_OWNER: want[SLOT_OWNER]}
+    sw.close()
+
+
+def test_the_run_timeline_reads_the_slots_over_p4runtime(
+    device: tuple[Device, str], program: tuple[Path, Path]
+) -> None:
+    """``make run``'s slot timeline on the reference switch: no slots while
+    it has no pipeline, then each job's slots and the contributions in them."""
+    dev, addr = device
+    reader = P4RuntimeRegisters(FabricDevice("s1", 0, addr), (0, 2))
+    no_counters = Stats(jobs={}, drops={}, switches={})
+    timeline = Timeline("esa", 1, reader, lambda: no_counters, 0.25, t0=0.0)
+    timeline.sample()
+    assert (timeline.samples, timeline.slots_seen) == ([], False)
+    configured(addr, program).close()
+    assert dev.pipeline is not None
+    frames, _, _ = partials()
+    for port, frame, now in frames:
+        dev.pipeline.process(port, frame, now)
+    timeline.sample()
+    assert [(s.job, s.slots, s.contributions) for s in timeline.samples] == [(1, 1, 1), (2, 1, 1)]
+    assert (timeline.slots_now, timeline.slots_seen) == ({1: 1, 2: 1}, True)
+    reader.close()
+
+
+def test_serve_without_a_bmv2_json_names_the_refused_pipeline(
+    device: tuple[Device, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``esa-ctl serve --no-p4json`` whose pool the switch does not have: the
+    switch refuses the pipeline and serve stops, saying so."""
+    _, addr = device
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
+    argv = ["--admin", f"unix:{tmp_path}/admin.sock", "serve", "--switch", addr, "--no-p4json"]
+    argv += ["--p4info", str(P4INFO), "--pool-size", "64", "--topology", str(topo)]
+    code, out, err = esa_ctl_here(capsys, [*argv, "--db", str(tmp_path / "state.db")])
+    assert (code, out, err.splitlines()[-1]) == (
+        1,
+        "",
+        f"esa-ctl: error: s1 at {addr} refused the pipeline without a BMv2 JSON (--no-p4json, "
+        "for the reference switch; a BMv2 needs --p4json): switch refused the request: "
+        "the device config has a pool of 64 slots, this switch 8",
+    )
+
+
+# -- esa-refswitch, by hand --
+
+REFSWITCH = Path(sys.executable).parent / "esa-refswitch"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--iface", "1@esa-none0", "--pool", "8"],
+         "port 1: no interface 'esa-none0' in this network namespace"),
+        (["--iface", "1@lo", "--pool", "8", "--grpc", "9559"], "argument --grpc: expected "
+         "HOST:PORT with PORT 0..65535 (0: any free port) or unix:PATH, got '9559'"),
+        (["--iface", "1@lo", "--pool", "8", "--grpc", "127.0.0.1:65536"], "argument --grpc: "
+         "expected HOST:PORT with PORT 0..65535 (0: any free port) or unix:PATH, got "
+         "'127.0.0.1:65536'"),
+        (["--iface", "1@lo", "--pool", "8", "--grpc", "unix:"], "argument --grpc: unix: needs "
+         "a PATH"),
+        (["--iface", "1@lo", "--iface", "2@lo", "--pool", "8"], "a port or interface is given "
+         "twice"),
+        (["--iface", "1:lo", "--pool", "8"], "argument -i/--iface: expected PORT@IFACE with PORT "
+         "0..510, got '1:lo'"),
+        (["--iface", "1@lo", "--pool", "0"], "argument --pool: expected a whole number of at "
+         "least 1, got '0'"),
+        (["--iface", "1@lo"], "the following arguments are required: --pool"),
+    ],
+)  # fmt: skip
+def test_refswitch_argument_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Refused before any port is opened: the usage and one line, status 2."""
+    with pytest.raises(SystemExit) as stop:
+        refswitch_main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr() == (
+        "",
+        f"{refswitch_parser().format_usage()}esa-refswitch: error: {message}\n",
+    )
+
+
+def first_line(proc: subprocess.Popen[bytes], timeout: float = LIMIT_S) -> str:
+    """The first line ``proc`` writes to its stdout."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line within the timeout"
+    return proc.stdout.readline().decode().strip()
+
+
+class HandStarted:
+    """``esa-refswitch`` started as a user starts it, on veths ``s1..s3`` of
+    a network namespace of this test's, P4Runtime on ``127.0.0.1:0`` inside
+    it; the veths' peers ``h1..h3`` are where the test sends and receives."""
+
+    ports = 3
+
+    def __init__(self, log: Path) -> None:
+        self.ns = Namespace("rh")
+        self.log = log
+        self._socks: dict[int, socket.socket] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        try:
+            for i in range(1, self.ports + 1):
+                self.ns.add_veth(f"h{i}", f"s{i}")
+                self._socks[i] = self.ns.raw_socket(f"h{i}")
+            self.proc, self.address = self.start("127.0.0.1:0")
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, grpc_addr: str) -> tuple[subprocess.Popen[bytes], str]:
+        """A switch on the veths: the process, and the first line it printed."""
+        argv = [str(REFSWITCH), "--iface", "1@s1", "--iface", "2@s2", "--iface", "3@s3"]
+        argv += ["--grpc", grpc_addr, "--pool", "64"]
+        with self.log.open("ab") as log:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.ns.name, *argv],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        return proc, first_line(proc)
+
+    @property
+    def grpc_addr(self) -> str:
+        return self.address
+
+    def send(self, port: int, frame: bytes) -> None:
+        self._socks[port].send(frame)
+
+    def sock(self, port: int) -> socket.socket:
+        return self._socks[port]
+
+    def stop(self, sig: signal.Signals) -> int:
+        """Stop the switch with ``sig``; its exit status."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        status = self.proc.wait(timeout=LIMIT_S)
+        self.close_proc()
+        return status
+
+    def close_proc(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        self.proc = None
+
+    def close(self) -> None:
+        self.close_proc()
+        for s in self._socks.values():
+            s.close()
+        self.ns.delete()
+
+
+@pytest.mark.netns
+def test_esa_ctl_slots_on_the_reference_switch_started_by_hand(tmp_path: Path) -> None:
+    """The commands of docs/controller.md, "Without BMv2": ``esa-refswitch``
+    on veths with P4Runtime on a free port, ``esa-ctl serve`` with the
+    committed P4Info and no BMv2 JSON, a job admitted; while its worker 0
+    streams, ``esa-ctl slots`` counts the slots its chunks hold, exactly;
+    then both stop cleanly on SIGINT and SIGTERM."""
+    sw = HandStarted(tmp_path / "refswitch.log")
+    serve: subprocess.Popen[bytes] | None = None
+    try:
+        assert re.fullmatch(r"127\.0\.0\.1:[1-9]\d*", sw.address), sw.address
+        taken, line = sw.start(sw.address)
+        assert (taken.wait(timeout=LIMIT_S), line) == (1, "")
+        if taken.stdout is not None:
+            taken.stdout.close()
+        assert sw.log.read_text().splitlines()[-1] == (
+            f"esa-refswitch: error: P4Runtime on {sw.address}: can not listen on {sw.address}"
+        )
+        hosts = [H["h1"], H["h2"], H["h3"]]
+        topo = tmp_path / "topo.json"
+        topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in hosts}}))
+        admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
+        argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+        argv += ["--switch", sw.address, "--no-p4json", "--p4info", str(P4INFO)]
+        argv += ["--pool-size", "64", "--topology", str(topo), "--db", str(tmp_path / "db")]
+        with log.open("wb") as out:
+            serve = subprocess.Popen(
+                ["ip", "netns", "exec", sw.ns.name, *argv],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + LIMIT_S
+        while esa_ctl(admin, "status").returncode != 0:
+            assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        res = esa_ctl(admin, "admit", "1", "--workers", "h1", "h2", "--ps", "h3", "--priority", "4")
+        assert res.returncode == 0, res.stderr
+        assert esa_ctl(admin, "slots").stdout == "0 of 64 slots held\n"
+        h1, h2, h3 = hosts
+        got: list[dict[int, list[bytes]]] = [{}]
+        for seq in range(5):  # job 1's home is the whole pool: chunk seq in slot seq
+            send_in_step([sw], seq, 1, contrib(h1, 1, seq, 0, seq + 1, h3), got)
+        assert without_probes(got[0]) == {}
+        assert esa_ctl(admin, "slots").stdout == "5 of 64 slots held (job 1: 5)\n"
+        for seq in range(3):
+            send_in_step([sw], 5 + seq, 2, contrib(h2, 1, seq, 1, 1, h3), got)
+        assert sorted(without_probes(got[0])) == [1, 2, 3]
+        assert json.loads(esa_ctl(admin, "slots", "--json").stdout) == {
+            "pool_size": 64,
+            "used": 2,
+            "by_job": {"1": 2},
+            "switches": {"s1": {"pool_size": 64, "used": 2, "by_job": {"1": 2}}},
+        }
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=LIMIT_S) == 0, log.read_text()
+        serve = None
+        assert sw.stop(signal.SIGTERM) == 0
+        last = sw.log.read_text().splitlines()[-1]
+        assert re.fullmatch(
+            r".* refswitch stopped: \d+ frames in, \d+ out, 0 not sent \(port full or down\)", last
+        ), last
+    finally:
+        if serve is not None:
+            serve.kill()
+            serve.wait()
+        sw.close()
 
 
 # -- against BMv2 --
@@ -707,7 +1034,7 @@ def send_in_step(
         sw.send(port, frame)
         sw.send(port, probe)
     for sw, out in zip(switches, got, strict=True):
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + LIMIT_S
         while probe not in out.get(to, []):
             assert time.monotonic() < deadline, f"frame {n}: the probe did not come back"
             for p, frames in collect(sw, 0, quiet=0.0, timeout=0.01).items():
@@ -727,7 +1054,7 @@ def in_step(switches: list[Ports], trace: list[tuple[int, bytes]]) -> list[dict[
     for n, (port, frame) in enumerate(trace):
         send_in_step(switches, n, port, frame, got)
     for sw, out in zip(switches, got, strict=True):
-        for p, frames in collect(sw, None, quiet=0.3, timeout=10).items():
+        for p, frames in collect(sw, None, quiet=0.3).items():
             out.setdefault(p, []).extend(frames)
     return [without_probes(out) for out in got]
 
@@ -980,7 +1307,7 @@ def test_tier_roles_as_bmv2(twins: Twins) -> None:
             want = sum(len(s) for s in step.out.values())
             for sw, out in zip(switches, got, strict=True):
                 have = sum(len(f) for f in without_probes(out).values())
-                for port, frames in collect(sw, want - have, quiet=0.05, timeout=2).items():
+                for port, frames in collect(sw, want - have, quiet=0.05).items():
                     out.setdefault(port, []).extend(frames)
             bmv2_out, ref_out = (without_probes(out) for out in got)
             assert ref_out == bmv2_out, f"{step.what}\n{first_difference(bmv2_out, ref_out)}"

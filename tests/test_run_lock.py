@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from testbed.run import lock
 from testbed.run.lock import Busy, Proc, Record, RunLock
+from tests.wait import LIMIT_S, until
 
 
 def ended() -> Proc:
@@ -95,21 +95,17 @@ def test_stop_asks_the_run_inside_to_stop(
         [sys.executable, "-c", "import subprocess; subprocess.run(['sleep', '300'])"]
     )
     procs.append(world)
-    deadline = time.monotonic() + 10
-    while not Proc.of(world.pid).children():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    (inner,) = Proc.of(world.pid).children()
+    (inner,) = until(Proc.of(world.pid).children, "the world's child")
     work = tmp_path / "work"
     work.mkdir()
     launcher = ended()
     write(tmp_path, Record(launcher, str(work), Proc.of(world.pid)))
-    assert lock.stop(tmp_path, wait_s=10) == [
+    assert lock.stop(tmp_path, wait_s=LIMIT_S) == [
         f"{tmp_path}: stopped the run (world pid {world.pid}) and all it started",
         f"{tmp_path}: removed the run's work directory {work}",
         f"{tmp_path}: removed run.pid (pid {launcher.pid})",
     ]
-    assert world.wait(timeout=5) == 0
+    assert world.wait(timeout=LIMIT_S) == 0
     assert lock.start_time(inner) is None
 
 
@@ -123,16 +119,9 @@ def test_a_run_deaf_to_sigterm_is_killed_with_its_world(
         ["unshare", "--fork", "--kill-child", "--", "bash", "-c", "trap '' TERM; exec sleep 300"]
     )
     procs.append(world)
-    deadline = time.monotonic() + 10
-    while not Proc.of(world.pid).children():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    (inner,) = Proc.of(world.pid).children()
+    (inner,) = until(Proc.of(world.pid).children, "the world's child")
     write(tmp_path, Record(ended(), str(tmp_path / "gone"), Proc.of(world.pid)))
     said = lock.stop(tmp_path, wait_s=1)
     assert said[0] == f"{tmp_path}: stopped the run (world pid {world.pid}) and all it started"
-    assert world.wait(timeout=5) == -9
-    deadline = time.monotonic() + 5
-    while lock.start_time(inner) is not None:
-        assert time.monotonic() < deadline, "the run inside outlived its world"
-        time.sleep(0.05)
+    assert world.wait(timeout=LIMIT_S) == -9
+    until(lambda: lock.start_time(inner) is None, "the run inside ends with its world")

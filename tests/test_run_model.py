@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from testbed.paths import ROOT
 from testbed.run import lock
 from testbed.run import scenario as scn
 from testbed.run.switches import BMV2_BINARIES
+from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.model
 
@@ -62,11 +62,13 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
     assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
         (p, j) for p in scn.POLICIES for j in jobs
     )
-    assert all(r["exact"] and not r["failed"] and r["switch"] == "model" for r in rows)
+    assert all(r["exact"] and r["status"] == "done" and r["switch"] == "model" for r in rows)
     assert json.loads((out / "scenario.json").read_text())["switch"] == "model"
     with (out / "slots.csv").open() as f:
         samples = list(csv.DictReader(f))
-    assert {s["slots"] for s in samples} == {"-1"}, "the reference switch serves no registers"
+    held = [int(s["slots"]) for s in samples]
+    assert min(held) >= 0, "the reference switch serves its slot registers over P4Runtime"
+    assert max(held) > 0
     assert max(int(s["completed"]) for s in samples) > 0
     assert (out / "slots.png").stat().st_size > 0
     switch_log = (out / "logs" / "esa" / "s1.log").read_text()
@@ -82,10 +84,8 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
          str(scn.SCENARIOS / "priority.json"), "--policies", "esa", "--iterations", "1000"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not list(out.glob("logs/esa/j*w*.log")):
-        assert run.poll() is None and time.monotonic() < deadline, "workers never started"
-        time.sleep(0.2)
+    until(lambda: run.poll() is not None or list(out.glob("logs/esa/j*w*.log")), "workers")
+    assert run.poll() is None, "the run ended before its workers started"
     rec = lock.read(out)
     assert rec is not None and rec.world is not None
     os.kill(run.pid, signal.SIGKILL)  # the launcher dies; its world goes on
@@ -93,7 +93,7 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
     assert rec.world.alive and Path(rec.work).is_dir()
     res = subprocess.run(
         ["make", "-s", "stop", f"RUN_ARGS=--out {out} --policies esa"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        capture_output=True, text=True, timeout=LIMIT_S, check=False, cwd=ROOT,
     )  # fmt: skip
     assert (res.returncode, res.stderr) == (0, "")
     assert res.stdout == (
@@ -105,7 +105,7 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
     left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False)
     assert left.stdout == "", f"processes left behind: {left.stdout}"
     again = subprocess.run(["make", "-s", "stop", f"RUN_ARGS=--out {out}"], capture_output=True,
-                           text=True, timeout=60, check=False, cwd=ROOT)  # fmt: skip
+                           text=True, timeout=LIMIT_S, check=False, cwd=ROOT)  # fmt: skip
     assert again.stdout == f"{out}: no run\n"
 
 
@@ -123,7 +123,7 @@ def test_a_job_on_two_ps_hosts(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     rows = json.loads((out / "jobs.json").read_text())
     assert sorted(r["job"] for r in rows) == [1, 2]
-    assert all(r["exact"] and not r["failed"] for r in rows)
+    assert all(r["exact"] and r["status"] == "done" for r in rows)
     logs = out / "logs" / "esa"
     for shard in (0, 1):
         ps = json.loads((logs / f"j1ps{shard}.json").read_text().splitlines()[-1])["ps"]

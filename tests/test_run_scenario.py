@@ -12,10 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esa.job import JobSpec, Placement
-from testbed.run import report
 from testbed.run import scenario as scn
 from testbed.run.faults import Fault, FaultKind
-from testbed.run.switches import BMV2, MODEL
 
 DEFAULT = scn.DEFAULT
 PRIORITY = scn.SCENARIOS / "priority.json"
@@ -203,71 +201,6 @@ def test_bad_fault_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         "bmv2-restart[=SWITCH]@T, controller-restart@T or kill-worker=JOB:IDX@T"
         in capsys.readouterr().err
     )
-
-
-def _results(s: scn.Scenario) -> dict[str, dict[int, report.JobResult]]:
-    specs = [j.spec for j in s.jobs]
-    workers = {
-        (j.job, w): {"jct_s": 2.0 * j.job + w, "counters": {"retransmitted": 1}}
-        for j in specs
-        for w in range(j.workers)
-    }
-    events = {"completed": 10, "fallback": 3}
-    return {
-        p: {j.job: report.JobResult.build(j, workers, events, exact=True, lost=5) for j in specs}
-        for p in ("esa", "atp")
-    }
-
-
-def test_tables_and_files(tmp_path: Path) -> None:
-    s = scn.load(DEFAULT)
-    results = _results(s)
-    r1 = results["esa"][1]
-    assert (r1.jct_s, r1.fallbacks, r1.retransmits, r1.lost, r1.failed) == (3.0, 3, 2, 5, "")
-    table = report.comparison_table(s, results, MODEL.label)
-    assert "JCT per job (s); switch: reference switch (esa.model)\n" in table
-    assert "average JCT atp / esa: 1.00" in table
-    job_table = report.job_table("esa", s, results["esa"], BMV2.label)
-    assert job_table.startswith("policy esa; switch: BMv2 (simple_switch_grpc)\n")
-    assert "dropped" in job_table
-    runs = {p: [r, r] for p, r in results.items()}
-    written = report.write(tmp_path, s, results, runs, MODEL)
-    assert [p.name for p in written] == ["jobs.csv", "jobs.json", "rounds.json", "jct.png"]
-    rows = json.loads((tmp_path / "jobs.json").read_text())
-    assert len(rows) == 2 * len(s.jobs)
-    assert {r["lost"] for r in rows} == {5}
-    assert {r["switch"] for r in rows} == {"model"}
-    assert len(json.loads((tmp_path / "rounds.json").read_text())) == 4 * len(s.jobs)
-
-
-def test_failed_job_is_reported_and_left_out_of_the_average() -> None:
-    s = scn.load(DEFAULT)
-    results = _results(s)
-    job = s.jobs[0].spec
-    why = "worker 0 killed by fault kill-worker=1:0@2"
-    results["esa"][job.job] = report.JobResult.failure(job, 4.0, why, {"completed": 1})
-    table = report.job_table("esa", s, results["esa"], BMV2.label)
-    assert f"job {job.job} FAILED: {why}" in table
-    others = [r.jct_s for j, r in results["esa"].items() if j != job.job]
-    assert report.average_jct(results["esa"]) == sum(others) / len(others)
-    assert "  failed" in report.comparison_table(s, results, BMV2.label)
-
-
-def test_mean_over_rounds_and_spread() -> None:
-    s = scn.load(DEFAULT)
-    job = s.jobs[0].spec
-    events = {"completed": 10, "fallback": 4}
-
-    def one(jct: float, exact: bool) -> report.JobResult:
-        counters = {"retransmitted": 2, "spurious": 1 if exact else 2}
-        workers = {(job.job, 0): {"jct_s": jct, "counters": counters}}
-        return report.JobResult.build(job, workers, events, exact=exact)
-
-    mean = report.mean_of([{job.job: one(2.0, True)}, {job.job: one(5.0, False)}])[job.job]
-    assert (mean.jct_s, mean.fallbacks, mean.retransmits, mean.exact) == (3.5, 4, 2, False)
-    assert mean.spurious == 2
-    table = report.rounds_table({"esa": [{job.job: one(2.0, True)}, {job.job: one(4.0, True)}]})
-    assert "esa:   2.00   4.00   mean 3.00  spread 2.00  sd 1.41" in table
 
 
 @st.composite

@@ -15,7 +15,6 @@ from esa.p4names import SLOT_OWNER
 from esa.spec import owner_key
 from testbed.run.timeline import (
     SLOT_COUNT,
-    NoRegisters,
     Sample,
     Timeline,
     Totals,
@@ -112,14 +111,15 @@ def test_samples_keep_going_while_either_side_restarts() -> None:
     assert tl.slots_now == {1: 2}
 
 
-def test_a_switch_without_registers_gives_counters_and_no_slots() -> None:
-    """The reference switch: every sample has slots -1, the counters go on,
-    and the live line is told there is nothing to show (``slots_seen``)."""
+def test_a_switch_whose_registers_are_never_read_gives_counters_and_no_slots() -> None:
+    """A switch down or without a pipeline while the run samples: every
+    sample has slots -1, the counters go on, and the live line is told there
+    is nothing to show (``slots_seen``)."""
 
     def read_stats() -> Stats:
         return Stats(jobs={1: {"fallback": 2, "completed": 7}}, drops={}, switches={})
 
-    tl = Timeline("esa", 1, NoRegisters(), read_stats, 0.25, t0=0.0)
+    tl = Timeline("esa", 1, FakeReader([None, None]), read_stats, 0.25, t0=0.0)
     tl.sample()
     tl.sample()
     rows = [(s.job, s.slots, s.contributions, s.completed, s.fallback) for s in tl.samples]

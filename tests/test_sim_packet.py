@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import pytest
@@ -15,7 +16,8 @@ from sim.hostsim import Deadlock
 from sim.packet import SUMMED, PacketSim
 from sim.params import Net, Scheme
 
-NET = Net(hop_ns=500, window=64)
+NET = Net(hop_ns=500, window=64, jitter_ns=0.0, rto_ns=0.0)
+"""Mechanisms in isolation: no spread of a chunk's contributions, no retransmission timer."""
 JOBS = [
     JobSpec(1, 4, 32 * 600, 2, priority=10, arrival_s=0.0, compute_s=20e-6, jitter=0.01),
     JobSpec(2, 3, 32 * 400, 2, priority=200, arrival_s=5e-6, compute_s=20e-6, jitter=0.01),
@@ -68,9 +70,14 @@ def test_equal_priorities_never_preempt() -> None:
 
 
 def test_windows_are_each_schemes_bandwidth_delay_product() -> None:
-    net = Net()
+    """The round trip, with the latest of a job of 8 workers' contributions
+    once they spread (1 + 1/2 + ... + 1/8 of the mean spread)."""
+    net = Net(jitter_ns=0.0)
     assert net.window_for(Scheme.ESA) == net.bdp_window(Scheme.ESA) == 139
     assert net.window_for(Scheme.ATP) == net.bdp_window(Scheme.ATP) == 279
+    spread = Net()
+    extra = 1000.0 * sum(1 / k for k in range(1, 9))
+    assert spread.bdp_window(Scheme.ESA) == math.ceil((net.rtt_ns(Scheme.ESA) + extra) / net.pkt_ns)
     for scheme in (Scheme.ESA, Scheme.ATP):
         sim = PacketSim(JOBS, 4096, scheme, net)
         assert {j.window for j in sim.jobs.values()} == {net.window_for(scheme)}
@@ -262,3 +269,41 @@ def test_ps_shards_are_a_power_of_two_as_the_switch_routes_them() -> None:
     sim._arrive(1)
     assert sim.switch.jobs[1].ps_ports == tuple(ps.port for ps in sim.jobs[1].shards)
     assert len(set(sim.switch.jobs[1].ps_ports)) == 4
+
+
+def test_a_spread_holds_slots_so_one_slot_no_longer_serves_a_rack() -> None:
+    """With the contributions of a chunk in step, a slot is held for no time
+    and a pool of one slot is as fast as a large one; once they spread, a
+    slot is held from a chunk's first contribution to its last, and the
+    small pool sends chunks to the PS."""
+    jobs = [replace(j, iterations=1) for j in JOBS]
+    still = replace(NET, window=0, barrier=True)
+    spread = replace(still, jitter_ns=1000.0)
+    one, many = (PacketSim(jobs, pool, Scheme.ESA_EQUAL, still).run() for pool in (1, 4096))
+    assert one == many
+    small = run(Scheme.ESA_EQUAL, pool=1, net=spread, jobs=jobs)
+    large = run(Scheme.ESA_EQUAL, pool=4096, net=spread, jobs=jobs)
+    assert sum(small.ps_completed.values()) > 0 == sum(large.ps_completed.values())
+    assert all(small.jobs[j].finish > large.jobs[j].finish for j in small.jobs)  # type: ignore[operator]
+    assert_every_chunk_completed_once(small)
+
+
+def test_the_default_timeout_recovers_what_a_recut_strands() -> None:
+    """The workers' retransmission timeout is on by default, so the recut
+    that strands chunks without a timer ends with every chunk summed."""
+    jobs = [replace(j, arrival_s=0.0, compute_s=0.0) for j in JOBS[:2]]
+    jobs.append(JobSpec(3, 2, 32 * 50, 1, arrival_s=2e-6))
+    net = Net(hop_ns=500, window=64, lag_ns=1000.0)
+    assert net.rto_for() == 8 * net.rtt_ns(Scheme.ATP)
+    assert_every_chunk_completed_once(run(Scheme.STATIC_EQUAL, pool=256, jobs=jobs, net=net))
+
+
+@pytest.mark.parametrize("pool", [1, 64])
+def test_the_bounds_run_in_the_packet_model(pool: int) -> None:
+    """``ps-only`` sums nothing in the switch; ``ideal`` never collides."""
+    ps_only = run(Scheme.PS_ONLY, pool=pool)
+    assert sum(ps_only.ps_completed.values()) == sum(j.chunks * j.iterations for j in JOBS)
+    ideal = run(Scheme.IDEAL, pool=pool)
+    assert ideal.pool_size == 1 << 16
+    assert sum(ideal.ps_completed.values()) == 0
+    assert_every_chunk_completed_once(ideal)

@@ -10,8 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esa.model import slot_hash
+from sim import rates
 from sim.params import Net, Scheme
-from sim.rates import CONVERGED, Flow, Parked, Paths, reuse_distances, self_blocked, solve
+from sim.rates import (
+    CONVERGED,
+    Flow,
+    NotConverged,
+    Parked,
+    Paths,
+    reuse_distances,
+    self_blocked,
+    self_blocked_mean,
+    solve,
+)
 
 NET = Net(ps_shards=2)
 LINE = 1 / NET.pkt_ns
@@ -56,7 +67,7 @@ def test_rates_are_physical(
         assert 0 < f.rate <= LINE * (1 + 1e-9)
         assert 0 <= f.to_ps < 1
         assert 0 <= f.held <= pool
-        assert f.latency >= NET.rtt_ns(scheme) - NET.lag_ns
+        assert f.latency >= NET.path_ns(scheme) + f.lag_max - 1e-6
         assert f.queue >= 0
 
 
@@ -138,7 +149,7 @@ def test_a_job_above_every_parked_one_preempts_them(
 def test_static_jobs_are_bound_by_their_partition() -> None:
     net = replace(NET, lag_ns=0.0)
     paths = Paths.of(Scheme.STATIC_EQUAL, net, 1024)
-    rtt = net.rtt_ns(Scheme.STATIC_EQUAL)
+    rtt = net.path_ns(Scheme.STATIC_EQUAL)
     flows = [Flow(4, 0, 0.0, 0.0, 0.0, part=p) for p in (1024, 64, 0)]
     solve(flows, [], paths, net)
     full, small, none = flows
@@ -181,3 +192,22 @@ def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
     share, wait, keep = atp.stranded(rate, to_ps, blocked, span, occupied=1.5)
     assert atp.squat == 0 and wait == keep == atp.pull and list(share) == [0, 0]
     assert atp.pull == NET.ps_stall_ns + 4 * NET.hop_ns + 4 * NET.pkt_ns + NET.ps_ns
+
+
+def test_a_solve_that_does_not_converge_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    flows = make([(8, 0, 0.0, 3000.0), (16, 0, 0.0, 3000.0)])
+    monkeypatch.setattr(rates, "ROUNDS", 2)
+    with pytest.raises(NotConverged, match=r"2 flows still moving by .* after 2 rounds"):
+        solve(flows, [], Paths.of(Scheme.ESA_EQUAL, NET, 256), NET)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pool=pools, held=st.floats(1.0, 2000.0))
+def test_self_collisions_average_the_hash_over_the_chunks_in_flight(pool: int, held: float) -> None:
+    """The solve's share is the exact share averaged over held +- sqrt(3 held),
+    so it lies between the exact share at the two ends and never jumps."""
+    half = np.sqrt(3 * held)
+    lo, hi = (float(self_blocked(pool, np.array([x]))[0]) for x in (held - half, held + half))
+    mean = self_blocked_mean(pool, held)
+    assert lo - 1e-12 <= mean <= hi + 1e-12
+    assert abs(self_blocked_mean(pool, held + 0.01) - mean) <= 2 * 0.01 / half

@@ -17,7 +17,8 @@ from sim.packet import PacketSim
 from sim.params import Net, Scheme
 from sim.tiers import TierSim
 
-NET = Net(hop_ns=500, ps_shards=2, barrier=True)
+NET = Net(hop_ns=500, ps_shards=2, barrier=True, jitter_ns=0.0, rto_ns=0.0)
+"""Mechanisms in isolation: no spread of a chunk's contributions, no retransmission timer."""
 FABRIC = Racks(racks=3, hosts_per_rack=4, oversubscription=2.0)
 
 

@@ -61,6 +61,18 @@ def test_a_disagreeing_run_exits_non_zero(tmp_path: Path) -> None:
     assert mean_jct(run.measured["atp"]) < mean_jct(run.measured["esa"])
 
 
+def test_a_run_with_a_failed_job_is_refused(tmp_path: Path) -> None:
+    """A failed job's time is how long it ran before it was stopped: no JCT."""
+    shutil.copy(validate.REFERENCE_RUN / "scenario.json", tmp_path)
+    rows = json.loads((validate.REFERENCE_RUN / "jobs.json").read_text())
+    rows[1]["status"] = "failed"
+    (tmp_path / "jobs.json").write_text(json.dumps(rows))
+    with pytest.raises(
+        ValueError, match=r"failed jobs, whose times compare with nothing: \['esa job 2'\]"
+    ):
+        validate.load(tmp_path)
+
+
 def test_the_switch_costs_can_be_given(capsys: pytest.CaptureFixture[str]) -> None:
     """A switch that sums 3,000 packets a second and forwards four in the
     time it sums one: 333 us per summed packet, 83 us per forwarded one."""

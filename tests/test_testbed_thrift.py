@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 from testbed.thrift import RegisterReader
+from tests.wait import LIMIT_S
 
 FAKE_CLI = textwrap.dedent(
     """
@@ -25,7 +26,7 @@ FAKE_CLI = textwrap.dedent(
 
 
 def test_reads_through_one_process_and_restarts_after_it_dies() -> None:
-    reader = RegisterReader([sys.executable, "-c", FAKE_CLI], timeout=10.0)
+    reader = RegisterReader([sys.executable, "-c", FAKE_CLI], timeout=LIMIT_S)
     try:
         assert reader.read("a", "b") == {"a": [1, 0, 7], "b": [2, 0, 7]}
         first = reader.proc

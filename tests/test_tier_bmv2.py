@@ -13,7 +13,6 @@ PS's results down.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from testbed.paths import ROOT
 from tests.dataplane import frame, parse
 from tests.test_controller_fabric_bmv2 import fabric_controller
 from tests.test_hosts_ps import feed, server
+from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.bmv2
 
@@ -64,7 +64,7 @@ class Net:
     def send(self, host: str, pkt: Packet, ps: str) -> None:
         self.rig.send(host, frame(pkt, self.fabric.hosts[host], self.fabric.hosts[ps].ip))
 
-    def got(self, host: str, want: int, timeout: float = 3.0) -> list[Packet]:
+    def got(self, host: str, want: int, timeout: float = LIMIT_S) -> list[Packet]:
         """The ESA packets delivered to ``host``: ``want`` of them, then none
         for a short while."""
         frames = self.rig.recv(host, timeout=timeout, want=want)
@@ -81,10 +81,10 @@ class Net:
         """Wait until ``switch`` counted ``n`` ``event``s of ``job``: frames
         entering different switches or ports race, and a rule's outcome
         depends on which comes first."""
-        deadline = time.monotonic() + 3.0
-        while self.events(switch, job).get(event, 0) < n:
-            assert time.monotonic() < deadline, f"{switch} never counted {n} {event.name} of {job}"
-            time.sleep(0.01)
+        until(
+            lambda: self.events(switch, job).get(event, 0) >= n,
+            f"{switch} counting {n} {event.name} of {job}",
+        )
 
 
 @pytest.fixture(scope="module")
@@ -290,9 +290,7 @@ def test_a_restarted_tor_is_resynced_and_the_job_finishes_exact(net: Net) -> Non
     net.send("h5", contrib(6, 1, 2), "h9")
     net.send("h6", contrib(6, 1, 3), "h9")  # t2's sum of chunk 1 waits at the spine
     net.rig.restart("t1", crash=True)
-    deadline = time.monotonic() + 10
-    while net.ctl.sessions["t1"].connected and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: not net.ctl.sessions["t1"].connected, "the controller sees t1 go")
     assert net.ctl.disconnected() == ["t1"]
     assert net.ctl.sync("t1") > 0
     net.rig.flush()

@@ -27,7 +27,7 @@ def problems(policy: str, run: PolicyRun, train: str = scn.SYNTHETIC) -> list[st
     out = []
     for job, r in run.results.items():
         if r.failed and job not in run.killed:
-            out.append(f"{policy}: job {job} failed: {r.failed}")
+            out.append(f"{policy}: job {job} failed: {r.reason}")
         elif not r.failed and not r.exact:
             out.append(f"{policy}: job {job}: {wrong}")
     out += [f"{policy}: fault {e.fault}: {e.what}" for e in run.faults if not e.ok]
@@ -77,7 +77,7 @@ def run_rounds(
             runs[policy].append(run.results)
             samples += run.samples
             trouble += problems(policy, run, scenario.train)
-            print(report.job_table(policy, scenario, run.results, label), flush=True)
+            print(report.job_table(policy, run.results, label), flush=True)
             faults = report.fault_lines(run.faults, scenario)
             if faults:
                 print(faults, flush=True)
@@ -104,12 +104,19 @@ def run_batch(setup: Setup) -> int:
     (out / "scenario.json").write_text(json.dumps(as_run, indent=2))
     print(f"\nwrote {', '.join(str(p) for p in written)}")
     print(f"total time {time.monotonic() - started:.0f} s")
+    return verdict(scenario.train, results, trouble)
+
+
+def verdict(train: str, results: dict[str, dict[int, report.JobResult]], trouble: list[str]) -> int:
+    """The run's exit status, and its last words: 1, with each of ``trouble``
+    (``problems``: a failed job, a wrong sum, a fault that failed) on stderr;
+    else 0, with what every worker received."""
     if trouble:
         print("run: " + "\nrun: ".join(trouble), file=sys.stderr)
         return 1
     got = (
         "ended with the same parameters as its peers"
-        if scenario.train == scn.TORCH
+        if train == scn.TORCH
         else "received every exact sum"
     )
     if any(r.failed for per_job in results.values() for r in per_job.values()):

@@ -37,7 +37,6 @@ from testbed.run import report
 from testbed.run.ctl import Ctl
 from testbed.run.jobs import run_jobs
 from testbed.run.scenario import RunJob, Scenario
-from testbed.run.switches import BMV2
 from testbed.run.world import PY, World
 
 
@@ -94,8 +93,8 @@ def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
             else []
         ),
         f"  {'scenario':<22} the scenario's jobs and their hosts",
-        f"  {'esa jobs':<22} the controller (esa-ctl): jobs, status, stats, "
-        f"{'slots, ' if world.program.kind is BMV2 else ''}policy atp, prio, ...",
+        f"  {'esa jobs':<22} the controller (esa-ctl): jobs, status, stats, slots, "
+        "policy atp, prio, ...",
         f"  {f'{a.name} esa-ctl jobs':<22} the same from a host's shell",
         "",
         f"  a job by hand ({a.name} and {b.name} sum through the switch, the PS on {ps.name}):",
@@ -188,13 +187,13 @@ class EsaCLI(CLI):  # type: ignore[misc]
         finally:
             ctl.close()
         scenario: Scenario = replace(world.scenario, jobs=jobs)
-        self._say(report.job_table(policy, scenario, run.results, label))
+        self._say(report.job_table(policy, run.results, label))
         faults = report.fault_lines(run.faults, scenario)
         if faults:
             self._say(faults)
         for job, r in sorted(run.results.items()):
             if r.failed:
-                self._say(f"job {job}: FAILED: {r.failed}")
+                self._say(f"job {job}: FAILED: {r.reason}")
             elif r.exact:
                 self._say(f"job {job}: done in {r.jct_s:.2f} s; every sum exact (bit for bit)")
             else:

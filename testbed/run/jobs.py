@@ -18,11 +18,13 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from esa.job import JobSpec
+from esa.progress import Progress
 from testbed.run import torchjobs, verify
 from testbed.run.ctl import Ctl
 from testbed.run.faults import Fault
@@ -37,6 +39,10 @@ GRACE_S = 30.0
 """a job with no finished iteration for its compute time, the workers'
 allreduce deadline and this long is stopped and reported failed."""
 DRAW_S = 0.5
+PS_START_S = 120.0
+"""how long the PSes of a run may take to start listening (a loaded machine)."""
+PS_STOP_S = 60.0
+"""how long a PS may take to stop and print its report before it is killed."""
 
 
 @dataclass
@@ -114,6 +120,7 @@ class Runner:
         self.streams: dict[IO[str], tuple[int, int]] = {}
         self.events: dict[int, dict[str, int]] = {}
         self.next_draw = 0.0
+        self.progress = Progress(sys.stderr)
 
     # -- arrivals and kills --
 
@@ -173,7 +180,7 @@ class Runner:
             self.ctl.flush()
             self._draw()
         if self.live:
-            sys.stderr.write("\n")
+            self.progress.close()
 
     def _line(self, stream: IO[str]) -> None:
         job_id, index = self.streams[stream]
@@ -239,8 +246,7 @@ class Runner:
                 held = f" [{slots.get(spec.job, 0)} slots]" if self.timeline.slots_seen else ""
                 parts.append(f"job {spec.job}: {job.iters}/{spec.iterations}{held}")
         elapsed = time.monotonic() - self.t0
-        sys.stderr.write(f"\r  {elapsed:6.1f} s  " + "  ".join(parts) + "   ")
-        sys.stderr.flush()
+        self.progress.show(f"  {elapsed:6.1f} s  " + "  ".join(parts))
 
     # -- results --
 
@@ -255,22 +261,25 @@ class Runner:
         for spec in self.specs:
             job = self.jobs[spec.job]
             events = self.events.get(spec.job, {})
-            lost = self.world.dropped([m.name for m in self.world.jobs[spec.job].members])
+            dropped = self.world.dropped([m.name for m in self.world.jobs[spec.job].members])
             if job.failed:
                 out[spec.job] = JobResult.failure(
-                    spec, job.ended - job.started, job.failed, events, lost
+                    spec, job.ended - job.started, job.failed, events, dropped
                 )
             elif self.s.train == TORCH:
-                out[spec.job] = torchjobs.result(spec, reports, events, lost)
+                out[spec.job] = torchjobs.result(spec, reports, events, dropped)
             else:
                 exact = verify.exact(spec, reports)
-                out[spec.job] = JobResult.build(spec, reports, events, exact, lost)
+                out[spec.job] = JobResult.build(spec, reports, events, exact, dropped)
         return out
 
 
-def start_pses(world: World, specs: tuple[JobSpec, ...]) -> dict[str, subprocess.Popen[str]]:
-    """One PS per job and shard, on the shard's host; by role."""
-    pses = {}
+def start_pses(
+    world: World, specs: tuple[JobSpec, ...], pses: dict[str, subprocess.Popen[str]]
+) -> None:
+    """One PS per job and shard, on the shard's host, into ``pses`` by role
+    as each starts (so that all those started are stopped however this
+    ends); returns once each says it listens."""
     for job in specs:
         shards = world.jobs[job.job].ps
         for ps in shards:
@@ -282,7 +291,12 @@ def start_pses(world: World, specs: tuple[JobSpec, ...]) -> dict[str, subprocess
                  "--json"],
                 f"{ps.role}.log",
             )  # fmt: skip
-    return pses
+    deadline = time.monotonic() + PS_START_S
+    for role, p in pses.items():
+        assert p.stdout is not None
+        ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or not p.stdout.readline().startswith("PS on "):
+            raise RuntimeError(f"PS {role} did not start: {last_words(world.logs / f'{role}.log')}")
 
 
 def stop_pses(world: World, pses: dict[str, subprocess.Popen[str]]) -> None:
@@ -290,7 +304,7 @@ def stop_pses(world: World, pses: dict[str, subprocess.Popen[str]]) -> None:
     for role, p in pses.items():
         p.send_signal(signal.SIGTERM)
         try:
-            out, _ = p.communicate(timeout=10)
+            out, _ = p.communicate(timeout=PS_STOP_S)
         except subprocess.TimeoutExpired:
             p.kill()
             out, _ = p.communicate()
@@ -302,24 +316,25 @@ def run_jobs(
     world: World, ctl: Ctl, specs: tuple[JobSpec, ...], policy: str, round_no: int, live: bool
 ) -> PolicyRun:
     """Run ``specs`` (each admitted at its arrival) with their PSes, under
-    whatever policy the controller has; the scenario's faults with them."""
+    whatever policy the controller has; the scenario's faults with them.
+    Whenever it ends, also on Ctrl-C at any point, what it started is
+    stopped: the fault injector, the timeline, the workers, the PSes."""
     s = world.scenario
-    pses = start_pses(world, specs)
-    time.sleep(0.5)
-    t0 = time.monotonic()
-    timeline = Timeline(policy, round_no, world.registers(), ctl.stats, s.sample_s, t0)
-    runner = Runner(world, ctl, timeline, specs, t0, live)
-    injector = Injector(s.faults, world, ctl, runner.kill, t0)
-    timeline.start()
-    injector.start()
-    try:
+    with ExitStack() as started:
+        pses: dict[str, subprocess.Popen[str]] = {}
+        started.callback(stop_pses, world, pses)
+        start_pses(world, specs, pses)
+        t0 = time.monotonic()
+        timeline = Timeline(policy, round_no, world.registers(), ctl.stats, s.sample_s, t0)
+        runner = Runner(world, ctl, timeline, specs, t0, live)
+        started.callback(runner.stop_workers)
+        injector = Injector(s.faults, world, ctl, runner.kill, t0)
+        timeline.start()
+        started.callback(timeline.stop)
+        injector.start()
+        started.callback(injector.stop)
         runner.loop()
         ctl.flush()
-    finally:
-        injector.stop()
-        timeline.stop()
-        runner.stop_workers()
-        stop_pses(world, pses)
     killed = {j for j, job in runner.jobs.items() if any(w.killed_by for w in job.workers.values())}
     return PolicyRun(runner.results(), timeline.samples, injector.events, killed)
 

@@ -19,14 +19,18 @@ the topology file says.
 
 ``train`` says what the jobs' workers run: ``synthetic`` gradients through
 ``esa-worker`` (the default), or ``torch``: the PyTorch example with DDP and
-the ESA hook (``testbed.run.torchjobs``, which says how a job's fields map
-onto it).
+the ESA hook, or the user's own DDP script (``script``, a file or a module,
+with ``script_args``) (``testbed.run.torchjobs``, which says how a job's
+fields map onto either).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import json
+import shlex
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -104,6 +108,11 @@ class Scenario:
     description: str = ""
     train: str = SYNTHETIC
     """what the workers run: one of TRAINS."""
+    script: str = ""
+    """under TORCH: the DDP script each worker runs, a file (absolute) or a
+    module; "": the example (``testbed.run.torchjobs``)."""
+    script_args: tuple[str, ...] = ()
+    """the script's arguments."""
 
 
 JOB_FIELDS = {
@@ -113,7 +122,8 @@ JOB_FIELDS = {
 REQUIRED_JOB_FIELDS = {"job", "workers", "values", "iterations"}
 SCENARIO_FIELDS = {
     "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
-    "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train",
+    "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train", "script",
+    "script_args",
 }  # fmt: skip
 
 
@@ -239,6 +249,7 @@ def check(s: Scenario) -> Scenario:
         raise _error("timeout_s, sample_s and rto_s must be positive")
     if s.train not in TRAINS:
         raise _error(f"unknown train {s.train!r} (known: {', '.join(TRAINS)})")
+    check_script(s)
     specs = {j.spec.job: j.spec for j in s.jobs}
     for f in s.faults:
         if f.kind is FaultKind.KILL_WORKER:
@@ -248,6 +259,58 @@ def check(s: Scenario) -> Scenario:
             if not 0 <= f.index < job.workers:
                 raise _error(f"fault {f}: job {f.job} has workers 0..{job.workers - 1}")
     return s
+
+
+def is_script_file(script: str) -> bool:
+    """Whether ``script`` names a file (it ends in .py or has a directory),
+    not a module."""
+    return script.endswith(".py") or "/" in script
+
+
+def script_as_run(script: str) -> str:
+    """``script`` as the workers find it from the project's directory, where
+    they run: a file's path made absolute (from the current directory), a
+    module's name as it is."""
+    return str(Path(script).resolve()) if is_script_file(script) else script
+
+
+def module_found(name: str) -> bool:
+    """Whether ``python -m name`` in the project's directory finds a module
+    (looked up without importing anything)."""
+    path: list[str] | None = [str(ROOT), *sys.path]
+    parts = name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return False
+    for i in range(len(parts)):
+        if path is None:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        if spec is None:
+            return False
+        locations = spec.submodule_search_locations
+        path = None if locations is None else list(locations)
+    return True
+
+
+def check_script(s: Scenario) -> None:
+    """A script needs ``train`` torch, and a file or module that exists."""
+    if not s.script:
+        if s.script_args:
+            raise _error("script_args without a script")
+        return
+    if s.train != TORCH:
+        raise _error(f"script {s.script}: a script runs under train torch (--train torch)")
+    if is_script_file(s.script):
+        if not Path(s.script).is_file():
+            raise _error(f"script {s.script}: no such file")
+    elif not module_found(s.script):
+        raise _error(f"script {s.script}: no such file or module (a file's name ends in .py)")
+
+
+def _script_args(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
+        raise _error("script_args must be a list of strings")
+    return tuple(raw)
 
 
 def load(path: Path) -> Scenario:
@@ -275,6 +338,8 @@ def from_json(raw: dict[str, Any]) -> Scenario:
             faults=tuple(parse_fault(f) for f in raw.get("faults", [])),
             description=str(raw.get("description", "")),
             train=str(raw.get("train", SYNTHETIC)),
+            script=script_as_run(str(raw.get("script", ""))) if raw.get("script") else "",
+            script_args=_script_args(raw.get("script_args", [])),
         )
     )
 
@@ -308,8 +373,21 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--train",
         choices=TRAINS,
-        help="what the workers run: synthetic gradients, or torch: the PyTorch example "
-        "(examples/torch_digits.py) with DDP and the ESA hook, one epoch per iteration",
+        help="what the workers run: synthetic gradients, or torch: DDP with the ESA hook, "
+        "running the PyTorch example (examples/torch_digits.py, one epoch per iteration) "
+        "or your own script (--script)",
+    )
+    ap.add_argument(
+        "--script",
+        metavar="FILE|MODULE",
+        help="with --train torch: the DDP script each worker runs instead of the example, a "
+        "file (.py) or a module; it registers the ESA hook (hosts.torch_hook.register)",
+    )
+    ap.add_argument(
+        "--script-args",
+        metavar="ARGS",
+        help="the script's arguments, one string split as a shell does "
+        "(--script-args='--epochs 3')",
     )
     ap.add_argument(
         "--fault",
@@ -340,6 +418,13 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
         s = replace(s, topology=args.topology)
     if args.train:
         s = replace(s, train=args.train)
+    if args.script:
+        s = replace(s, script=script_as_run(args.script))
+    if args.script_args is not None:
+        try:
+            s = replace(s, script_args=tuple(shlex.split(args.script_args)))
+        except ValueError as e:
+            raise _error(f"script_args {args.script_args!r}: {e}") from None
     flags = {"bw_mbps": args.bw, "delay_ms": args.delay, "loss_pct": args.loss}
     link = {**s.link, **{k: v for k, v in flags.items() if v is not None}}
     Link().overridden(link)
@@ -358,4 +443,5 @@ def as_json(s: Scenario) -> dict[str, Any]:
     out["jobs"] = [job_json(j) for j in s.jobs]
     out["link"] = dict(s.link)
     out["faults"] = [str(f) for f in s.faults]
+    out["script_args"] = list(s.script_args)
     return out

@@ -1,15 +1,16 @@
 """The slot timeline: who holds the pool, and each job's fallbacks and
 preemptions, sampled at a fixed interval while a policy runs.
 
-Slots come from BMv2's registers (``slot_owner`` and ``slot_count``, read
-through one long-lived runtime CLI per switch, ``testbed.thrift``; with
-several switches a job's slots are counted on all of them together),
-counters from the controller (``Stats``).  A switch restart zeroes its counters; ``Totals``
-carries each job's count across such a drop, so a job's numbers are what it
-saw over the whole run (less what happened between the last sample and the
-crash).  ``slots.csv`` holds every sample; ``slots.png`` draws, one column
-per policy on shared axes, the slots each job held and its cumulative
-fallbacks and preemptions over time.
+Slots come from the switches' registers (``slot_owner`` and ``slot_count``:
+BMv2's through one long-lived runtime CLI per switch, ``testbed.thrift``;
+the reference switch's over one read-only P4Runtime session per switch,
+``P4RuntimeRegisters``; with several switches a job's slots are counted on
+all of them together), counters from the controller (``Stats``).  A switch
+restart zeroes its counters; ``Totals`` carries each job's count across such
+a drop, so a job's numbers are what it saw over the whole run (less what
+happened between the last sample and the crash).  ``slots.csv`` holds every
+sample; ``slots.png`` draws, one column per policy on shared axes, the slots
+each job held and its cumulative fallbacks and preemptions over time.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from pathlib import Path
 from typing import Protocol
 
 from controller.admin import AdminError
+from controller.errors import ControllerError
+from controller.fabric import Device
 from controller.messages import Stats
+from controller.switch import P4RuntimeSwitch
 from esa.p4names import SLOT_OWNER, register
 
 SLOT_COUNT = register("slot_count")
@@ -41,15 +45,36 @@ class Registers(Protocol):
     def close(self) -> None: ...
 
 
-class NoRegisters:
-    """The registers of a switch that serves none (the reference switch has
-    no Thrift): every read fails, so samples carry counters but no slots."""
+class P4RuntimeRegisters:
+    """Whole-array register reads over P4Runtime, from a switch that serves
+    them (the reference switch), through a read-only session (a backup with
+    ``election_id``, below the controller's) opened at the first read and
+    again after a read failed (the switch restarted, or had no pipeline yet)."""
+
+    def __init__(self, device: Device, election_id: tuple[int, int]) -> None:
+        self.device = device
+        self.election_id = election_id
+        self.switch: P4RuntimeSwitch | None = None
 
     def read(self, *names: str) -> dict[str, list[int]] | None:
-        return None
+        """Each register's values, or None when the switch can not be read now."""
+        try:
+            if self.switch is None:
+                self.switch = P4RuntimeSwitch.connect(
+                    self.device.p4runtime,
+                    self.device.device_id,
+                    self.election_id,
+                    require_primary=False,
+                )
+            return self.switch.read_registers(*names)
+        except ControllerError:
+            self.close()
+            return None
 
     def close(self) -> None:
-        pass
+        if self.switch is not None:
+            self.switch.close()
+        self.switch = None
 
 
 class FabricRegisters:
@@ -269,7 +294,8 @@ def plot(
     swatches = [Patch(color=colours[j]) for j in jobs]
     axes[0][-1].legend(swatches, [f"job {j}" for j in jobs], loc="upper right", fontsize="small")
     styles = [Line2D([], [], color="grey"), Line2D([], [], color="grey", linestyle="--")]
-    axes[1][-1].legend(styles, ["fallbacks", "preemptions suffered"], loc="upper left")
+    # the columns of the job tables (testbed.run.report.COLUMNS): preemptions suffered are lost
+    axes[1][-1].legend(styles, ["fallback", "lost"], loc="upper left")
     fig.suptitle(f"slot pool over time; switch: {switch}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -50,7 +50,7 @@ from testbed.run import links
 from testbed.run.capture import Capture
 from testbed.run.scenario import Link, Scenario
 from testbed.run.switches import BMV2, Program
-from testbed.run.timeline import FabricRegisters, NoRegisters, Registers
+from testbed.run.timeline import FabricRegisters, P4RuntimeRegisters, Registers
 from testbed.run.topology import Member, Topology, assign
 from testbed.thrift import RegisterReader
 
@@ -58,6 +58,10 @@ PY = sys.executable
 CONTROLLER_ELECTION_ID = 10
 READER_ELECTION_ID = (0, 1)
 """below the controller's: the run's reads never take the switch from it."""
+TIMELINE_ELECTION_ID = (0, 2)
+"""the slot timeline's long-lived session with a reference switch: below the
+controller's, and not the entry reads' (a switch refuses an election id two
+sessions share)."""
 CONTROLLER_INTERVAL_S = 0.5
 """how often the controller checks the switch: bounds the re-sync after a crash."""
 START_TIMEOUT_S = 30.0
@@ -296,14 +300,15 @@ class World:
 
     def registers(self) -> Registers:
         """Whole-array register reads of every switch, as one pool: BMv2's
-        Thrift; the reference switch serves none, so its slot timeline has
-        no slot counts."""
-        readers: list[Registers] = [
-            RegisterReader(sw.cli_command())
-            for sw in self.switches.values()
-            if isinstance(sw, Bmv2MininetSwitch)
-        ]
-        return FabricRegisters(readers) if readers else NoRegisters()
+        over Thrift, the reference switch's over P4Runtime."""
+        readers: list[Registers] = []
+        for device in self.topo.switches:
+            sw = self.switches[device.name]
+            if isinstance(sw, Bmv2MininetSwitch):
+                readers.append(RegisterReader(sw.cli_command()))
+            else:
+                readers.append(P4RuntimeRegisters(device, TIMELINE_ELECTION_ID))
+        return FabricRegisters(readers)
 
     def entries(self) -> dict[str, SwitchEntries]:
         """What each switch holds now, read over read-only P4Runtime sessions."""

@@ -1,0 +1,150 @@
+"""The PS's end of the control channel (docs/agreement.md).
+
+Each datagram is checked in this order, and the first check it fails drops
+it, counted by reason (``hosts.drops``): its length, magic and type
+(``control``: the PS is sent CALL, RESUME, ALIVE, STATUS and BYE), its job
+(``job``), its authenticator under the job's key (``auth``), its session
+(``session``: made for another PS process; answered with a CHALLENGE that
+tells the current one, as is a worker's first message, with session 0,
+which is not counted as dropped), and then, in the job's ``CallBook``, its message
+number (``replay``) and its process (``stranger``).  Only a message that
+passes them all can change what the PS holds.
+
+A CALL or RESUME for a job the PS does not serve, or with a wrong
+authenticator, is answered with a REJECT the PS can not authenticate
+(UNKNOWN_JOB, KEY); every REJECT and CHALLENGE counts against its
+destination's ``SourceLimit``, so a forged source draws at most a few
+answers a second.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+
+from esa import wire
+from esa.wire import ControlType, RejectReason
+from hosts import auth, codec
+from hosts.agreement import Agreement, CallBook
+from hosts.drops import Drop
+from hosts.transport import Addr, Transport
+
+FROM_WORKERS = frozenset(
+    int(t)
+    for t in (
+        ControlType.CALL,
+        ControlType.RESUME,
+        ControlType.ALIVE,
+        ControlType.STATUS,
+        ControlType.BYE,
+    )
+)
+LIMITED = frozenset((int(ControlType.REJECT), int(ControlType.CHALLENGE)))
+
+
+def new_session() -> int:
+    """A PS process's session: random, never 0 (what a worker that knows none sends)."""
+    return 1 + secrets.randbelow((1 << 32) - 1)
+
+
+class ControlDesk:
+    """Receives, checks and answers the control messages of the PS's jobs.
+
+    ``forget(job)``: the job starts a new epoch; ``held(job, agreement)``:
+    the bitmaps of the PS's partial sums of an agreed call; ``count(name)``
+    and ``drop(reason)`` keep the PS's counters."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        books: dict[int, CallBook],
+        keys: auth.Keys,
+        forget: Callable[[int], None],
+        held: Callable[[int, Agreement], list[int]],
+        count: Callable[[str], None],
+        drop: Callable[[Drop], None],
+        session: int | None = None,
+    ) -> None:
+        self.transport, self.books, self.keys = transport, books, keys
+        self.forget, self.held, self.count, self.drop = forget, held, count, drop
+        self.session = new_session() if session is None else session
+        self.limit = auth.SourceLimit()
+        self.buf = bytearray(wire.CONTROL_BYTES + 1)
+
+    def poll(self, now: float) -> None:
+        while (got := self.transport.recv_into(self.buf)) is not None:
+            self.handle(self.buf, got[0], got[1], now)
+
+    def handle(self, buf: bytearray, n: int, addr: Addr, now: float) -> None:
+        self.count("control_received")
+        try:
+            msg = codec.decode_control(buf, n)
+        except codec.Malformed:
+            self.drop(Drop.CONTROL)
+            return
+        if msg.ctype not in FROM_WORKERS or msg.counter == 0:
+            self.drop(Drop.CONTROL)
+            return
+        book = self.books.get(msg.job)
+        announce = msg.ctype in (ControlType.CALL, ControlType.RESUME)
+        if book is None:
+            self.drop(Drop.JOB)
+            if announce:
+                self._unsigned(msg, addr, RejectReason.UNKNOWN_JOB, now)
+            return
+        key = self.keys[msg.job]
+        if not auth.authentic(buf, key):
+            self.drop(Drop.AUTH)
+            if announce:
+                self._unsigned(msg, addr, RejectReason.KEY, now)
+            return
+        if msg.session != self.session:
+            if msg.session:
+                self.drop(Drop.SESSION)
+            challenge = codec.Control(
+                ControlType.CHALLENGE, 0, msg.job, msg.worker, 0, msg.nonce, msg.call,
+                counter=msg.counter,
+            )  # fmt: skip
+            self._send(challenge, addr, key, now)
+            return
+        out = book.handle(msg, addr, now, lambda ag: self.held(msg.job, ag))
+        if out.drop is not None:
+            self.drop(out.drop)
+        if out.new_epoch:
+            self.forget(msg.job)
+        if out.agreed:
+            self.count("calls_agreed")
+        for reply, to in out.replies:
+            p = book.roster.known(reply.nonce)
+            counter = msg.counter if p is None else p.window.top
+            self._send(replace(reply, counter=counter), to, key, now)
+
+    def _unsigned(self, msg: codec.Control, addr: Addr, reason: RejectReason, now: float) -> None:
+        """A REJECT the PS can not authenticate: it has no key for the job,
+        or the CALL's authenticator is not the job key's."""
+        reply = codec.Control(
+            ControlType.REJECT, reason, msg.job, msg.worker, wire.NO_PEER, msg.nonce,
+            msg.call, counter=msg.counter,
+        )  # fmt: skip
+        if self._allowed(reply, addr, now):
+            self.transport.send(codec.encode_control(reply), addr)
+
+    def _send(self, msg: codec.Control, addr: Addr, key: bytes, now: float) -> None:
+        msg = replace(msg, session=self.session)
+        if self._allowed(msg, addr, now):
+            self.transport.send(auth.seal(msg, key), addr)
+
+    def _allowed(self, msg: codec.Control, addr: Addr, now: float) -> bool:
+        if msg.ctype in LIMITED and not self.limit.take(addr, now):
+            self.count("control_suppressed")
+            return False
+        self.count(
+            {
+                ControlType.REJECT: "rejects_sent",
+                ControlType.CHALLENGE: "challenges_sent",
+                ControlType.REPORT: "reports_sent",
+                ControlType.GO: "gos_sent",
+            }[ControlType(msg.ctype)]
+        )
+        return True
