@@ -173,9 +173,10 @@ class CallBook:
         a = Announcement.of(msg, addr)
         ag = self.agreement(msg.call)
         m = None if ag is None else ag.members.get(msg.worker)
-        if ag is not None and (m is None or m.nonce == msg.nonce):
-            resumed = msg.ctype == ControlType.RESUME and a.offset != ag.offset
-            if a.shape() != ag.shape() or resumed:
+        resume = msg.ctype == ControlType.RESUME
+        member = m is not None and m.nonce == msg.nonce
+        if ag is not None and (member or (m is None and resume)):
+            if a.shape() != ag.shape() or (resume and a.offset != ag.offset):
                 peer = next((x for x in ag.members.values() if x.worker != a.worker), m)
                 assert peer is not None
                 out.replies.append(self._reject(msg, addr, _differs(a, peer), peer))
@@ -187,9 +188,11 @@ class CallBook:
             out.drop = Drop.STALE
             return out
         last = self.agreed[-1] if self.agreed else None
-        if msg.ctype == ControlType.RESUME and (last is None or msg.call > last.call):
+        if resume and (last is None or msg.call > last.call):
             return self._adopt(a, out)
         self._pend(a, now, out)
+        if ag is not None and m is None:
+            self._join(ag, out)
         return out
 
     # -- announcing and agreeing ---------------------------------------------
@@ -229,6 +232,22 @@ class CallBook:
         self.pending.pop(a.worker, None)
         self._record(ag, out, adopted=True)
         return out
+
+    def _join(self, ag: Agreement, out: Outcome) -> None:
+        """Announcements of adopted call ``ag`` by the processes it lacks
+        join it once they complete its epoch's processes (their offset is
+        the epoch's): those whose GO the PS's predecessor sent and lost.
+        New processes that announce the same call start an epoch of their own."""
+        joiners = {
+            i: q for i, q in self.pending.items() if q.call == ag.call and q.shape() == ag.shape()
+        }
+        nonces = {i: q.nonce for i, q in [*ag.members.items(), *joiners.items()]}
+        if set(nonces) != self.workers or wire.epoch_offset(self.job, nonces) != ag.offset:
+            return
+        for i, q in joiners.items():
+            del self.pending[i]
+            ag.members[i] = q
+            out.replies.append(self._go(ag, q))
 
     def _record(self, ag: Agreement, out: Outcome, adopted: bool = False) -> None:
         """Keep ``ag``; a call that does not continue the last agreed one

@@ -114,7 +114,9 @@ def test_two_workers_and_their_ps_shards_sum_exactly(shards: int) -> None:
     for it in range(3):
         want = expected([inputs[0][it], inputs[1][it]], scale)
         assert all(np.array_equal(results[i][it], want) for i in range(2))
-    float_shard = (2 * quant.chunks(2000) + 1) % shards
+    offset = ws[0].cur.offset if ws[0].cur is not None else None
+    assert offset is not None and all(w.cur is not None and w.cur.offset == offset for w in ws)
+    float_shard = (offset + 2 * quant.chunks(2000) + 1) % shards
     pses = rig.loop.pses
     assert [ps.counters.float_completed for ps in pses] == [
         int(s == float_shard) for s in range(shards)
