@@ -64,6 +64,11 @@ class Workers:
         return cls(fan_in, (1 << fan_in) - 1 if mask is None else mask)
 
 
+EQUAL_PRIORITY = 128
+"""The one static priority every job gets when ESA runs with priorities
+off (the simulator's ``esa-equal``, the run's ``esa-equal`` policy): no
+job then preempts another."""
+
 MAX_PS_SHARDS = 8
 """A job's chunks spread over at most this many PS hosts."""
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.partition import by_priority, partition
+from esa.job import EQUAL_PRIORITY
 from esa.spec import Policy
-from sim.params import EQUAL_PRIORITY, Net, Scheme
+from sim.params import Net, Scheme
 from sim.priority import Running, job_priorities
 
 
@@ -35,12 +36,17 @@ def priorities(
 class Partitions:
     """Which job may stream and through which slots (``part_base, part_size``)."""
 
-    def __init__(self, scheme: Scheme, pool_size: int, size: int, homes: bool = False) -> None:
+    def __init__(
+        self, scheme: Scheme, pool_size: int, size: int, homes: bool = False, home_size: int = 0
+    ) -> None:
         """``size``: slots of a STATIC_BDP or STATIC_FB partition (one
         bandwidth-delay product of the switch's path, ``Net.bdp_partition``);
-        ``homes``: ``Net.esa_homes``."""
+        ``homes``, ``home_size``: ``Net.esa_homes``, ``Net.esa_home_size``."""
         self.scheme = scheme
         self.homes = homes and scheme.policy is Policy.ESA
+        self.home_size = home_size
+        self.last: dict[int, tuple[int, int]] = {}
+        """the homes of the last layout: a fixed-size home stays where it is."""
         self.pool_size = pool_size
         self.size = size
         self.free = list(range(pool_size // self.size))
@@ -83,7 +89,9 @@ class Partitions:
         if self.homes:
             if prios is None:
                 raise ValueError("ESA's homes are handed out by priority: give prios")
-            return partition(self.pool_size, by_priority(self.running, prios), ranked=True)
+            order = by_priority(self.running, prios)
+            self.last = partition(self.pool_size, order, self.home_size, self.last, ranked=True)
+            return self.last
         if self.scheme in (Scheme.STATIC_BDP, Scheme.STATIC_FB):
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)

@@ -36,14 +36,24 @@ SUMMED = frozenset(
 
 class PacketSim(HostSim):
     def __init__(
-        self, jobs: list[JobSpec], pool_size: int, scheme: Scheme, net: Net, seed: int = 0
+        self,
+        jobs: list[JobSpec],
+        pool_size: int,
+        scheme: Scheme,
+        net: Net,
+        seed: int = 0,
+        model: type[SwitchModel] = SwitchModel,
     ) -> None:
+        """``model``: the switch's rules; another than ``SwitchModel`` only to
+        weigh a candidate rule (``sim.evictions``)."""
         if scheme is Scheme.IDEAL:
             pool_size = max(pool_size, IDEAL_POOL)
         self.pool_size = pool_size
         squat = net.squat_us_for(scheme)
-        self.switch = SwitchModel(pool_size, scheme.policy, net.stale_us, squat)
-        self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size), net.esa_homes)
+        self.switch = model(pool_size, scheme.policy, net.stale_us, squat)
+        self.parts = Partitions(
+            scheme, pool_size, net.bdp_partition(pool_size), net.esa_homes, net.esa_home_size
+        )
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
         self.switch_queue: deque[tuple[Packet, int]] = deque()
         self.switch_busy = False

@@ -23,10 +23,6 @@ SQUAT_RTTS = 4
 RTO_RTTS = 8
 """Default initial retransmission timeout of the packet model's workers, in
 round trips of the path through the PS."""
-"""Default squat timeout of the ESA policy, in round trips of its own path."""
-
-EQUAL_PRIORITY = 128
-"""The one priority every job gets under ``Scheme.ESA_EQUAL``."""
 
 JITTER_NS = 1000.0
 """Default ``Net.jitter_ns``: the mean extra delay of one contribution on its
@@ -174,6 +170,10 @@ class Net:
     (``esa-ctl policy esa``, ``controller.partition``), and only a job the
     pool has no home for hashes; False: every job hashes over the pool (the
     paper's ESA, and what the fluid model solves)."""
+    esa_home_size: int = 0
+    """with ``esa_homes``: the slots of each home, handed to the highest
+    ranks while the pool has them (``esa-ctl policy esa --part-size N``);
+    0: the equal split."""
     report_progress: bool = True
     """esa-srpt / esa-aging: a job reports its remaining bytes to the
     controller at each iteration boundary (``esa-ctl progress``); False: only
@@ -182,6 +182,8 @@ class Net:
     def __post_init__(self) -> None:
         if not valid_shards(self.ps_shards):
             raise ValueError(f"ps_shards must be 1, 2, 4 or 8, got {self.ps_shards}")
+        if self.esa_home_size < 0:
+            raise ValueError(f"esa_home_size must be >= 0, got {self.esa_home_size}")
 
     @property
     def pkt_ns(self) -> float:

@@ -1,9 +1,13 @@
 """Skips tests whose toolchain or privileges are missing, naming what is
 missing; and lets hypothesis judge examples by what they show, never by how
-long a loaded machine took to run or draw them."""
+long a loaded machine took to run or draw them.  Hypothesis draws the same
+examples on every run (``derandomize``): a suite that passed passes again,
+and a property that fails fails every time, with its example.  Set
+``ESA_HYPOTHESIS=explore`` to draw new ones."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +18,12 @@ from testbed.bmv2 import missing_bmv2
 from testbed.netns import missing_root
 from tests.dataplane import Rig, build_program
 
-settings.register_profile("any_speed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "any_speed",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=os.environ.get("ESA_HYPOTHESIS") != "explore",
+)
 settings.load_profile("any_speed")
 
 

@@ -53,14 +53,14 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
         "run: 'p4c-bm2-ss' not found on PATH (see README.md, Prerequisites): running on the "
         f"{LABEL} instead of BMv2"
     )
-    for policy in scn.POLICIES:
+    for policy in scn.DEFAULT_POLICIES:
         assert f"policy {policy}; switch: {LABEL}\n" in res.stdout
     assert f"JCT per job (s); switch: {LABEL}\n" in res.stdout
     assert res.stdout.endswith("every worker received every exact sum (bit for bit)\n")
     jobs = [j.spec.job for j in scn.load(scn.DEFAULT).jobs]
     rows = json.loads((out / "jobs.json").read_text())
     assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
-        (p, j) for p in scn.POLICIES for j in jobs
+        (p, j) for p in scn.DEFAULT_POLICIES for j in jobs
     )
     assert all(r["exact"] and r["status"] == "done" and r["switch"] == "model" for r in rows)
     assert json.loads((out / "scenario.json").read_text())["switch"] == "model"

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esa.job import JobSpec, Placement
+from controller.admin import AdminClient
+from controller.messages import AdmitRequest, PolicyRequest, ProgressRequest
+from esa.job import EQUAL_PRIORITY, JobSpec, Placement
 from testbed.run import scenario as scn
+from testbed.run.ctl import Ctl
 from testbed.run.faults import Fault, FaultKind
 
 DEFAULT = scn.DEFAULT
@@ -52,6 +55,39 @@ def test_static_equal_is_the_static_policy_with_the_equal_split() -> None:
     assert scn.controller_policy("static", 16) == ("static", 16)
     assert scn.controller_policy("esa", 16) == ("esa", 0)
     assert scn.controller_policy("atp", 16) == ("atp", 0)
+    assert scn.controller_policy("esa-equal", 16) == ("esa", 0)
+
+
+def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() -> None:
+    """The run's ``esa-equal``: static and automatic jobs alike at
+    ``EQUAL_PRIORITY`` (no size, so no SRPT rank); ``esa`` keeps theirs."""
+    sent: list[object] = []
+
+    class Client:
+        def policy(self, req: object) -> None:
+            sent.append(req)
+
+        def admit(self, req: object) -> None:
+            sent.append(req)
+
+        def progress(self, req: object) -> None:
+            sent.append(req)
+
+    place = Placement(("h1", "h2"), ("h3",))
+    jobs = [JobSpec(1, 2, 100, 1, priority=20), JobSpec(2, 2, 100, 1)]
+    for policy, want in (("esa-equal", [(EQUAL_PRIORITY, None)] * 2), ("esa", [(20, None)])):
+        ctl = Ctl(cast(AdminClient, Client()))
+        sent.clear()
+        ctl.policy(policy, 1000, None, 0)
+        for j in jobs:
+            ctl.admit(j, place)
+        ctl.progress(2, 50)
+        ctl.flush()
+        admits = [r for r in sent if isinstance(r, AdmitRequest)]
+        assert [(a.priority, a.size) for a in admits][: len(want)] == want
+        assert isinstance(sent[0], PolicyRequest) and sent[0].policy == "esa"
+        reports = [r for r in sent if isinstance(r, ProgressRequest)]
+        assert reports == ([] if policy == "esa-equal" else [ProgressRequest(2, 50)])
 
 
 JOB_TIMES = r"job 1: arrival_s and compute_s must be >= 0, jitter in \[0, 1\)"

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.partition import partition
-from esa.job import JobSpec
+from esa.job import EQUAL_PRIORITY, JobSpec
 from sim.control import Partitions, priorities
-from sim.params import EQUAL_PRIORITY, Net, Scheme
+from sim.params import Net, Scheme
 
 NET = Net()
 BDP = NET.bdp_partition(1 << 20)

@@ -17,7 +17,7 @@ import grpc
 
 from controller.admin import AdminClient, AdminError
 from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest, Stats
-from esa.job import JobSpec, Placement
+from esa.job import EQUAL_PRIORITY, JobSpec, Placement
 from testbed.run.scenario import controller_policy
 
 ADMIT_TIMEOUT_S = 60.0
@@ -25,11 +25,14 @@ STATS_TIMEOUT_S = 3.0
 
 
 class Ctl:
-    def __init__(self, admin: str) -> None:
-        self.client = AdminClient(admin)
+    def __init__(self, admin: str | AdminClient) -> None:
+        """``admin``: the controller's admin address, or a client for it."""
+        self.client = AdminClient(admin) if isinstance(admin, str) else admin
         self.quiet = threading.Lock()
         self.progress_due: dict[int, int] = {}
         self.remove_due: list[int] = []
+        self.one_priority = False
+        """``esa-equal``: every job at ``EQUAL_PRIORITY``, no progress reports."""
 
     def close(self) -> None:
         self.client.close()
@@ -37,16 +40,16 @@ class Ctl:
     def policy(self, policy: str, stale_us: int, squat_us: int | None, part_size: int) -> None:
         """Set the run's ``policy`` (``testbed.run.scenario.POLICIES``)."""
         name, size = controller_policy(policy, part_size)
+        self.one_priority = policy == "esa-equal"
         req = PolicyRequest(name, stale_us=stale_us, squat_us=squat_us, part_size=size)
         self.client.policy(req)
 
     def admit(self, job: JobSpec, placement: Placement) -> None:
         """Admit ``job`` on its hosts, waiting out a fault in progress (up to
         ADMIT_TIMEOUT_S)."""
-        size = job.volume_bytes if job.priority is None else None
-        req = AdmitRequest(
-            job.job, placement.workers, placement.ps, priority=job.priority, size=size
-        )
+        priority = EQUAL_PRIORITY if self.one_priority else job.priority
+        size = job.volume_bytes if priority is None else None
+        req = AdmitRequest(job.job, placement.workers, placement.ps, priority=priority, size=size)
         deadline = time.monotonic() + ADMIT_TIMEOUT_S
         while True:
             with self.quiet:
@@ -59,7 +62,8 @@ class Ctl:
             time.sleep(0.5)
 
     def progress(self, job: int, remaining: int) -> None:
-        self.progress_due[job] = remaining
+        if not self.one_priority:
+            self.progress_due[job] = remaining
 
     def remove(self, job: int) -> None:
         self.progress_due.pop(job, None)

@@ -42,12 +42,18 @@ from esa.job import JobSpec, Placement
 from testbed.paths import ROOT
 from testbed.run.faults import Fault, FaultKind, parse_fault
 
-POLICIES = ("esa", "atp", "static", "static-equal")
+POLICIES = ("esa", "esa-equal", "atp", "static", "static-equal")
 """The run's policies.  ``static`` is SwitchML: the static policy with fixed
 partitions of the scenario's ``part_size``; ``static-equal`` the static
 policy with the controller's equal split: the two static baselines.
 ``esa`` runs with the equal split too (every job a home while the pool has
-one for each, docs/controller.md) and ``atp`` ignores partitions."""
+one for each, docs/controller.md) and ``atp`` ignores partitions.
+``esa-equal`` is ``esa`` with priorities off: every job admitted at
+``esa.job.EQUAL_PRIORITY`` whatever the scenario says, so none preempts
+another and homes go by admission order."""
+DEFAULT_POLICIES = ("esa", "atp", "static", "static-equal")
+"""What a scenario runs unless it lists its ``policies``: ESA against the
+three baselines."""
 SYNTHETIC, TORCH = "synthetic", "torch"
 TRAINS = (SYNTHETIC, TORCH)
 SCENARIOS = ROOT / "mininet" / "scenarios"
@@ -89,7 +95,7 @@ LINK_FIELDS = ("bw_mbps", "delay_ms", "loss_pct")
 class Scenario:
     jobs: tuple[RunJob, ...]
     pool_size: int = 64
-    policies: tuple[str, ...] = POLICIES
+    policies: tuple[str, ...] = DEFAULT_POLICIES
     topology: str = DEFAULT_TOPOLOGY
     """a name in mininet/topologies/ or a path to a topology file."""
     link: Mapping[str, float | None] = field(default_factory=dict)
@@ -132,7 +138,7 @@ def controller_policy(policy: str, part_size: int) -> tuple[str, int]:
     (``part_size``: the scenario's, SwitchML's)."""
     if policy == "static":
         return policy, part_size
-    return ("static" if policy == "static-equal" else policy), 0
+    return {"static-equal": "static", "esa-equal": "esa"}.get(policy, policy), 0
 
 
 def _error(msg: str) -> ValueError:
@@ -325,7 +331,7 @@ def from_json(raw: dict[str, Any]) -> Scenario:
         Scenario(
             jobs=tuple(parse_job(j) for j in raw.get("jobs", [])),
             pool_size=int(raw.get("pool_size", 64)),
-            policies=tuple(raw.get("policies", POLICIES)),
+            policies=tuple(raw.get("policies", DEFAULT_POLICIES)),
             topology=str(raw.get("topology", DEFAULT_TOPOLOGY)),
             link=parse_link(raw.get("link", {})),
             stale_us=int(raw.get("stale_us", 20_000)),
