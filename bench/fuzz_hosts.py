@@ -1,12 +1,15 @@
 """Junk against a running job: a PS and its workers on 127.0.0.1 (switch
 model in between) are sent malformed, spoofed and mutated datagrams between
-iterations, on their ESA and control ports; every sum must stay exact.
+iterations, on their ESA and control ports, and the workers' own authentic
+control messages played again to the PS; every sum must stay exact.
 
     .venv/bin/python -m bench.fuzz_hosts --datagrams 10000
 
 It prints the junk sent by target and kind, what the PS and the workers
-dropped by reason, the replies the junk cost the PS, the crashes (threads
-that died) and the sums that differ from the exact ones: both must be 0.
+dropped by reason, the replies the junk cost the PS, the state it changed
+at the PS (calls agreed and epochs started beyond the job's own: must be
+none), the calls that failed (threads that died) and the sums that differ
+from the exact ones: both must be 0.
 """
 
 from __future__ import annotations
@@ -151,11 +154,29 @@ def worker_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
     }
 
 
-def control_kinds(to_ps: bool, fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
+class Recorder(UdpTransport):
+    """A worker's control socket that keeps a copy of every message it
+    sends with a PS session (authentic, and counted by the PS when it
+    arrives): what an eavesdropper could play again."""
+
+    def __init__(self, bind: Addr, sent: list[bytes]) -> None:
+        super().__init__(bind)
+        self.sent = sent
+
+    def send(self, data: bytes | bytearray | memoryview, addr: Addr) -> None:
+        if codec.decode_control(bytes(data), len(data)).session:
+            self.sent.append(bytes(data))
+        super().send(data, addr)
+
+
+def control_kinds(
+    to_ps: bool, fan_in: int, recorded: list[bytes] | None = None
+) -> dict[str, tuple[Make, Drop | None]]:
     """Junk for a control port: garbage, and well-formed messages of a
     process nobody knows (a random nonce) for the last finished call, not
     sealed with the job's key: the PS drops them as ``auth``, a worker, whose
-    nonce they lack, as ``stranger``."""
+    nonce they lack, as ``stranger``.  ``recorded``: the workers' authentic
+    messages so far, played again to the PS (``replay``)."""
     types = [ControlType.STATUS] if to_ps else [ControlType.GO, ControlType.REJECT]
 
     def stranger(r: random.Random, _seq: int) -> bytes:
@@ -164,11 +185,14 @@ def control_kinds(to_ps: bool, fan_in: int) -> dict[str, tuple[Make, Drop | None
         )
         return codec.encode_control(msg)
 
-    return {
+    kinds: dict[str, tuple[Make, Drop | None]] = {
         "length": (lambda r, s: r.randbytes(r.randrange(wire.CONTROL_BYTES)), Drop.CONTROL),
         "magic": (lambda r, s: b"\0\0" + r.randbytes(wire.CONTROL_BYTES - 2), Drop.CONTROL),
         "stranger": (stranger, Drop.AUTH if to_ps else Drop.STRANGER),
     }
+    if recorded is not None:
+        kinds["replayed"] = (lambda r, s: r.choice(recorded), Drop.REPLAY)
+    return kinds
 
 
 @dataclass
@@ -241,7 +265,8 @@ def run(
     rng = random.Random(seed)
     report = Report()
     data = [UdpTransport(LOCAL) for _ in range(fan_in)]
-    control = [UdpTransport(LOCAL) for _ in range(fan_in)]
+    recorded: list[bytes] = []
+    control = [Recorder(LOCAL, recorded) for _ in range(fan_in)]
     ps_t, ps_c, fuzzer = UdpTransport(LOCAL), UdpTransport(LOCAL), UdpTransport(LOCAL)
     sw = model.SwitchModel(pool_size=16, policy=Policy.ESA)
     sw.add_job(JOB, model.JobConfig(fan_in, (1 << fan_in) - 1, priority=1, ps_ports=(1,)))
@@ -292,7 +317,7 @@ def run(
         Target(
             "ps-control",
             ps_c.addr,
-            control_kinds(True, fan_in),
+            control_kinds(True, fan_in, recorded),
             lambda: ps.counters.control_received,
         ),
     ]
@@ -360,9 +385,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = r.ps_counters
     print(f"PS replies: pulls {c['pulls_sent']}, answers from cache {c['answered_from_cache']}, "
           f"suppressed by budget {c['suppressed']}, rejects {c['rejects_sent']}")  # fmt: skip
-    print(f"crashes: {len(r.crashes)}" + "".join(f"\n  {c}" for c in r.crashes))
+    print(
+        f"state the junk changed at the PS: calls agreed {c['calls_agreed']} (the job's own: "
+        f"{a.iters}), epochs started {c['epochs_started']} (the job's own: 1)"
+    )
+    print(f"calls failed (crashes): {len(r.crashes)}" + "".join(f"\n  {c}" for c in r.crashes))
     print(f"sum mismatches: {r.mismatches} of {r.sums} sums")
-    return 1 if r.crashes or r.mismatches else 0
+    changed = c["calls_agreed"] != a.iters or c["epochs_started"] != 1
+    return 1 if r.crashes or r.mismatches or changed else 0
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ def open_key(job: int) -> bytes:
 
 
 def new_key() -> bytes:
+    """A random job key (the rigs give each job one)."""
     return secrets.token_bytes(KEY_BYTES)
 
 

@@ -81,6 +81,8 @@ class PSCounters:
     """replies not sent because the job's budget was spent."""
     control_received: int = 0
     calls_agreed: int = 0
+    epochs_started: int = 0
+    """agreed calls that did not continue the last one (a new run of a job)."""
     gos_sent: int = 0
     rejects_sent: int = 0
     reports_sent: int = 0

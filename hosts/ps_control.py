@@ -112,6 +112,7 @@ class ControlDesk:
         if out.drop is not None:
             self.drop(out.drop)
         if out.new_epoch:
+            self.count("epochs_started")
             self.forget(msg.job)
         if out.agreed:
             self.count("calls_agreed")

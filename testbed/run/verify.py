@@ -16,15 +16,16 @@ BOUND = 1.0
 """The jobs' quantisation bound (the worker CLI's default)."""
 
 
-def expected_digests(job: JobSpec) -> list[str]:
+def expected_digests(job: JobSpec, seed: int = SEED) -> list[str]:
     """Per iteration, the digest of numpy's sum of the workers' quantised
-    gradients, dequantised as a worker does."""
+    gradients (``synthetic_gradient`` with ``seed``), dequantised as a
+    worker does."""
     scale = quant.job_scale(BOUND, job.workers)
     out = []
     for it in range(job.iterations):
         qs = [
             quant.quantise(
-                synthetic_gradient(SEED, job.job, w, it, BOUND, job.values), BOUND, scale
+                synthetic_gradient(seed, job.job, w, it, BOUND, job.values), BOUND, scale
             )
             for w in range(job.workers)
         ]
