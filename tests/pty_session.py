@@ -13,11 +13,16 @@ from collections.abc import Mapping, Sequence
 
 
 class PtySession:
+    """The program starts with SIGINT ignored, as a command a script starts
+    with ``&`` does (and so a test suite run in the background): its Ctrl-C
+    must work all the same, whichever way the suite was started."""
+
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: str) -> None:
         pid, fd = pty.fork()
         if pid == 0:  # the child: the terminal is its stdin, stdout and stderr
             try:
                 os.chdir(cwd)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 os.execvpe(argv[0], list(argv), dict(env))
             finally:
                 os._exit(127)

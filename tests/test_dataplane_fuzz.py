@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import struct
-import time
 
 import pytest
 
@@ -15,16 +14,19 @@ from esa.model import Packet
 from esa.spec import Drop, Policy
 from esa.wire import PacketType
 from tests.dataplane import HIGH, LOW, Rig, frame
-from tests.wait import LIMIT_S
+from tests.wait import until
 
 pytestmark = pytest.mark.bmv2
 
 JUNK = 10_000
 ESA_AT = 14 + 20 + 8
 SEQ_AT = ESA_AT + 4
-RATE_PPS = 2500
-"""BMv2 takes them all at this rate on two shared cores; a faster sender
-would only fill its input queue."""
+BATCH = 16
+"""junk frames in flight at most: the next batch goes once the switch has
+counted the last one.  BMv2 reads a port through a capture ring of about 32
+frames (measured: bursts of 32 all counted, of 48 about 5 % lost, of 100
+about 30 %), and a frame lost there is counted nowhere; a loaded machine
+then slows the test down instead of losing frames."""
 
 
 def legit_iteration(rig: Rig, seqs: range) -> None:
@@ -68,6 +70,10 @@ def junk_templates() -> list[tuple[bytes, Drop, int]]:
     return out
 
 
+def _at_least(counts: dict[Drop, int], n: int) -> dict[Drop, int] | None:
+    return counts if sum(counts.values()) >= n else None
+
+
 def test_junk_is_counted_and_sums_stay_exact(rig: Rig) -> None:
     rig.reset(Policy.ESA)
     legit_iteration(rig, range(0, 6))
@@ -75,24 +81,23 @@ def test_junk_is_counted_and_sums_stay_exact(rig: Rig) -> None:
     rng = random.Random(11)
     want = {d: 0 for d in Drop}
     before = rig.counters()[1]
-    start = time.monotonic()
-    for i in range(JUNK):
-        raw, reason, port = rng.choice(templates)
-        buf = bytearray(raw)
-        if len(buf) >= SEQ_AT + 4:
-            struct.pack_into("!I", buf, SEQ_AT, rng.randrange(2**32))
-        rig.sw.send(port, bytes(buf))
-        want[reason] += 1
-        time.sleep(max(0.0, start + (i + 1) / RATE_PPS - time.monotonic()))
-    deadline = time.monotonic() + LIMIT_S
-    while True:
+
+    def counted() -> dict[Drop, int]:
         drops = rig.counters()[1]
-        got = {d: drops[d] - before[d] for d in Drop}
-        if sum(got.values()) >= JUNK or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert got == want
-    assert sum(want.values()) == JUNK
+        return {d: drops[d] - before[d] for d in Drop}
+
+    for first in range(0, JUNK, BATCH):
+        for _ in range(first, min(first + BATCH, JUNK)):
+            raw, reason, port = rng.choice(templates)
+            buf = bytearray(raw)
+            if len(buf) >= SEQ_AT + 4:
+                struct.pack_into("!I", buf, SEQ_AT, rng.randrange(2**32))
+            rig.sw.send(port, bytes(buf))
+            want[reason] += 1
+        sent = sum(want.values())
+        got = until(lambda n=sent: _at_least(counted(), n), f"{sent} junk frames counted")
+        assert got == want, f"after {sent} junk frames"
+    assert sent == JUNK
     assert all(rig.sw.recv(p, timeout=0.05) == [] for p in range(1, rig.sw.ports + 1))
     rig.reset(Policy.ESA)
     legit_iteration(rig, range(100, 106))

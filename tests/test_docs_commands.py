@@ -40,6 +40,7 @@ import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OWN_DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md"]
+# The console scripts pyproject.toml installs: inline code starting with one
+# is a command; other words such as the policy ``esa-equal`` are not.
+SCRIPTS = {e.name for e in distribution("esa-ina").entry_points if e.group == "console_scripts"}
 """Docs whose inline code and links are checked too."""
 
 SHELL_INFO = {"", "sh", "bash", "shell", "console"}
@@ -260,7 +264,7 @@ def inline_commands(doc: Path) -> list[Command]:
     for m in re.finditer(r"(?<!`)`([^`]+)`(?!`)", text):
         span = " ".join(m.group(1).split())
         word = span.split(" ")[0]
-        if word in {"make", "python", "python3", "torchrun"} or word.startswith((".venv/", "esa-")):
+        if word in {"make", "python", "python3", "torchrun"} | SCRIPTS or word.startswith(".venv/"):
             found.append(Command(name, text.count("\n", 0, m.start()) + 1, span))
     return found
 

@@ -87,10 +87,13 @@ def test_faults_are_survived_and_reported(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_everything_it_started(tmp_path: Path) -> None:
+    """Started with SIGINT ignored, as a script's ``&`` command is: the run
+    must stop on it all the same."""
     out = tmp_path / "run"
     run = subprocess.Popen(
         [*RUN, "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     until(lambda: run.poll() is not None or list(out.glob("logs/esa/j*w*.log")), "workers")
     assert run.poll() is None, "the run ended before its workers started"

@@ -43,9 +43,13 @@ def _stopped(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_on_signals() -> None:
-    """In the run inside: SIGTERM and a hang-up raise ``Stopped``."""
+    """In the run inside: SIGTERM and a hang-up raise ``Stopped``, and Ctrl-C
+    raises ``KeyboardInterrupt`` even where the shell that started the run
+    ignored SIGINT (an ``&`` command of a script does): Python leaves an
+    inherited SIG_IGN in place, and the prompt's Ctrl-C would do nothing."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stopped)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def enter_private_world(argv: list[str], work: Path, lock: RunLock) -> int:
