@@ -95,12 +95,23 @@ def dumps(message: Any) -> bytes:
     return json.dumps(encode(message)).encode()
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` that refuses a key given twice
+    (the plain decoder keeps the last, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice")
+        out[key] = value
+    return out
+
+
 def parse(raw: bytes, what: str) -> dict[str, Any]:
     """The JSON object of a body (``{}`` when empty); ``what`` names it in errors."""
     if not raw:
         return {}
     try:
-        data = json.loads(raw.decode())
+        data = json.loads(raw.decode(), object_pairs_hook=unique_keys)
     except UnicodeDecodeError:
         raise InvalidRequest(f"{what} is not UTF-8") from None
     except ValueError as e:

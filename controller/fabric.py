@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.codec import unique_keys
 from controller.errors import InvalidRequest, NotFound
 from controller.topology import Host, Topology, parse_host
 from esa import wire
@@ -426,7 +427,7 @@ class Fabric:
     def load(cls, path: Path, single: Device = DEFAULT_DEVICE) -> Fabric:
         """A fabric file, or a one-switch topology file as a fabric of ``single``."""
         try:
-            data = json.loads(path.read_bytes(), object_pairs_hook=_no_repeats)
+            data = json.loads(path.read_bytes(), object_pairs_hook=unique_keys)
         except OSError as e:
             raise _error(f"cannot read {path}: {e.strerror}") from None
         except ValueError as e:
@@ -445,15 +446,6 @@ def one_switch(topology: Topology, device: Device = DEFAULT_DEVICE) -> Fabric:
 
 def _ends(link: Link) -> str:
     return f"{link.switch}:{link.port} - {link.peer}:{link.peer_port}"
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} given twice")
-        out[key] = value
-    return out
 
 
 def _name(name: str, what: str) -> None:

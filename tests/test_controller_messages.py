@@ -201,6 +201,13 @@ def test_a_reply_that_does_not_fit_is_named(message: type, raw: bytes, error: st
     assert str(err.value) == error
 
 
+def test_a_key_given_twice_is_refused_not_overwritten() -> None:
+    raw = b'{"job": 1, "workers": ["h1", "h2"], "ps": ["h3"], "size": 1, "job": 2}'
+    with pytest.raises(InvalidRequest) as err:
+        loads(AdmitRequest, raw, "Admit", capped=True)
+    assert str(err.value) == "request is not valid JSON: key 'job' given twice"
+
+
 def test_requests_are_capped_replies_not() -> None:
     raw = b'{"job": 1, "workers": ["h1", "h2"], "ps": ["h3", "' + b"h" * 257 + b'"], "size": 1}'
     with pytest.raises(InvalidRequest, match="has a string longer than 256 characters"):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -70,7 +72,8 @@ def junk_templates() -> list[tuple[bytes, Drop, int]]:
     return out
 
 
-def _at_least(counts: dict[Drop, int], n: int) -> dict[Drop, int] | None:
+def _at_least(counted: Callable[[], dict[Drop, int]], n: int) -> dict[Drop, int] | None:
+    counts = counted()
     return counts if sum(counts.values()) >= n else None
 
 
@@ -95,7 +98,7 @@ def test_junk_is_counted_and_sums_stay_exact(rig: Rig) -> None:
             rig.sw.send(port, bytes(buf))
             want[reason] += 1
         sent = sum(want.values())
-        got = until(lambda n=sent: _at_least(counted(), n), f"{sent} junk frames counted")
+        got = until(partial(_at_least, counted, sent), f"{sent} junk frames counted")
         assert got == want, f"after {sent} junk frames"
     assert sent == JUNK
     assert all(rig.sw.recv(p, timeout=0.05) == [] for p in range(1, rig.sw.ports + 1))

@@ -254,6 +254,16 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
     assert c.ps.float_sums == {} and c.ps.partials == {}
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("policy", list(Policy))
+def test_a_fifth_of_every_frame_lost(policy: Policy, seed: int) -> None:
+    """20 % loss on every link, both ways, two PS shards and an overflowed
+    chunk per job: every chunk of every call ends with its exact sum."""
+    c = cluster(policy, JOBS, loss=0.2, seed=seed, overflow=True, shards=2)
+    c.run()
+    check_exact(c, JOBS, iters=3)
+
+
 # -- two PS shards per job ----------------------------------------------------
 
 

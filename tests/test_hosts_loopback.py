@@ -34,7 +34,9 @@ LOCAL = ("127.0.0.1", 0)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize(("policy", "loss"), [(Policy.ESA, 0.0), (Policy.ATP, 0.05)])
+@pytest.mark.parametrize(
+    ("policy", "loss"), [(Policy.ESA, 0.0), (Policy.ATP, 0.05), (Policy.ESA, 0.2)]
+)
 def test_two_jobs_over_loopback(policy: Policy, loss: float) -> None:
     jobs = {1: 2, 2: 3}
     ps_t, ps_c = UdpTransport(LOCAL), UdpTransport(LOCAL)
