@@ -49,12 +49,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 
 from esa.model import slot_hash
 from sim.params import Net, Scheme
 
 ROUNDS = 2000
-"""Most rounds of one shared-pool solve; a solve still moving then raises."""
+"""Most damped rounds of one shared-pool solve; a solve still moving then
+searches for the root, and raises if it finds none."""
 CONVERGED = 3e-3
 """A solve has converged when in a round no rate moved by more than this
 fraction, and no share of a flow's chunks sent to the PS nor share of the
@@ -64,12 +66,14 @@ DAMP_FLOOR = 1 / 1024
 halves its own step, down to this."""
 BLOCK_CAP = 0.99
 LINE_RAMP = 0.02
+ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
+"""``scipy.optimize.root``'s methods a solve tries, in order, after its rounds."""
 DAMP_ATP = 0.7
 DAMP_ESA = 1.0
 
 
 class NotConverged(RuntimeError):
-    """A rate solve ended its rounds still moving."""
+    """A rate solve ended its rounds and its root search still moving."""
 
 
 @dataclass
@@ -395,7 +399,11 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     f_b, new_to_ps, span = [0.0] * n, [0.0] * n, [0.0] * n
     d_rate, d_held, d_ps = [0.0] * n, [0.0] * n, [0.0] * n
     """each flow's last step, whose sign tells an oscillation"""
-    for _ in range(ROUNDS):
+
+    def sweep(damped: bool) -> float:
+        """One round: every flow's share to the PS, rate and slots held
+        moved towards what the others' imply (all the way if not
+        ``damped``); returns the largest step asked for."""
         rate_sum = array_sum(rate)
         if paths.ranked:
             # per flow: log of the share of slots free of the chunks at its
@@ -424,10 +432,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
             p, r = new_to_ps[i], rate[i]
             step = abs(p - to_ps[i])
             moved = step if step > moved else moved
-            if step > CONVERGED and (p - to_ps[i]) * d_ps[i] < 0:
-                damp_ps[i] = halve(damp_ps[i])
-            d_ps[i] = p - to_ps[i]
-            to_ps[i] = p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
+            if damped:
+                if step > CONVERGED and (p - to_ps[i]) * d_ps[i] < 0:
+                    damp_ps[i] = halve(damp_ps[i])
+                d_ps[i] = p - to_ps[i]
+                p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
+            to_ps[i] = p
             blocked = f_b[i] if f_b[i] < p else p
             strand = paths.strand_share(marks, p, blocked, span[i], vacant)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
@@ -437,25 +447,68 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
             new = w / lat[i] if w / lat[i] < new else new
             step = abs(new - r) / new
             moved = step if step > moved else moved
-            if step > CONVERGED and (new - r) * d_rate[i] < 0:
-                damp_rate[i] = halve(damp_rate[i])
-            d_rate[i] = new - r
-            rate[i] = r = r + damp_rate[i] * (new - r)
+            if damped:
+                if step > CONVERGED and (new - r) * d_rate[i] < 0:
+                    damp_rate[i] = halve(damp_rate[i])
+                d_rate[i] = new - r
+                new = r + damp_rate[i] * (new - r)
+            rate[i] = r = new
             holds[i] = paths.hold(r, lat[i], skew[i], lag_spread[i])
             target = (1 - blocked) * r * holds[i][0]
             target += r * strand * keep
             target = target if target < pool else pool  # a flow holds at most the pool
             step = abs(target - held[i]) / pool
             moved = step if step > moved else moved
-            if step > CONVERGED and (target - held[i]) * d_held[i] < 0:
-                damp_held[i] = halve(damp_held[i])
-            d_held[i] = target - held[i]
-            held[i] = h = held[i] + damp_held[i] * (target - held[i])
+            if damped:
+                if step > CONVERGED and (target - held[i]) * d_held[i] < 0:
+                    damp_held[i] = halve(damp_held[i])
+                d_held[i] = target - held[i]
+                target = held[i] + damp_held[i] * (target - held[i])
+            held[i] = h = target
             logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
-        if moved < CONVERGED:
+        return moved
+
+    def state() -> np.ndarray:
+        """rate, share to the PS, slots held and latency, each scaled to about 1."""
+        return np.array(
+            [r * tx for r in rate] + to_ps + [h / pool for h in held] + [x / lat_ok for x in lat]
+        )
+
+    def put(x: np.ndarray) -> None:
+        x = x.tolist()
+        for i in fl:
+            rate[i] = min(max(x[i], 1e-9), 1.0) / tx
+            to_ps[i] = min(max(x[n + i], 0.0), 1.0)
+            held[i] = h = min(max(x[2 * n + i], 0.0), 1.0) * pool
+            lat[i] = max(x[3 * n + i], 1e-9) * lat_ok
+            logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
+            holds[i] = paths.hold(rate[i], lat[i], skew[i], lag_spread[i])
+
+    for _ in range(ROUNDS):
+        if sweep(damped=True) < CONVERGED:
             break
     else:
-        raise NotConverged(f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds")
+        # A cycle no damping leaves: the map's loops through several flows
+        # (one's slots, another's share to the PS, its rate, its slots) have
+        # a gain that makes any fixed-step iteration circle.  A root finder
+        # on the round's map takes it from there: Powell's hybrid method, then
+        # Newton-Krylov, Levenberg-Marquardt and DF-SANE where one stalls.
+        def residual(x: np.ndarray) -> np.ndarray:
+            put(x)
+            sweep(damped=False)
+            out: np.ndarray = state() - x
+            return out
+
+        start = state()
+        for method in ROOT_METHODS:
+            put(optimize.root(residual, start, method=method).x)
+            moved = sweep(damped=False)
+            if moved < CONVERGED:
+                break
+        else:
+            raise NotConverged(
+                f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds and a root search"
+            )
     for i, f in enumerate(flows):
         f.window = w
         f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
