@@ -78,7 +78,7 @@ class Scheme(enum.Enum):
     IDEAL = "ideal"
     """a bound, an unlimited pool: ESA's rules with nothing ever colliding
     (the fluid model: no slot is ever found held; the packet model:
-    ``IDEAL_POOL`` slots)."""
+    ``IDEAL_POOL`` slots), and the largest window of any scheme."""
 
     @property
     def policy(self) -> Policy:
@@ -215,7 +215,11 @@ class Net:
         return RTO_RTTS * self.rtt_ns(Scheme.ATP)
 
     def bdp_window(self, scheme: Scheme) -> int:
-        """Packets a worker must have outstanding to stream at line rate."""
+        """Packets a worker must have outstanding to stream at line rate;
+        for ``IDEAL``, a bound, the largest of any scheme's, so that no
+        window holds it back where another scheme's would not."""
+        if scheme is Scheme.IDEAL:
+            return max(self.bdp_window(s) for s in Scheme if s is not Scheme.IDEAL)
         return math.ceil(self.rtt_ns(scheme) / self.pkt_ns)
 
     def window_for(self, scheme: Scheme) -> int:

@@ -96,11 +96,6 @@ KNOWN_VIOLATIONS = [
             "chunk that fell back finds a free slot more often, and its partial waits for "
             "the PS's pull (ESA's one marker per slot; docs/simulator.md)",
         ),
-        (
-            113,
-            "ATP 1 % faster than ideal at 4,096 slots: ideal keeps ESA's window, which "
-            "the contributions' spread makes the bound; ATP's is larger (docs/simulator.md)",
-        ),
     )
 ]
 
