@@ -356,7 +356,8 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     ``DAMP_FLOOR``), so a steep flow slows no other: the map is
     continuous but steep where a job's collisions tip it from one bound to
     another, and a full step there flips between two states.  A solve that
-    has not converged after ``ROUNDS`` raises ``NotConverged``.
+    has not converged after ``ROUNDS`` searches for the root of the round's
+    undamped map, and raises ``NotConverged`` if that fails too.
 
     A solve rarely sees more than a few jobs, so it runs on lists of floats
     (numpy's per-call cost would dominate), with numpy's rounding
