@@ -67,7 +67,8 @@ halves its own step, down to this."""
 BLOCK_CAP = 0.99
 LINE_RAMP = 0.02
 ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
-"""``scipy.optimize.root``'s methods a solve tries, in order, after its rounds."""
+"""``scipy.optimize.root``'s methods a solve tries, in order, after its
+rounds (none: the rounds alone, as ``bench.rate_solve`` compares)."""
 DAMP_ATP = 0.7
 DAMP_ESA = 1.0
 
@@ -486,7 +487,8 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
             holds[i] = paths.hold(rate[i], lat[i], skew[i], lag_spread[i])
 
     for _ in range(ROUNDS):
-        if sweep(damped=True) < CONVERGED:
+        moved = sweep(damped=True)
+        if moved < CONVERGED:
             break
     else:
         # A cycle no damping leaves: the map's loops through several flows

@@ -49,10 +49,10 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OWN_DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md"]
-# The console scripts pyproject.toml installs: inline code starting with one
-# is a command; other words such as the policy ``esa-equal`` are not.
-SCRIPTS = {e.name for e in distribution("esa-ina").entry_points if e.group == "console_scripts"}
 """Docs whose inline code and links are checked too."""
+SCRIPTS = {e.name for e in distribution("esa-ina").entry_points if e.group == "console_scripts"}
+"""The console scripts pyproject.toml installs: inline code starting with one
+is a command; other words such as the policy ``esa-equal`` are not."""
 
 SHELL_INFO = {"", "sh", "bash", "shell", "console"}
 

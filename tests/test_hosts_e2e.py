@@ -262,6 +262,8 @@ def test_a_fifth_of_every_frame_lost(policy: Policy, seed: int) -> None:
     c = cluster(policy, JOBS, loss=0.2, seed=seed, overflow=True, shards=2)
     c.run()
     check_exact(c, JOBS, iters=3)
+    assert c.net.lost > 0
+    assert sum(d.worker.counters.retransmitted for d in c.drivers.values()) > 0
 
 
 # -- two PS shards per job ----------------------------------------------------

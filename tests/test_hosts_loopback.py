@@ -96,6 +96,7 @@ def test_two_jobs_over_loopback(policy: Policy, loss: float) -> None:
     assert ps.counters.float_completed == 1
     assert junk(ps.counters.dropped) == {}
     assert ps.counters.calls_agreed == 2 * 3
+    assert (switch.lost > 0) == (loss > 0)
 
 
 @pytest.mark.parametrize("shards", [1, 2])
