@@ -60,18 +60,18 @@ test: $(PY)
 lint: $(PY)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy esa controller hosts sim tests bench testbed examples mininet
+	$(VENV)/bin/mypy esa controller hosts refswitch runner sim tests bench testbed examples
 
 run: $(PY)
-	$(PY) mininet/run.py $(RUN_ARGS)
+	$(PY) -m runner $(RUN_ARGS)
 
 cli: $(PY)
-	$(PY) mininet/run.py --cli $(RUN_ARGS)
+	$(PY) -m runner --cli $(RUN_ARGS)
 
-# Only what a run's PID file names (testbed/run/lock.py); stdlib only, so no
+# Only what a run's PID file names (runner/lock.py); stdlib only, so no
 # virtualenv is needed to tidy up.
 stop:
-	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m testbed.run.stop $(RUN_ARGS)
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m runner.stop $(RUN_ARGS)
 
 sim: $(PY)
 	$(PY) -m sim

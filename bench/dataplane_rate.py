@@ -42,9 +42,9 @@ from controller.topology import Host, ip_to_int, mac_to_int
 from esa import wire
 from esa.spec import Policy
 from esa.toolchain import compile_p4
-from testbed.bmv2 import missing_bmv2
+from runner.devices.bmv2 import missing_bmv2
+from runner.paths import ROOT
 from testbed.bmv2_veth import Bmv2Switch
-from testbed.paths import ROOT
 
 HEADER = struct.Struct(wire.struct_format())
 SENT_FRACTION = 0.995

@@ -30,7 +30,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag, PacketType
-from hosts import codec, quant
+from hosts import payload, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, UdpTransport
@@ -51,7 +51,7 @@ Make = Callable[[random.Random, int], bytes]
 
 def _esa(ptype: int, flags: int, job: int, seq: int, bitmap: int, count: int) -> bytes:
     values = np.random.default_rng(seq).integers(-(2**31), 2**31, wire.K, dtype=np.int64)
-    return codec.encode(codec.Header(ptype, flags, job, seq, bitmap, count), values)
+    return payload.encode(payload.Header(ptype, flags, job, seq, bitmap, count), values)
 
 
 def _length(rng: random.Random, _seq: int) -> bytes:
@@ -164,7 +164,7 @@ class Recorder(UdpTransport):
         self.sent = sent
 
     def send(self, data: bytes | bytearray | memoryview, addr: Addr) -> None:
-        if codec.decode_control(bytes(data), len(data)).session:
+        if payload.decode_control(bytes(data), len(data)).session:
             self.sent.append(bytes(data))
         super().send(data, addr)
 
@@ -180,10 +180,10 @@ def control_kinds(
     types = [ControlType.STATUS] if to_ps else [ControlType.GO, ControlType.REJECT]
 
     def stranger(r: random.Random, _seq: int) -> bytes:
-        msg = codec.Control(
+        msg = payload.Control(
             r.choice(types), 0, JOB, r.randrange(fan_in), 0, r.getrandbits(32), counter=1
         )
-        return codec.encode_control(msg)
+        return payload.encode_control(msg)
 
     kinds: dict[str, tuple[Make, Drop | None]] = {
         "length": (lambda r, s: r.randbytes(r.randrange(wire.CONTROL_BYTES)), Drop.CONTROL),

@@ -27,8 +27,8 @@ from esa.wire import PacketType
 from hosts import quant
 from hosts.transport import UdpTransport
 from hosts.worker import Worker
-from testbed.netns import Namespace, missing_root, run
-from testbed.paths import ROOT
+from runner.devices.netns import Namespace, missing_root, run
+from runner.paths import ROOT
 
 HOST_IP, NS_IP = "10.213.77.1", "10.213.77.2"
 

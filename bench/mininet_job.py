@@ -21,14 +21,14 @@ from pathlib import Path
 
 from esa.job import JobSpec
 from esa.toolchain import missing_binaries
-from testbed.netns import missing_root
-from testbed.run import switches
-from testbed.run import topology as topo_mod
-from testbed.run.ctl import Ctl
-from testbed.run.jobs import start_pses, stop_pses
-from testbed.run.scenario import RunJob, Scenario
-from testbed.run.topology import JobHosts
-from testbed.run.world import World
+from runner import network as topo_mod
+from runner import switches
+from runner.ctl import Ctl
+from runner.devices.netns import missing_root
+from runner.jobs import start_pses, stop_pses
+from runner.network import JobHosts
+from runner.scenario import RunJob, Scenario
+from runner.world import World
 
 PRIVATE_ENV = "ESA_BENCH_PRIVATE"
 """set in the command started again inside the private world."""

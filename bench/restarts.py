@@ -37,9 +37,9 @@ from esa import model
 from esa.job import JobSpec
 from esa.spec import Policy
 from hosts.transport import Addr
+from runner.paths import ROOT
+from runner.verify import expected_digests
 from testbed.loopswitch import LoopSwitch
-from testbed.paths import ROOT
-from testbed.run.verify import expected_digests
 
 JOB, FAN_IN = 7, 2
 LOCAL = "127.0.0.1"

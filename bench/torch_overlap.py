@@ -45,9 +45,9 @@ from bench import mininet_job
 from esa.job import JobSpec
 from examples.torch_digits import load, make_model
 from hosts.torch_hook import EsaHookState, TensorBucket, esa_hook
+from runner import torchjobs
+from runner.paths import ROOT
 from testbed.loopjob import LOCAL, LoopJob, ddp_env
-from testbed.paths import ROOT
-from testbed.run import torchjobs
 
 JOB = 1
 WORKERS = 2

@@ -14,7 +14,7 @@ from esa.p4names import SLOT_OWNER
 
 
 def device_config(pool_size: int) -> bytes:
-    """The device config of the reference switch (``testbed.refswitch``),
+    """The device config of the reference switch (``refswitch.main``),
     which runs the program without a BMv2 JSON: the least JSON that states
     the slot pool's size where a BMv2 JSON does (``pool_size_of`` reads it)."""
     return json.dumps({"register_arrays": [{"name": SLOT_OWNER, "size": pool_size}]}).encode()

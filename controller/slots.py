@@ -1,7 +1,7 @@
 """Who holds the slot pool: the ``slot_owner`` register of a switch.
 
 A switch that serves register reads over P4Runtime (the reference switch,
-``testbed.refswitch``) is read over the controller's session with it.  BMv2
+``refswitch.main``) is read over the controller's session with it.  BMv2
 serves none (PI issue 376: ``UNIMPLEMENTED``), so there this view runs
 ``simple_switch_CLI`` (given to ``serve`` as ``--thrift-cli``, e.g.
 ``ip netns exec sw simple_switch_CLI --thrift-port 9090``) with

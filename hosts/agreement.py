@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 from esa import wire
 from esa.wire import ControlType, RejectReason, ReportKind
-from hosts import codec, quant
+from hosts import payload, quant
 from hosts.drops import Drop
 from hosts.roster import Proc, Roster, State
 from hosts.transport import Addr
 
 SEQ_MOD = 1 << 32
-Replies = list[tuple[codec.Control, Addr]]
+Replies = list[tuple[payload.Control, Addr]]
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Announcement:
     """RESUME: the offset of the epoch the call was agreed in (0 on CALL)."""
 
     @classmethod
-    def of(cls, msg: codec.Control, addr: Addr) -> Announcement:
+    def of(cls, msg: payload.Control, addr: Addr) -> Announcement:
         return cls(
             msg.worker, msg.nonce, addr, msg.call, msg.base, msg.chunks, msg.length, msg.digest,
             msg.offset,
@@ -128,7 +128,7 @@ class CallBook:
 
     def handle(
         self,
-        msg: codec.Control,
+        msg: payload.Control,
         addr: Addr,
         now: float,
         held: Callable[[Agreement], list[int]],
@@ -155,7 +155,7 @@ class CallBook:
                 del self.pending[p.index]
         return out
 
-    def _on_call(self, msg: codec.Control, addr: Addr, now: float) -> Outcome:
+    def _on_call(self, msg: payload.Control, addr: Addr, now: float) -> Outcome:
         if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
             return Outcome(drop=Drop.CONTROL)
         table = self._against_table(msg)
@@ -271,7 +271,7 @@ class CallBook:
         out.agreed, out.new_epoch = True, not continues
         out.replies += [self._go(ag, ag.members[i]) for i in sorted(ag.members)]
 
-    def _is_past(self, msg: codec.Control, p: Proc) -> bool:
+    def _is_past(self, msg: payload.Control, p: Proc) -> bool:
         """A delayed CALL of a call its process is long past."""
         last = self.agreed[-1] if self.agreed else None
         m = None if last is None else last.members.get(p.index)
@@ -283,7 +283,7 @@ class CallBook:
         if q is not None and q.nonce == p.nonce:
             del self.pending[p.index]
 
-    def _fail(self, banned: list[Proc], msg: codec.Control) -> Replies:
+    def _fail(self, banned: list[Proc], msg: payload.Control) -> Replies:
         """Processes found running as one index (``msg`` showed it): each of
         them, every announcer of the next call and the members of the last
         call they agreed are sent a REJECT (DUPLICATE, ``peer`` the index),
@@ -294,7 +294,7 @@ class CallBook:
         def tell(worker: int, nonce: int, addr: Addr, call: int, index: int) -> None:
             if nonce not in told:
                 told.add(nonce)
-                to = codec.Control(ControlType.CALL, 0, self.job, worker, 0, nonce, call)
+                to = payload.Control(ControlType.CALL, 0, self.job, worker, 0, nonce, call)
                 replies.append(self._reject(to, addr, RejectReason.DUPLICATE, None, index))
 
         for b in banned:
@@ -315,8 +315,8 @@ class CallBook:
     # -- answers --------------------------------------------------------------
 
     def _report(
-        self, msg: codec.Control, now: float, held: Callable[[Agreement], list[int]]
-    ) -> codec.Control:
+        self, msg: payload.Control, now: float, held: Callable[[Agreement], list[int]]
+    ) -> payload.Control:
         """The REPORT answering STATUS ``msg``."""
         kind, announced, missing, partials = ReportKind.UNKNOWN_CALL, 0, 0, 0
         ag = self.agreement(msg.call)
@@ -337,12 +337,12 @@ class CallBook:
                 kind = ReportKind.PARTIALS if bitmaps else ReportKind.NOTHING_HELD
         elif announced := sum(1 << q.worker for q in self.pending.values() if q.call == msg.call):
             kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
-        return codec.Control(
+        return payload.Control(
             ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
             mask=announced, missing=missing, partials=partials,
         )  # fmt: skip
 
-    def _against_table(self, msg: codec.Control) -> RejectReason | None:
+    def _against_table(self, msg: payload.Control) -> RejectReason | None:
         if msg.worker not in self.workers:
             return RejectReason.WORKER
         if msg.fan_in != self.fan_in:
@@ -351,8 +351,8 @@ class CallBook:
             return RejectReason.MASK
         return None
 
-    def _go(self, ag: Agreement, m: Announcement) -> tuple[codec.Control, Addr]:
-        msg = codec.Control(
+    def _go(self, ag: Agreement, m: Announcement) -> tuple[payload.Control, Addr]:
+        msg = payload.Control(
             ControlType.GO, 0, self.job, m.worker, 0, m.nonce, ag.call, ag.base, ag.chunks,
             ag.length, self.fan_in, self.mask, 0, 0, ag.digest, ag.offset,
         )  # fmt: skip
@@ -360,24 +360,24 @@ class CallBook:
 
     def _reject_announcement(
         self, a: Announcement, reason: RejectReason, peer: Announcement
-    ) -> tuple[codec.Control, Addr]:
-        msg = codec.Control(ControlType.CALL, 0, self.job, a.worker, 0, a.nonce, a.call)
+    ) -> tuple[payload.Control, Addr]:
+        msg = payload.Control(ControlType.CALL, 0, self.job, a.worker, 0, a.nonce, a.call)
         return self._reject(msg, a.addr, reason, peer)
 
     def _reject(
         self,
-        msg: codec.Control,
+        msg: payload.Control,
         addr: Addr,
         reason: RejectReason,
         peer: Announcement | None,
         index: int | None = None,
-    ) -> tuple[codec.Control, Addr]:
+    ) -> tuple[payload.Control, Addr]:
         """A REJECT to ``msg``'s sender carrying what it differs from: the
         peer's announcement, or (peer None) its own call with the PS's table;
         ``index``: the worker index run twice (DUPLICATE)."""
         src = msg if peer is None else peer
         who = wire.NO_PEER if peer is None else peer.worker
-        reply = codec.Control(
+        reply = payload.Control(
             ControlType.REJECT, reason, self.job, msg.worker, who if index is None else index,
             msg.nonce, src.call, src.base, src.chunks, src.length, self.fan_in, self.mask, 0, 0,
             src.digest,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth, codec
+from hosts import auth, payload
 from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
 from hosts.drops import Drop
 from hosts.transport import Addr, Transport
@@ -70,7 +70,7 @@ class Announcer:
         """the number of the first message sent to each shard under its session."""
         self.buf = bytearray(wire.CONTROL_BYTES + 1)
         self.failure: Exception | None = None
-        self.reports: dict[int, codec.Control] = {}
+        self.reports: dict[int, payload.Control] = {}
         self.call_rto = self.next_call = self.next_alive = self.probed = 0.0
         self.asking: list[int] = []
         self.tries, self.next_status = 0, 0.0
@@ -118,7 +118,7 @@ class Announcer:
         """BYE to every PS this process spoke to: its index is free at once."""
         for s in range(self.shards):
             if self.sessions[s]:
-                self._send(s, codec.Control(ControlType.BYE, 0, self.w.job, self.w.index))
+                self._send(s, payload.Control(ControlType.BYE, 0, self.w.job, self.w.index))
 
     def _alive(self, c: Call, now: float) -> None:
         for s in range(self.shards):
@@ -143,15 +143,15 @@ class Announcer:
 
     # -- send -----------------------------------------------------------------
 
-    def _about(self, c: Call, ctype: ControlType) -> codec.Control:
+    def _about(self, c: Call, ctype: ControlType) -> payload.Control:
         w = self.w
         offset = c.offset if ctype == ControlType.RESUME and c.offset is not None else 0
-        return codec.Control(
+        return payload.Control(
             ctype, 0, w.job, w.index, 0, 0, c.number, c.base, c.n, c.size, w.fan_in, w.mask,
             0, 0, c.digest, offset,
         )  # fmt: skip
 
-    def _send(self, s: int, msg: codec.Control) -> None:
+    def _send(self, s: int, msg: payload.Control) -> None:
         self.numbers[s] += self.shards
         msg = replace(msg, nonce=self.nonce, session=self.sessions[s], counter=self.numbers[s])
         self.control.send(auth.seal(msg, self.key), self.addrs[s])
@@ -166,8 +166,8 @@ class Announcer:
         counters = self.w.counters
         counters.control_received += 1
         try:
-            m = codec.decode_control(buf, n)
-        except codec.Malformed:
+            m = payload.decode_control(buf, n)
+        except payload.Malformed:
             counters.dropped[Drop.CONTROL] += 1
             return
         s = m.counter % self.shards
@@ -195,7 +195,7 @@ class Announcer:
         else:
             counters.dropped[Drop.STALE] += 1
 
-    def _on_challenge(self, m: codec.Control, s: int, c: Call | None, now: float) -> None:
+    def _on_challenge(self, m: payload.Control, s: int, c: Call | None, now: float) -> None:
         """The PS of shard ``s`` has another session than the one this worker
         sent since ``since[s]``: it is new to the worker, or it restarted."""
         if m.counter < self.since[s] or m.session in (0, self.sessions[s]):
@@ -213,7 +213,7 @@ class Announcer:
             c.restarted |= bit
         self.next_call, self.call_rto = now, self.w.timeout.floor
 
-    def _on_go(self, m: codec.Control, s: int, c: Call, now: float) -> None:
+    def _on_go(self, m: payload.Control, s: int, c: Call, now: float) -> None:
         """Shard ``s`` agreed the call; every shard names the same offset."""
         shape = (m.base, m.chunks, m.length, m.digest)
         if shape != (c.base, c.n, c.size, c.digest) or c.offset not in (None, m.offset):

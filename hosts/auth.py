@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from esa import wire
-from hosts import codec
+from hosts import payload
 from hosts.budget import Budget
 from hosts.transport import Addr
 
@@ -87,9 +87,9 @@ def tag(data: bytes | bytearray | memoryview, key: bytes) -> bytes:
     return hmac.new(key, bytes(data[:BODY]), hashlib.sha256).digest()[: wire.MAC_BYTES]
 
 
-def seal(msg: codec.Control, key: bytes) -> bytes:
+def seal(msg: payload.Control, key: bytes) -> bytes:
     """``msg`` encoded with its authenticator."""
-    body = codec.encode_control(replace(msg, mac=0))[:BODY]
+    body = payload.encode_control(replace(msg, mac=0))[:BODY]
     return body + tag(body, key)
 
 

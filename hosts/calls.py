@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.wire import RejectReason, ReportKind
-from hosts import codec, quant
+from hosts import payload, quant
 from hosts.errors import AllreduceTimeout, CallRejected
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def shard_list(shards: list[int], of: int) -> str:
     return f"PS shards {', '.join(map(str, shards))} of {of}"
 
 
-def rejected(w: Worker, m: codec.Control, c: Call, shard: int) -> CallRejected:
+def rejected(w: Worker, m: payload.Control, c: Call, shard: int) -> CallRejected:
     """The exception for the REJECT ``m`` of call ``c`` by the PS of ``shard``."""
     peer = None if m.peer == wire.NO_PEER else m.peer
     try:
@@ -114,7 +114,7 @@ def rejected(w: Worker, m: codec.Control, c: Call, shard: int) -> CallRejected:
 
 
 def _why(
-    w: Worker, reason: RejectReason, m: codec.Control, c: Call, peer: int | None, shard: int
+    w: Worker, reason: RejectReason, m: payload.Control, c: Call, peer: int | None, shard: int
 ) -> str:
     ps = "{}:{}".format(*w.control_addrs[shard])
     return {
@@ -138,7 +138,7 @@ def _why(
 
 
 def timed_out(
-    w: Worker, c: Call, waiting: list[int], reports: dict[int, codec.Control | None]
+    w: Worker, c: Call, waiting: list[int], reports: dict[int, payload.Control | None]
 ) -> AllreduceTimeout:
     """The exception for call ``c``, given up at its deadline while waiting
     for the PS hosts of these shards, with each one's report on it (None: no
@@ -169,7 +169,7 @@ def timed_out(
     )  # fmt: skip
 
 
-def _missing(report: codec.Control | None) -> tuple[str, list[int] | None]:
+def _missing(report: payload.Control | None) -> tuple[str, list[int] | None]:
     """What one PS's ``report`` says is missing, and the workers it names."""
     if report is None:
         return "missing workers unknown (the PS did not answer)", None

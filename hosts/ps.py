@@ -39,7 +39,7 @@ import numpy.typing as npt
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, popcount, ps_shard, valid_shards
 from esa.wire import Flag, PacketType
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.agreement import Agreement, CallBook
 from hosts.budget import Budget
 from hosts.drops import Drop, new_drops
@@ -165,7 +165,7 @@ class ParameterServer:
         self.done: OrderedDict[Key, Answer] = OrderedDict()
         """LRU of finished chunks, newest last."""
         self.counters = PSCounters()
-        self.frame = codec.Frame()
+        self.frame = payload.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.next_scan = 0.0
         self.desk = None if control is None else ControlDesk(
@@ -214,7 +214,7 @@ class ParameterServer:
     def _count(self, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
 
-    def _check(self, h: codec.Header, spec: Workers) -> Drop | None:
+    def _check(self, h: payload.Header, spec: Workers) -> Drop | None:
         """Why a datagram of a known job is not what its sender would send."""
         allowed = SENDER_FLAGS.get(PacketType(h.ptype))
         if allowed is None:
@@ -239,8 +239,8 @@ class ParameterServer:
     def handle(self, buf: bytearray, n: int, now: float) -> None:
         self.counters.received += 1
         try:
-            h = codec.decode_header(buf, n)
-        except codec.Malformed:
+            h = payload.decode_header(buf, n)
+        except payload.Malformed:
             self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
             return
         spec = self.jobs.get(h.job)
@@ -254,7 +254,7 @@ class ParameterServer:
         if reason is not None:
             self._drop(reason)
             return
-        values = codec.values_view(buf)
+        values = payload.values_view(buf)
         key = (h.job, h.seq)
         if h.ptype == PacketType.RESULT:
             self._on_switch_result(key, h, values, now)
@@ -268,7 +268,7 @@ class ParameterServer:
             self._on_contribution(key, spec, h, values, now, answer=fallback)
 
     def _on_switch_result(
-        self, key: Key, h: codec.Header, values: npt.NDArray[np.int32], now: float
+        self, key: Key, h: payload.Header, values: npt.NDArray[np.int32], now: float
     ) -> None:
         """A sum completed in the switch: done here too; a held one (ATP) is
         acknowledged with a PS_RESULT that carries it on to the workers,
@@ -297,7 +297,7 @@ class ParameterServer:
         self,
         key: Key,
         spec: Workers,
-        h: codec.Header,
+        h: payload.Header,
         values: npt.NDArray[np.int32],
         now: float,
         answer: bool,
@@ -349,7 +349,7 @@ class ParameterServer:
         self._finish(key, Answer(flags, payload))
 
     def _on_float(
-        self, key: Key, spec: Workers, h: codec.Header, values: npt.NDArray[np.int32], now: float
+        self, key: Key, spec: Workers, h: payload.Header, values: npt.NDArray[np.int32], now: float
     ) -> None:
         """A worker's float32 resend after an overflowed result.  If the PS
         knows an exact or float sum of the chunk it answers with that (the
@@ -488,7 +488,7 @@ class ParameterServer:
     def _encode(
         self, ptype: int, flags: int, key: Key, bitmap: int, count: int, values: npt.ArrayLike
     ) -> bytes:
-        header = codec.Header(ptype, flags, key[0], key[1], bitmap, count)
+        header = payload.Header(ptype, flags, key[0], key[1], bitmap, count)
         return bytes(self.frame.pack(header, values))
 
     def _reply(self, job: int, payload: bytes, now: float) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth, codec
+from hosts import auth, payload
 from hosts.agreement import Agreement, CallBook
 from hosts.drops import Drop
 from hosts.transport import Addr, Transport
@@ -79,8 +79,8 @@ class ControlDesk:
     def handle(self, buf: bytearray, n: int, addr: Addr, now: float) -> None:
         self.count("control_received")
         try:
-            msg = codec.decode_control(buf, n)
-        except codec.Malformed:
+            msg = payload.decode_control(buf, n)
+        except payload.Malformed:
             self.drop(Drop.CONTROL)
             return
         if msg.ctype not in FROM_WORKERS or msg.counter == 0:
@@ -102,7 +102,7 @@ class ControlDesk:
         if msg.session != self.session:
             if msg.session:
                 self.drop(Drop.SESSION)
-            challenge = codec.Control(
+            challenge = payload.Control(
                 ControlType.CHALLENGE, 0, msg.job, msg.worker, 0, msg.nonce, msg.call,
                 counter=msg.counter,
             )  # fmt: skip
@@ -121,22 +121,22 @@ class ControlDesk:
             counter = msg.counter if p is None else p.window.top
             self._send(replace(reply, counter=counter), to, key, now)
 
-    def _unsigned(self, msg: codec.Control, addr: Addr, reason: RejectReason, now: float) -> None:
+    def _unsigned(self, msg: payload.Control, addr: Addr, reason: RejectReason, now: float) -> None:
         """A REJECT the PS can not authenticate: it has no key for the job,
         or the CALL's authenticator is not the job key's."""
-        reply = codec.Control(
+        reply = payload.Control(
             ControlType.REJECT, reason, msg.job, msg.worker, wire.NO_PEER, msg.nonce,
             msg.call, counter=msg.counter,
         )  # fmt: skip
         if self._allowed(reply, addr, now):
-            self.transport.send(codec.encode_control(reply), addr)
+            self.transport.send(payload.encode_control(reply), addr)
 
-    def _send(self, msg: codec.Control, addr: Addr, key: bytes, now: float) -> None:
+    def _send(self, msg: payload.Control, addr: Addr, key: bytes, now: float) -> None:
         msg = replace(msg, session=self.session)
         if self._allowed(msg, addr, now):
             self.transport.send(auth.seal(msg, key), addr)
 
-    def _allowed(self, msg: codec.Control, addr: Addr, now: float) -> bool:
+    def _allowed(self, msg: payload.Control, addr: Addr, now: float) -> bool:
         if msg.ctype in LIMITED and not self.limit.take(addr, now):
             self.count("control_suppressed")
             return False

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from esa.wire import LIVE_TTL, ControlType
-from hosts import codec
+from hosts import payload
 from hosts.auth import ReplayWindow
 from hosts.transport import Addr
 
@@ -66,7 +66,7 @@ class Roster:
     def live(p: Proc, now: float) -> bool:
         return p.state in (State.HOLDER, State.CONTENDER) and now - p.heard < LIVE_TTL
 
-    def hear(self, p: Proc, msg: codec.Control, addr: Addr, now: float) -> list[Proc]:
+    def hear(self, p: Proc, msg: payload.Control, addr: Addr, now: float) -> list[Proc]:
         """An authentic, fresh message of known process ``p``; returns the
         processes it shows running as one index (banned now)."""
         p.window.take(msg.counter)
@@ -82,7 +82,7 @@ class Roster:
             return self._ban(p, c)
         return []
 
-    def claim(self, msg: codec.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
+    def claim(self, msg: payload.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
         """The process of CALL ``msg`` (authentic, fresh, for an index of the
         job and, if the process is known, for its index), and the processes
         found running as one index (banned now).  The process goes on to
@@ -95,7 +95,7 @@ class Roster:
             return self._contend(p, now), banned
         return p, banned
 
-    def _newcomer(self, msg: codec.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
+    def _newcomer(self, msg: payload.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
         i = msg.worker
         p = Proc(i, msg.nonce, addr, now, State.CONTENDER)
         p.window.take(msg.counter)

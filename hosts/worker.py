@@ -27,7 +27,7 @@ import numpy.typing as npt
 from esa import wire
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
 from esa.wire import Flag, PacketType
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.announce import Announcer
 from hosts.calls import (
     ANNOUNCING,
@@ -152,7 +152,7 @@ class Worker:
         """chunk of the current call -> its retransmission deadline."""
         self.timers: list[tuple[float, int]] = []
         """heap of (deadline, chunk); entries no longer in ``inflight`` are skipped."""
-        self.frame = codec.Frame()
+        self.frame = payload.Frame()
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.control = control
         self.agent = (
@@ -320,7 +320,7 @@ class Worker:
 
     # -- receive ----------------------------------------------------------
 
-    def _check(self, h: codec.Header) -> Drop | None:
+    def _check(self, h: payload.Header) -> Drop | None:
         """Why a datagram of this job is not what a switch or PS would send."""
         if h.ptype == PacketType.PULL:
             if h.flags:
@@ -340,8 +340,8 @@ class Worker:
     def handle(self, buf: bytearray, n: int, now: float) -> None:
         self.counters.received += 1
         try:
-            h = codec.decode_header(buf, n)
-        except codec.Malformed:
+            h = payload.decode_header(buf, n)
+        except payload.Malformed:
             self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
             return
         if h.job != self.job:
@@ -361,7 +361,7 @@ class Worker:
         elif h.ptype == PacketType.PULL:
             self._on_pull(h, c, i, now)
         else:
-            self._on_result(h, c, i, codec.values_view(buf), now)
+            self._on_result(h, c, i, payload.values_view(buf), now)
 
     def _drop(self, reason: Drop) -> None:
         self.counters.dropped[reason] += 1
@@ -373,7 +373,7 @@ class Worker:
         return None
 
     def _on_result(
-        self, h: codec.Header, c: Call, i: int, values: npt.NDArray[np.int32], now: float
+        self, h: payload.Header, c: Call, i: int, values: npt.NDArray[np.int32], now: float
     ) -> None:
         """Deliver a chunk's sum.  An OVERFLOW-flagged sum is not exact: the
         worker resends its chunk as FLOAT, but still accepts an exact (plain)
@@ -412,7 +412,7 @@ class Worker:
             if self.timeout.answered(i, now, in_flight, h.ptype, h.flags):
                 self.counters.spurious += 1
 
-    def _on_pull(self, h: codec.Header, c: Call, i: int, now: float) -> None:
+    def _on_pull(self, h: payload.Header, c: Call, i: int, now: float) -> None:
         """The PS misses contributions of ``h.seq``: resend ours unless it has it."""
         if h.bitmap & self.bit:
             return
@@ -429,7 +429,7 @@ class Worker:
         if c.clipped[i]:
             flags |= OVERFLOW
         seq = (c.first + i) % SEQ_MOD
-        h = codec.Header(PacketType.CONTRIB, flags, self.job, seq, self.bit, 1)
+        h = payload.Header(PacketType.CONTRIB, flags, self.job, seq, self.bit, 1)
         self.transport.send(self.frame.pack(h, c.q[i]), self._ps_for(seq))
         self.counters.sent += 1
         if c.state[i] == PENDING:
@@ -441,7 +441,7 @@ class Worker:
 
     def _send_float(self, c: Call, i: int, flags: int, now: float) -> None:
         seq = (c.first + i) % SEQ_MOD
-        h = codec.Header(PacketType.FLOAT, flags, self.job, seq, self.bit, 1)
+        h = payload.Header(PacketType.FLOAT, flags, self.job, seq, self.bit, 1)
         self.transport.send(self.frame.pack(h, quant.float_bits(c.floats[i])), self._ps_for(seq))
         self.counters.float_sent += 1
         c.state[i] = FLOATING

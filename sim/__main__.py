@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from sim import curves, plots, report, sweep
+from sim import curves, plots, summary, sweep
 from sim.params import SQUAT_RTTS, Scheme
 
 
@@ -27,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     pool_points, shard_points = curves.pool_points(), curves.shard_points()
     rows = sweep.run(points, args.seeds, args.procs)
     curve_rows = sweep.run(pool_points + shard_points, curves.SEEDS, args.procs)
-    summaries = report.summarise(points, rows, args.seeds)
-    by_pool = report.summarise(pool_points, curve_rows, curves.SEEDS)
-    by_shards = report.summarise(shard_points, curve_rows, curves.SEEDS)
+    summaries = summary.summarise(points, rows, args.seeds)
+    by_pool = summary.summarise(pool_points, curve_rows, curves.SEEDS)
+    by_shards = summary.summarise(shard_points, curve_rows, curves.SEEDS)
     sweep.write_csv(args.out / "jobs.csv", rows)
     sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
     sweep.write_csv(args.out / "curves.csv", [s.row() for s in by_pool + by_shards])
@@ -49,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         f"squat timeout {SQUAT_RTTS} round trips; windows (packets, each scheme's own "
         f"bandwidth-delay product): {windows}"
     )
-    print(report.table(summaries))
+    print(summary.table(summaries))
     print()
     print(f"curves at {curves.BASE}, {curves.SEEDS} seed: the pool, then the PS shards per job")
-    print(report.table(by_pool + by_shards))
+    print(summary.table(by_pool + by_shards))
     print()
     solves = sum(int(str(r["solves"])) for r in rows + curve_rows if r["job"] == 1)
-    lines = report.goals(summaries) + curves.pool_goals(by_pool) + curves.shard_lines(by_shards)
+    lines = summary.goals(summaries) + curves.pool_goals(by_pool) + curves.shard_lines(by_shards)
     for line in lines:
         print(line)
     print(f"rate solves: {solves:,}, unconverged 0 (an unconverged solve stops the run)")

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from sim.params import Scheme
-from sim.report import CONTROLLER_ESA, NEAR_IDEAL, NEAR_PS_ONLY, Summary, verdict
+from sim.summary import CONTROLLER_ESA, NEAR_IDEAL, NEAR_PS_ONLY, Summary, verdict
 from sim.sweep import SUBSET, Point
 
 POOLS = (8, 64, 256, 1024, 4096, 16384, 65536)

@@ -35,9 +35,9 @@ from esa.model import JobConfig, Packet, Result, Slot, SwitchModel
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 from sim.calibrate import US_SKEW
+from sim.entry import mean_jct
 from sim.packet import PacketSim
 from sim.params import Net, Scheme
-from sim.scenario import mean_jct
 
 SHARDS = (1, 2, 8)
 POOLS = (16, 64, 256)

@@ -8,7 +8,7 @@ place chunks equally well; where they reach it milliseconds apart, as the
 host processes around a software switch do, a hashed chunk that lands on
 another job's held slot goes to its PS.  This runs a Mininet scenario's
 jobs through the packet model (``sim.packet``, calibrated as
-``sim.validate`` does) with each worker's packets reaching the switch a
+``sim.replay`` does) with each worker's packets reaching the switch a
 fixed ``U[0, lag)`` later than they would, drawn per worker, under the
 static equal split, ESA hashing every job and ESA with homes, and prints
 each one's average JCT.
@@ -20,11 +20,11 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from runner import scenario as scn
 from sim import packet
+from sim.entry import mean_jct
 from sim.params import Net, Scheme
-from sim.scenario import mean_jct
-from sim.validate import net_for
-from testbed.run import scenario as scn
+from sim.replay import net_for
 
 SCENARIOS = (scn.SCENARIOS / "priority.json", scn.DEFAULT)
 LAGS_MS = (0.0, 3.0, 10.0)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sim.params import BASELINES, ESA_SCHEMES, Scheme
-from sim.report import Summary
+from sim.summary import Summary
 from sim.sweep import Row
 
 

@@ -7,7 +7,7 @@ one switch, on the fabric with only the spine aggregating (the ToRs
 forward), and on the fabric with two tiers (``sim.tiers``); the packets the
 ToRs' uplinks carried without and with ToR aggregation; then the best
 baseline over the best ESA variant in each setting.  The jobs span two
-racks each (``jobs``, placed by ``sim.fabric.place``).  About three CPU
+racks each (``jobs``, placed by ``sim.racks.place``).  About three CPU
 minutes, split over ``--procs`` processes.
 """
 
@@ -22,8 +22,8 @@ from typing import Literal
 
 from esa.job import JobSpec
 from sim import packet, tiers
-from sim.fabric import Racks, place
 from sim.params import BASELINES, BOUNDS, ESA_SCHEMES, Net, Scheme
+from sim.racks import Racks, place
 from sim.workload import beyond_compute
 
 NET = Net(ps_shards=2, barrier=True)

@@ -1,4 +1,4 @@
-"""Packet-level simulator of a multi-rack fabric (``sim.fabric``): a chain of
+"""Packet-level simulator of a multi-rack fabric (``sim.racks``): a chain of
 switch models, one ``esa.model.SwitchModel`` per ToR and one at the spine.
 
 Two-tier aggregation (``Racks.tor_aggregation``):
@@ -43,10 +43,10 @@ from esa.model import JobConfig, Out, Output, Packet, SwitchModel
 from esa.spec import Verdict
 from esa.wire import PacketType
 from sim.control import FabricPartitions, Partitions, priorities
-from sim.fabric import Paths, RackJob, Racks, spine_rtt, tor_rtt
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import ZEROS, HostSim
 from sim.params import Net, Scheme
+from sim.racks import Paths, RackJob, Racks, spine_rtt, tor_rtt
 
 TOR_UPLINK = 1
 """A ToR's port to the spine."""

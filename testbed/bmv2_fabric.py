@@ -20,8 +20,8 @@ from pathlib import Path
 from types import TracebackType
 
 from controller.fabric import Fabric
-from testbed.bmv2 import THRIFT_PORT, Bmv2
-from testbed.netns import Namespace, drain
+from runner.devices.bmv2 import THRIFT_PORT, Bmv2
+from runner.devices.netns import Namespace, drain
 
 
 class Bmv2Fabric:

@@ -12,8 +12,8 @@ import socket
 import tempfile
 from pathlib import Path
 
-from testbed.bmv2 import Bmv2
-from testbed.netns import Namespace, drain
+from runner.devices.bmv2 import Bmv2
+from runner.devices.netns import Namespace, drain
 
 
 class Bmv2Switch:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from esa import model, wire
 from esa.job import ps_shard
-from hosts import codec
+from hosts import payload
 from hosts.transport import Addr, UdpTransport
 
 H = TypeVar("H")
@@ -79,8 +79,8 @@ class LoopSwitch:
                 continue
             n, src = got
             try:
-                pkt = codec.to_model(memoryview(buf)[:n])
-            except codec.Malformed:
+                pkt = payload.to_model(memoryview(buf)[:n])
+            except payload.Malformed:
                 continue
             port = self._port_of(pkt.job, src)
             now_us = int((time.monotonic() - t0) * 1e6)
@@ -95,11 +95,11 @@ class LoopSwitch:
         return cfg.ps_ports[pses.index(src)] if src in pses else max(cfg.ps_ports) + 1
 
     def _forward(self, out: model.Output) -> None:
-        payload = codec.from_model(out.packet)
+        frame = payload.from_model(out.packet)
         job = out.packet.job
         for d in destinations(out, self.workers.get(job, []), self.ps.get(job, ())):
             if self.rng.random() < self.loss:
                 self.lost += 1
                 continue
             self.forwarded += 1
-            self.transport.send(payload, d)
+            self.transport.send(frame, d)

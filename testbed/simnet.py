@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from esa import model, wire
-from hosts import codec
+from hosts import payload
 from hosts.transport import Addr, Bytes
 from testbed.loopswitch import destinations
 
@@ -119,16 +119,16 @@ class SimNet:
 
     def _switch(self, data: bytes, src: Host) -> None:
         try:
-            pkt = codec.to_model(data)
-        except codec.Malformed:
+            pkt = payload.to_model(data)
+        except payload.Malformed:
             return
         res = self.switch.process(pkt, int(self.now * 1e6), in_port=src.port)
         for out in res.outputs:
             p = out.packet
-            payload = codec.from_model(p)
+            frame = payload.from_model(p)
             dsts = destinations(out, self.workers_of.get(p.job, []), self.ps_of.get(p.job, ()))
             for d in dsts:
-                self._schedule(d, payload, src)
+                self._schedule(d, frame, src)
 
     def run(self, stop: Callable[[], bool], max_time: float) -> None:
         """Advance virtual time until ``stop()`` or ``max_time`` (then raise)."""

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from esa.toolchain import missing_binaries
-from testbed.bmv2 import missing_bmv2
-from testbed.netns import missing_root
+from runner.devices.bmv2 import missing_bmv2
+from runner.devices.netns import missing_root
 from tests.dataplane import Rig, build_program
 
 settings.register_profile(

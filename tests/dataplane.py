@@ -33,9 +33,9 @@ from esa.model import Out, Packet, SwitchModel
 from esa.p4names import register
 from esa.spec import Policy
 from esa.toolchain import compile_p4
+from runner.paths import ROOT
 from testbed.bmv2_veth import Bmv2Switch
 from testbed.fabric_model import job_configs
-from testbed.paths import ROOT
 from tests.wait import LIMIT_S
 
 POOL = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from testbed.paths import ROOT
+from runner.paths import ROOT
 from tests.wait import LIMIT_S
 
 

@@ -28,7 +28,7 @@ from esa.model import slot_hash
 from esa.spec import Policy
 from esa.toolchain import compile_p4
 from esa.wire import Flag, PacketType
-from testbed.bmv2 import THRIFT_PORT
+from runner.devices.bmv2 import THRIFT_PORT
 from testbed.bmv2_veth import Bmv2Switch
 from tests.esa_ctl import esa_ctl
 from tests.wait import LIMIT_S, until

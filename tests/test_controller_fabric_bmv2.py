@@ -20,8 +20,8 @@ from controller.state import Store
 from controller.switch import P4RuntimeSwitch, Switch
 from esa.spec import mgid_workers
 from esa.toolchain import compile_p4
+from runner.paths import ROOT
 from testbed.bmv2_fabric import Bmv2Fabric
-from testbed.paths import ROOT
 from tests.wait import until
 
 pytestmark = pytest.mark.bmv2

@@ -23,7 +23,7 @@ from controller.plan import device_entries
 from controller.service import Controller
 from controller.state import Store
 from esa.spec import Drop, Event, Policy, counter_index, mgid_workers
-from testbed.paths import ROOT
+from runner.paths import ROOT
 from tests.test_controller_cli import esa_ctl_here
 from tests.test_controller_service import Clock, connector
 

@@ -15,8 +15,8 @@ from controller.errors import SwitchError
 from controller.p4rt import Session
 from controller.pipeline import device_config
 from controller.switch import P4RuntimeSwitch
-from testbed.refswitch_p4rt import Device, serve
-from testbed.run.switches import COMMITTED_P4INFO
+from refswitch.server import Device, serve
+from runner.switches import COMMITTED_P4INFO
 from tests.test_controller_cli import esa_ctl_here, serve_argv, serve_inputs, tree
 
 POOL = 8

@@ -44,9 +44,9 @@ from esa.p4names import register
 from esa.spec import Event, Policy
 from esa.toolchain import compile_p4
 from esa.wire import Flag, PacketType
+from runner.paths import ROOT
 from testbed.bmv2_fabric import Bmv2Fabric
 from testbed.fabric_model import Addr, FabricModel, Frame
-from testbed.paths import ROOT
 from tests.dataplane import counter_arrays, frame, parse
 from tests.test_controller_fabric_bmv2 import fabric_controller
 from tests.wait import LIMIT_S

@@ -17,8 +17,8 @@ from controller.fabric import Fabric
 from controller.switch import Change, Kind, Op, P4RuntimeSwitch
 from controller.topology import mac_to_int
 from esa.toolchain import compile_p4
+from runner.paths import ROOT
 from testbed.bmv2_fabric import Bmv2Fabric
-from testbed.paths import ROOT
 from tests.wait import LIMIT_S
 
 pytestmark = pytest.mark.bmv2

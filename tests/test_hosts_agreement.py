@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.job import Workers
 from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
@@ -35,13 +35,13 @@ class Mailbox:
     """A control transport that keeps what is sent and serves queued messages."""
 
     def __init__(self) -> None:
-        self.sent: list[tuple[codec.Control, Addr]] = []
+        self.sent: list[tuple[payload.Control, Addr]] = []
         self.raw: list[bytes] = []
         self.inbox: deque[tuple[bytes, Addr]] = deque()
 
     def send(self, data: Bytes, to: Addr) -> None:
         self.raw.append(bytes(data))
-        self.sent.append((codec.decode_control(bytes(data), len(data)), to))
+        self.sent.append((payload.decode_control(bytes(data), len(data)), to))
 
     def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
         if not self.inbox:
@@ -78,7 +78,7 @@ class Proc:
     ) -> bytes:  # fmt: skip
         self.counter += 1
         digest = wire.config_digest(self.fan_in, self.mask, bound, length, "float32")
-        m = codec.Control(
+        m = payload.Control(
             ctype, 0, self.job, self.worker, 0, self.nonce, number, base, quant.chunks(length),
             length, self.fan_in, self.mask, 0, 0, digest, 0, self.session, self.counter,
         )  # fmt: skip
@@ -177,7 +177,7 @@ def test_an_unknown_job_or_key_is_told_without_an_authenticator() -> None:
         (C.REJECT, R.UNKNOWN_JOB, 0, NO, addr(0)),
         (C.REJECT, R.KEY, 0, NO, addr(1)),
     ]
-    assert [codec.decode_control(r, len(r)).mac for r in ctl.raw] == [0, 0]
+    assert [payload.decode_control(r, len(r)).mac for r in ctl.raw] == [0, 0]
     assert dropped(ps) == {Drop.JOB: 1, Drop.AUTH: 1}
     assert ps.books[1].snapshot() == server()[0].books[1].snapshot()
 
@@ -276,7 +276,7 @@ def test_a_new_run_is_accepted_once_the_old_processes_said_bye() -> None:
     assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
     assert not ps.done, "a new epoch: the old sums do not answer the new calls"
     assert offset(ps) == wire.epoch_offset(1, {0: 7, 1: 8}) != first, "at other seqs"
-    assert ctl.raw and codec.decode_control(ctl.raw[-1], wire.CONTROL_BYTES).offset == offset(ps)
+    assert ctl.raw and payload.decode_control(ctl.raw[-1], wire.CONTROL_BYTES).offset == offset(ps)
     data.inbox.append(pkt(T.FALLBACK, 1, first, 1, vec(5), flags=Flag.RETX))
     send(ps, ctl, now=0.2)
     assert data.sent == [] and dropped(ps) == {Drop.SEQ: 1}, "the old epoch's seqs are fenced"

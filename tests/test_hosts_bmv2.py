@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.paths import ROOT
-from testbed.run import scenario as scn
+from runner import scenario as scn
+from runner.paths import ROOT
 
 pytestmark = pytest.mark.bmv2
 

@@ -17,7 +17,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
-from hosts import codec, quant
+from hosts import payload, quant
 from hosts.drivers import IterDriver
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
@@ -189,7 +189,7 @@ def test_pull_recovers_a_result_lost_to_a_worker_and_the_ps() -> None:
     lost: list[tuple[str, str, int]] = []
 
     def drop(src: str, dst: str, data: bytes) -> bool:
-        h = codec.decode_header(data, len(data))
+        h = payload.decode_header(data, len(data))
         rule = (
             (src == "j1w0" and h.ptype == PacketType.CONTRIB and not h.flags)
             or (dst in ("j1w1", "ps0") and h.ptype == PacketType.RESULT)
@@ -236,12 +236,12 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
     sum answers w0; w1 keeps the switch's sum, the same one."""
 
     def drop(src: str, dst: str, data: bytes) -> bool:
-        h = codec.decode_header(data, len(data))
+        h = payload.decode_header(data, len(data))
         return dst in ("j1w0", "ps0") and h.ptype == PacketType.RESULT and h.seq == 0
 
     c = cluster(Policy.ESA, {1: 2}, pool=1024, iters=1, size=64, drop=drop)
-    forged = codec.encode(
-        codec.Header(PacketType.PS_RESULT, Flag.OVERFLOW, 1, 0, 0b11, 2), [0] * 32
+    forged = payload.encode(
+        payload.Header(PacketType.PS_RESULT, Flag.OVERFLOW, 1, 0, 0b11, 2), [0] * 32
     )
     c.net.add_agent(Forger(c.net.hosts["j1w0"], forged, at=0.0))
     c.run()

@@ -22,7 +22,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
@@ -38,7 +38,7 @@ PS_ADDR = ("10.0.0.9", wire.UDP_PORT)
 SESSION = 0x5E55
 
 ESA_FIELD = st.sampled_from([f.name for f in wire.HEADER])
-CONTROL_FIELD = st.sampled_from([f.name for f in dataclasses.fields(codec.Control)])
+CONTROL_FIELD = st.sampled_from([f.name for f in dataclasses.fields(payload.Control)])
 
 
 def _limit(name: str, fields: tuple[wire.Field, ...]) -> int:
@@ -61,10 +61,10 @@ def _value(draw: st.DrawFn, name: str, fields: tuple[wire.Field, ...], near: int
 @st.composite
 def mutated_esa(draw: st.DrawFn, templates: list[bytes]) -> bytes:
     """A real datagram with header fields replaced, bytes flipped, rarely cut."""
-    h, values = codec.decode(draw(st.sampled_from(templates)))
+    h, values = payload.decode(draw(st.sampled_from(templates)))
     for name in draw(st.lists(ESA_FIELD, min_size=1, max_size=3)):
         h = dataclasses.replace(h, **{name: _value(draw, name, wire.HEADER, getattr(h, name))})
-    data = bytearray(codec.encode(h, values))
+    data = bytearray(payload.encode(h, values))
     for pos in draw(st.lists(st.integers(0, len(data) - 1), max_size=2)):
         data[pos] = draw(st.integers(0, 255))
     if draw(st.integers(0, 9)) == 0:
@@ -73,7 +73,7 @@ def mutated_esa(draw: st.DrawFn, templates: list[bytes]) -> bytes:
 
 
 @st.composite
-def stray_control(draw: st.DrawFn, templates: list[codec.Control]) -> bytes:
+def stray_control(draw: st.DrawFn, templates: list[payload.Control]) -> bytes:
     """A real control message from a process nobody knows, fields replaced, rarely cut."""
     msg = draw(st.sampled_from(templates))
     msg = dataclasses.replace(msg, nonce=draw(st.integers(0, 2**32 - 1)))
@@ -81,14 +81,14 @@ def stray_control(draw: st.DrawFn, templates: list[codec.Control]) -> bytes:
         msg = dataclasses.replace(
             msg, **{name: _value(draw, name, wire.CONTROL, getattr(msg, name))}
         )
-    data = codec.encode_control(msg)
+    data = payload.encode_control(msg)
     if draw(st.integers(0, 9)) == 0:
         return data[: draw(st.integers(0, len(data) + 8))]
     return data
 
 
 def junk(
-    esa: list[bytes], control: list[codec.Control]
+    esa: list[bytes], control: list[payload.Control]
 ) -> st.SearchStrategy[list[tuple[bool, bytes]]]:
     """(to the control port?, datagram) items."""
     garbage = st.one_of(
@@ -107,11 +107,11 @@ def vals(worker: int, seq: int) -> list[int]:
     return [(worker + 1) * 1000 + seq * K + i for i in range(K)]
 
 
-def ps_call(ps: ParameterServer, ctl: Mailbox, number: int, now: float) -> list[codec.Control]:
+def ps_call(ps: ParameterServer, ctl: Mailbox, number: int, now: float) -> list[payload.Control]:
     msgs = []
     for i in range(FAN_IN):
         digest = wire.config_digest(FAN_IN, 7, 1.0, CHUNKS * K, "float32")
-        msgs.append(codec.Control(C.CALL, 0, 1, i, 0, 100 + i, number, number * CHUNKS, CHUNKS,
+        msgs.append(payload.Control(C.CALL, 0, 1, i, 0, 100 + i, number, number * CHUNKS, CHUNKS,
                                   CHUNKS * K, FAN_IN, 7, 0, 0, digest, 0, SESSION,
                                   number + 1))  # fmt: skip
     key = auth.open_key(1)
@@ -126,7 +126,7 @@ OFFSET = wire.epoch_offset(1, {i: 100 + i for i in range(FAN_IN)})
 
 def contributions(number: int) -> list[bytes]:
     return [
-        codec.encode(codec.Header(T.FALLBACK, 0, 1, OFFSET + seq, 1 << i, 1), vals(i, seq))
+        payload.encode(payload.Header(T.FALLBACK, 0, 1, OFFSET + seq, 1 << i, 1), vals(i, seq))
         for seq in range(number * CHUNKS, (number + 1) * CHUNKS)
         for i in range(FAN_IN)
     ]
@@ -134,12 +134,12 @@ def contributions(number: int) -> list[bytes]:
 
 PS_TEMPLATES = [
     *contributions(0),
-    codec.encode(codec.Header(T.PARTIAL, 0, 1, OFFSET + 5, 0b011, 2), vals(0, 5)),
-    codec.encode(codec.Header(T.RESULT, Flag.HOLD, 1, OFFSET + 6, 7, 3), vals(0, 6)),
-    codec.encode(codec.Header(T.FLOAT, Flag.RETX, 1, OFFSET + 7, 4, 1), vals(2, 7)),
+    payload.encode(payload.Header(T.PARTIAL, 0, 1, OFFSET + 5, 0b011, 2), vals(0, 5)),
+    payload.encode(payload.Header(T.RESULT, Flag.HOLD, 1, OFFSET + 6, 7, 3), vals(0, 6)),
+    payload.encode(payload.Header(T.FLOAT, Flag.RETX, 1, OFFSET + 7, 4, 1), vals(2, 7)),
 ]
-CALL_TEMPLATE = codec.Control(C.CALL, 0, 1, 0, 0, 0, 1, CHUNKS, CHUNKS, CHUNKS * K, FAN_IN, 7)
-STATUS_TEMPLATE = codec.Control(C.STATUS, 0, 1, 0, 0, 0, 1)
+CALL_TEMPLATE = payload.Control(C.CALL, 0, 1, 0, 0, 0, 1, CHUNKS, CHUNKS, CHUNKS * K, FAN_IN, 7)
+STATUS_TEMPLATE = payload.Control(C.STATUS, 0, 1, 0, 0, 0, 1)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -179,7 +179,7 @@ def go_for(w: Worker, ctype: int = C.GO) -> tuple[bytes, tuple[str, int]]:
     """The PS's GO (or CHALLENGE) for ``w``'s current call."""
     c, agent = w.cur, w.agent
     assert c is not None and agent is not None
-    go = codec.Control(
+    go = payload.Control(
         ctype, 0, 3, 1, 0, agent.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0, c.digest, 0,
         SESSION, agent.numbers[0],
     )  # fmt: skip
@@ -187,14 +187,14 @@ def go_for(w: Worker, ctype: int = C.GO) -> tuple[bytes, tuple[str, int]]:
 
 
 def result_of(seq: int, total: np.ndarray, ptype: int = T.RESULT, flags: int = 0) -> bytes:
-    return codec.encode(codec.Header(ptype, flags, 3, seq, 0b11, 2), total)
+    return payload.encode(payload.Header(ptype, flags, 3, seq, 0b11, 2), total)
 
 
 def forges_a_sum(datagram: bytes, w: Worker) -> bool:
     """A well-formed, unflagged or float result for a chunk of the call in flight."""
     try:
-        h = codec.decode_header(datagram, len(datagram))
-    except codec.Malformed:
+        h = payload.decode_header(datagram, len(datagram))
+    except payload.Malformed:
         return False
     c = w.cur
     return (
@@ -210,9 +210,9 @@ WORKER_TEMPLATES = [
     result_of(0, np.arange(K)),
     result_of(1, np.arange(K), T.PS_RESULT, Flag.FLOAT),
     result_of(1, np.arange(K), T.PS_RESULT, Flag.OVERFLOW),
-    codec.encode(codec.Header(T.PULL, 0, 3, 0, 0b01, 1), [0] * K),
+    payload.encode(payload.Header(T.PULL, 0, 3, 0, 0b01, 1), [0] * K),
 ]
-ANSWER_TEMPLATE = codec.Control(C.GO, 0, 3, 1, 0, 0, 1, 2, 2, 2 * K, 2, 3)
+ANSWER_TEMPLATE = payload.Control(C.GO, 0, 3, 1, 0, 0, 1, 2, 2, 2 * K, 2, 3)
 
 
 @settings(max_examples=150, deadline=None)
@@ -281,7 +281,7 @@ def test_switch_model_takes_any_packet(
         now += step
         res = sw.process(pkt, now, in_port=port)
         for out in res.outputs:
-            codec.from_model(out.packet)
+            payload.from_model(out.packet)
 
 
 def test_junk_between_iterations_is_dropped_for_its_reason() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import codec, quant
+from hosts import payload, quant
 from hosts.drops import Drop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
@@ -26,11 +26,11 @@ class Recorder:
     """Transport that keeps what is sent and serves a queue of datagrams."""
 
     def __init__(self) -> None:
-        self.sent: list[tuple[codec.Header, list[int], Addr]] = []
+        self.sent: list[tuple[payload.Header, list[int], Addr]] = []
         self.inbox: deque[bytes] = deque()
 
     def send(self, data: Bytes, addr: Addr) -> None:
-        h, v = codec.decode(bytes(data))
+        h, v = payload.decode(bytes(data))
         self.sent.append((h, v.tolist(), addr))
 
     def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
@@ -49,7 +49,7 @@ def pkt(
     ptype: int, job: int, seq: int, bitmap: int, values: npt.ArrayLike, flags: int = 0
 ) -> bytes:
     count = bin(bitmap).count("1")
-    return codec.encode(codec.Header(ptype, flags, job, seq, bitmap, count), values)
+    return payload.encode(payload.Header(ptype, flags, job, seq, bitmap, count), values)
 
 
 def server(
@@ -148,13 +148,13 @@ def test_held_result_is_acknowledged_with_the_same_sum() -> None:
     ps, rec = server({3: 2})
     feed(ps, rec, pkt(T.RESULT, 3, 8, 0b11, vec(-7), flags=Flag.HOLD | Flag.OVERFLOW))
     [(h, values, addr)] = rec.sent
-    assert h == codec.Header(T.PS_RESULT, Flag.HOLD | Flag.OVERFLOW, 3, 8, 0b11, 2)
+    assert h == payload.Header(T.PS_RESULT, Flag.HOLD | Flag.OVERFLOW, 3, 8, 0b11, 2)
     assert (values, addr) == (vec(-7), SWITCH)
     assert ps.counters.held_answered == 1
     rec.sent.clear()
     feed(ps, rec, pkt(T.FALLBACK, 3, 8, 0b01, vec(1), flags=Flag.RETX))
     [(h, values, addr)] = rec.sent
-    assert h == codec.Header(T.PS_RESULT, Flag.OVERFLOW, 3, 8, 0b11, 2)
+    assert h == payload.Header(T.PS_RESULT, Flag.OVERFLOW, 3, 8, 0b11, 2)
     assert (values, ps.counters.answered_from_cache) == (vec(-7), 1)
 
 
@@ -213,14 +213,14 @@ def test_float_recovery_sums_in_worker_bit_order() -> None:
         feed(ps, rec, pkt(T.FLOAT, 1, 2, 1 << bit, quant.float_bits(floats[bit])))
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b001, quant.float_bits(floats[0])))
     feed(ps, rec, pkt(T.FALLBACK, 1, 2, 0b010, vec(0), flags=Flag.RETX))
-    pull = codec.Header(T.PULL, 0, 1, 2, 0b011, 2)
+    pull = payload.Header(T.PULL, 0, 1, 2, 0b011, 2)
     assert [(h, v) for h, v, _ in rec.sent] == [(pull, [0] * wire.K)]
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b010, quant.float_bits(floats[1])))
     total: npt.NDArray[np.float32] = np.zeros(wire.K, np.float32)
     for f in floats:
         total += f
     h, v, _ = rec.sent[-1]
-    assert h == codec.Header(T.PS_RESULT, Flag.FLOAT, 1, 2, 0b111, 3)
+    assert h == payload.Header(T.PS_RESULT, Flag.FLOAT, 1, 2, 0b111, 3)
     assert v == quant.float_bits(total).tolist()
     assert ps.partials == {} and ps.float_sums == {} and ps.open == {1: 0}
     feed(ps, rec, pkt(T.FALLBACK, 1, 2, 0b100, vec(0), flags=Flag.RETX))
@@ -238,7 +238,7 @@ def test_float_for_an_exact_sum_is_answered_with_it() -> None:
     feed(ps, rec, pkt(T.FALLBACK, 1, 3, 0b01, vec(1)), pkt(T.FALLBACK, 1, 3, 0b10, vec(2)))
     feed(ps, rec, pkt(T.FLOAT, 1, 3, 0b01, vec(0)))
     assert rec.sent[1] == rec.sent[0]
-    assert rec.sent[0][0] == codec.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
+    assert rec.sent[0][0] == payload.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
     assert ps.float_sums == {} and ps.counters.answered_from_cache == 1
 
 
@@ -252,11 +252,11 @@ def test_float_for_an_unknown_chunk_pulls_the_int_contributions() -> None:
     ps.poll(0.5)
     assert rec.sent == []
     ps.poll(1.0)
-    assert [h for h, _, _ in rec.sent] == [codec.Header(T.PULL, 0, 1, 4, 0, 0)]
+    assert [h for h, _, _ in rec.sent] == [payload.Header(T.PULL, 0, 1, 4, 0, 0)]
     feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b01, vec(1), flags=Flag.RETX), now=1.1)
     feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b10, vec(2), flags=Flag.RETX), now=1.1)
     h, v, _ = rec.sent[-1]
-    assert h == codec.Header(T.PS_RESULT, 0, 1, 4, 0b11, 2)
+    assert h == payload.Header(T.PS_RESULT, 0, 1, 4, 0b11, 2)
     assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
     assert ps.float_sums == {} and ps.partials == {} and ps.open == {1: 0}
 
@@ -283,7 +283,7 @@ def test_result_cache_is_bounded_lru() -> None:
 
 def raw(ptype: int, job: int, seq: int, bitmap: int, count: int, flags: int = 0) -> bytes:
     """A datagram whose count need not match its bitmap."""
-    return codec.encode(codec.Header(ptype, flags, job, seq, bitmap, count), vec(0))
+    return payload.encode(payload.Header(ptype, flags, job, seq, bitmap, count), vec(0))
 
 
 def test_every_field_is_checked_against_the_job() -> None:
@@ -321,7 +321,7 @@ def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> Non
     feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b01, vec(1)), pkt(T.FALLBACK, 1, 0, 0b10, vec(2)))
     assert ps.counters.dropped[Drop.COUNT] == 2
     [(h, v, _)] = rec.sent
-    assert h == codec.Header(T.PS_RESULT, 0, 1, 0, 0b11, 2)
+    assert h == payload.Header(T.PS_RESULT, 0, 1, 0, 0b11, 2)
     assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.calls import ANNOUNCING, STREAMING
 from hosts.drops import Drop
 from hosts.errors import AllreduceTimeout, CallRejected
@@ -55,7 +55,7 @@ def test_window_streams_chunks_with_increasing_seqs() -> None:
     w.poll(0.0)
     q = quant.quantise(x, 1.0, w.scale).values
     assert [(h, v, a) for h, v, a in rec.sent] == [
-        (codec.Header(T.CONTRIB, 0, 3, i, 0b10, 1), q[i].tolist(), PS) for i in range(4)
+        (payload.Header(T.CONTRIB, 0, 3, i, 0b10, 1), q[i].tolist(), PS) for i in range(4)
     ]
     rec.sent.clear()
     rec.inbox.append(result(1, q[1] * 2))
@@ -186,7 +186,7 @@ def test_pull_resends_contributions_the_ps_lacks() -> None:
     rec.inbox.append(pkt(T.PULL, 3, 0, 0b10, [0] * K))
     rec.inbox.append(pkt(T.PULL, 3, 77, 0b01, [0] * K))
     w.poll(0.3)
-    assert rec.sent[0][0] == codec.Header(T.CONTRIB, Flag.RETX, 3, 1, 0b10, 1)
+    assert rec.sent[0][0] == payload.Header(T.CONTRIB, Flag.RETX, 3, 1, 0b10, 1)
     assert rec.sent[0][1] == quant.quantise(x, 1.0, w.scale).values[1].tolist()
     assert len(rec.sent) == 1
     assert (w.counters.pulls_answered, w.counters.dropped[Drop.STALE]) == (1, 1)
@@ -219,7 +219,7 @@ def test_overflow_recovery_through_float() -> None:
     rec.inbox.append(result(1, [0] * K))
     w.poll(0.5)
     [(h, bits, _)] = rec.sent
-    assert h == codec.Header(T.FLOAT, 0, 3, 0, 0b10, 1)
+    assert h == payload.Header(T.FLOAT, 0, 3, 0, 0b10, 1)
     assert quant.from_bits(bits).tolist() == x[:K].tolist()
     rec.sent.clear()
     w.poll(1.5)
@@ -235,7 +235,7 @@ def test_overflow_recovery_through_float() -> None:
 
 
 def raw(ptype: int, job: int, bitmap: int, count: int, flags: int = 0) -> bytes:
-    return codec.encode(codec.Header(ptype, flags, job, 0, bitmap, count), [0] * K)
+    return payload.encode(payload.Header(ptype, flags, job, 0, bitmap, count), [0] * K)
 
 
 def test_every_field_is_checked_against_the_job() -> None:
@@ -272,7 +272,7 @@ class Reflector:
         self.queue: list[bytes] = []
 
     def send(self, data: Bytes, addr: Addr) -> None:
-        h, v = codec.decode(bytes(data))
+        h, v = payload.decode(bytes(data))
         self.queue.append(result(h.seq, v.astype(np.int64) * 2))
 
     def recv_into(self, buf: bytearray) -> tuple[int, Addr] | None:
@@ -327,7 +327,7 @@ def answer(
     current call, with fields changed."""
     c, agent = w.cur, w.agent
     assert c is not None and agent is not None
-    msg = codec.Control(
+    msg = payload.Control(
         ctype, 0, 3, w.index, 0, agent.nonce, c.number, c.base, c.n, c.size, 2, 3, 0, 0,
         c.digest, 0, SESSION + shard, agent.numbers[shard],
     )  # fmt: skip
@@ -356,7 +356,7 @@ def test_a_call_is_announced_until_the_ps_says_go() -> None:
     [(m, to)] = ctl.sent
     assert w.agent is not None
     digest = wire.config_digest(2, 0b11, 1.0, x.size, "float32")
-    assert dataclasses.replace(m, mac=0) == codec.Control(
+    assert dataclasses.replace(m, mac=0) == payload.Control(
         C.CALL, 0, 3, 1, 0, w.agent.nonce, 0, 0, 3, x.size, 2, 3, 0, 0, digest, 0, 0, 1
     )
     assert auth.authentic(ctl.raw[0], KEY)
@@ -430,7 +430,7 @@ def test_an_unknown_job_is_taken_unauthenticated_only_from_a_ps_without_a_sessio
     w.begin(tensor(2))
     w.poll(0.0)
     unknown = answer(w, C.REJECT, code=RejectReason.UNKNOWN_JOB, peer=wire.NO_PEER)
-    unsigned = codec.encode_control(codec.decode_control(unknown[0], wire.CONTROL_BYTES))[:-8]
+    unsigned = payload.encode_control(payload.decode_control(unknown[0], wire.CONTROL_BYTES))[:-8]
     ctl.inbox.append((unsigned + bytes(8), PS))
     with pytest.raises(CallRejected) as e:
         w.poll(0.1)
@@ -448,8 +448,10 @@ def test_a_key_the_ps_can_not_authenticate_is_named() -> None:
     w, _, ctl = agreed_worker()
     w.begin(tensor(2))
     w.poll(0.0)
-    reject = codec.decode_control(answer(w, C.REJECT, code=RejectReason.KEY)[0], wire.CONTROL_BYTES)
-    ctl.inbox.append((codec.encode_control(dataclasses.replace(reject, mac=0)), PS))
+    reject = payload.decode_control(
+        answer(w, C.REJECT, code=RejectReason.KEY)[0], wire.CONTROL_BYTES
+    )
+    ctl.inbox.append((payload.encode_control(dataclasses.replace(reject, mac=0)), PS))
     with pytest.raises(CallRejected) as e:
         w.poll(0.1)
     assert str(e.value) == (

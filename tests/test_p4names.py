@@ -11,7 +11,7 @@ from p4.config.v1 import p4info_pb2
 from esa import p4names, spec
 from esa.job import MAX_PS_SHARDS
 from esa.toolchain import compile_p4
-from testbed.paths import ROOT
+from runner.paths import ROOT
 
 pytestmark = pytest.mark.p4c
 

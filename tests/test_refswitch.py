@@ -1,4 +1,4 @@
-"""The reference switch (testbed/refswitch.py).
+"""The reference switch (refswitch/main.py).
 
 * P4Runtime as BMv2 answers it: mastership, refused writes, pipeline checks
   (in process, no root needed);
@@ -65,15 +65,15 @@ from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
+from refswitch.main import main as refswitch_main
+from refswitch.main import parser as refswitch_parser
+from refswitch.server import Device, RefSwitchP4Runtime
+from refswitch.tables import PARAMS, SPECS
+from runner.devices.netns import PACKET_OUTGOING, Namespace
+from runner.devices.refproc import RefSwitch
+from runner.paths import ROOT
+from runner.timeline import P4RuntimeRegisters, Timeline
 from testbed.bmv2_veth import Bmv2Switch
-from testbed.netns import PACKET_OUTGOING, Namespace
-from testbed.paths import ROOT
-from testbed.refswitch import main as refswitch_main
-from testbed.refswitch import parser as refswitch_parser
-from testbed.refswitch_p4rt import Device, RefSwitchP4Runtime
-from testbed.refswitch_proc import RefSwitch
-from testbed.refswitch_tables import PARAMS, SPECS
-from testbed.run.timeline import P4RuntimeRegisters, Timeline
 from tests import dataplane
 from tests.dataplane import Seen, parse
 from tests.esa_ctl import esa_ctl

@@ -17,9 +17,9 @@ import pytest
 
 from esa.job import JobSpec
 from hosts.pcap_dump import dump
-from testbed.paths import ROOT
-from testbed.run import lock
-from testbed.run.verify import SEED, expected_digests
+from runner import lock
+from runner.paths import ROOT
+from runner.verify import SEED, expected_digests
 from tests.pty_session import PtySession
 
 SCENARIO = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.run.faults import Fault, FaultKind, parse_fault
+from runner.faults import Fault, FaultKind, parse_fault
 
 
 @pytest.mark.parametrize(

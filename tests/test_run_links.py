@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from testbed.netns import Namespace, entered
-from testbed.run import links
-from testbed.run.scenario import Link
+from runner import links
+from runner.devices.netns import Namespace, entered
+from runner.scenario import Link
 
 
 def test_loss_ruleset_drops_both_ways_and_counts() -> None:

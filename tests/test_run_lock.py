@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.run import lock
-from testbed.run.lock import Busy, Proc, Record, RunLock
+from runner import lock
+from runner.lock import Busy, Proc, Record, RunLock
 from tests.wait import LIMIT_S, until
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.bmv2 import Bmv2
-from testbed.run import main as run_main
-from testbed.run.topology import TOPOLOGIES
+from runner import main as run_main
+from runner.devices.bmv2 import Bmv2
+from runner.network import TOPOLOGIES
 
 
 def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

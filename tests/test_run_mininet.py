@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hosts.pcap_dump import dump
-from testbed.paths import ROOT
-from testbed.run import scenario as scn
+from runner import scenario as scn
+from runner.paths import ROOT
 from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.bmv2

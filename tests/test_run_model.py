@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.paths import ROOT
-from testbed.run import lock
-from testbed.run import scenario as scn
-from testbed.run.switches import BMV2_BINARIES
+from runner import lock
+from runner import scenario as scn
+from runner.paths import ROOT
+from runner.switches import BMV2_BINARIES
 from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.model

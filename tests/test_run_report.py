@@ -16,10 +16,10 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Annotation
 
 from esa.job import JobSpec
-from testbed.run import batch, report
-from testbed.run import scenario as scn
-from testbed.run.jobs import PolicyRun
-from testbed.run.switches import BMV2, MODEL
+from runner import batch, report
+from runner import scenario as scn
+from runner.jobs import PolicyRun
+from runner.switches import BMV2, MODEL
 
 WHY = "no iteration finished for 60 s; stopped"
 SCENARIO = scn.from_json(

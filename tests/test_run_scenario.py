@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from controller.admin import AdminClient
 from controller.messages import AdmitRequest, PolicyRequest, ProgressRequest
 from esa.job import EQUAL_PRIORITY, JobSpec, Placement
-from testbed.run import scenario as scn
-from testbed.run.ctl import Ctl
-from testbed.run.faults import Fault, FaultKind
+from runner import scenario as scn
+from runner.ctl import Ctl
+from runner.faults import Fault, FaultKind
 
 DEFAULT = scn.DEFAULT
 PRIORITY = scn.SCENARIOS / "priority.json"

@@ -8,9 +8,9 @@ import pytest
 
 from controller.pipeline import pool_size_of
 from esa.toolchain import missing_binaries
-from testbed.paths import ROOT
-from testbed.run import switches
-from testbed.run.switches import BMV2, MODEL
+from runner import switches
+from runner.paths import ROOT
+from runner.switches import BMV2, MODEL
 
 
 def test_without_the_toolchain_the_run_says_so_and_takes_the_reference_switch(

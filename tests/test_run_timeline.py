@@ -13,7 +13,8 @@ from controller.admin import AdminError
 from controller.messages import Stats
 from esa.p4names import SLOT_OWNER
 from esa.spec import owner_key
-from testbed.run.timeline import (
+from runner.devices.thrift import parse_register
+from runner.timeline import (
     SLOT_COUNT,
     Sample,
     Timeline,
@@ -22,7 +23,6 @@ from testbed.run.timeline import (
     plot,
     write_csv,
 )
-from testbed.thrift import parse_register
 
 
 def test_parse_register_reads_the_whole_array() -> None:

@@ -14,11 +14,11 @@ from controller.fabric import Device
 from controller.topology import Host
 from esa import wire
 from esa.job import JobSpec, Placement
-from testbed.run import scenario as scn
-from testbed.run import topology as topo
-from testbed.run.faults import parse_fault
-from testbed.run.scenario import Link, RunJob, Scenario
-from testbed.run.topology import JobHosts, Member
+from runner import network as topo
+from runner import scenario as scn
+from runner.faults import parse_fault
+from runner.network import JobHosts, Member
+from runner.scenario import Link, RunJob, Scenario
 
 
 def small(hosts: int = 4) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``make run --train torch`` without a network: the scenario, what each
 worker is started with (the example or the user's script, under
-``testbed.run.torchworker``), what that relays to the run, and a job's
+``runner.torchworker``), what that relays to the run, and a job's
 result and table row; and, on the reference switch in Mininet, a user's
 own DDP script run end to end."""
 
@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from testbed.paths import ROOT
-from testbed.run import batch, report, torchjobs
-from testbed.run import main as run_main
-from testbed.run import scenario as scn
-from testbed.run import topology as topo_mod
-from testbed.run.jobs import PolicyRun
-from testbed.run.switches import BMV2
-from testbed.run.world import PY
+from runner import batch, report, torchjobs
+from runner import main as run_main
+from runner import network as topo_mod
+from runner import scenario as scn
+from runner.jobs import PolicyRun
+from runner.paths import ROOT
+from runner.switches import BMV2
+from runner.world import PY
 from tests.wait import until
 
 TORCH = scn.SCENARIOS / "torch.json"
@@ -80,7 +80,7 @@ def _worker_command(s: scn.Scenario, job: int = 1) -> list[str]:
 def test_a_worker_is_started_as_torchrun_would() -> None:
     s = torchjobs.prepare(scn.load(TORCH))
     assert _worker_command(s) == [
-        *ENV, PY, "-m", "testbed.run.torchworker", "--progress", "epochs", "--",
+        *ENV, PY, "-m", "runner.torchworker", "--progress", "epochs", "--",
         PY, "-m", "examples.torch_digits",
         "--esa", "--epochs", "3", "--hidden", "64", "--bucket-cap-mb", "0.001", "--seed", "0",
     ]  # fmt: skip
@@ -93,7 +93,7 @@ def test_a_users_script_is_started_as_the_example_is() -> None:
     assert torchjobs.prepare(s) is s, "a script's jobs keep their values"
     # job 1 has a size hint: its steps count up to its iterations (3)
     assert _worker_command(s) == [
-        *ENV, PY, "-m", "testbed.run.torchworker", "--progress", "steps", "--most", "3", "--",
+        *ENV, PY, "-m", "runner.torchworker", "--progress", "steps", "--most", "3", "--",
         PY, str(USER_SCRIPT), "--epochs", "2", "--lr", "0.005",
     ]  # fmt: skip
     static = scn.with_specs(s, lambda j: replace(j, priority=100))
@@ -146,7 +146,7 @@ def test_a_script_that_can_not_run_is_refused(flags: tuple[str, ...], message: s
 
 def test_a_script_module_is_found_where_the_workers_run() -> None:
     assert scn.module_found("examples.torch_digits")
-    assert scn.module_found("testbed.run.torchworker")
+    assert scn.module_found("runner.torchworker")
     assert not scn.module_found("examples.nope")
     assert not scn.module_found("examples.torch_digits.nope")
     assert not scn.module_found("not a module")
@@ -230,7 +230,7 @@ def test_synthetic_tables_have_no_accuracy_column() -> None:
     assert "accuracy" not in report.job_table("esa", {job.job: r}, BMV2.label)
 
 
-# -- testbed.run.torchworker: between a worker's script and the run ----------
+# -- runner.torchworker: between a worker's script and the run ----------
 
 FAKE_SCRIPT = """
 import json, os, sys
@@ -255,7 +255,7 @@ RELAYED = {"steps": 3, "seconds": 1.5, "params_sha256": "ab", "accuracy": 0.75}
 
 
 def _relay(*opts: str, script: list[str], code: int = 0) -> subprocess.CompletedProcess[str]:
-    cmd = [PY, "-m", "testbed.run.torchworker", *opts, "--", PY, *script, str(code)]
+    cmd = [PY, "-m", "runner.torchworker", *opts, "--", PY, *script, str(code)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
 
 
@@ -306,7 +306,7 @@ def _gone(pid: int) -> bool:
 
 def test_a_killed_worker_takes_its_script_with_it() -> None:
     sleeper = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"
-    cmd = [PY, "-m", "testbed.run.torchworker", "--", PY, "-c", sleeper]
+    cmd = [PY, "-m", "runner.torchworker", "--", PY, "-c", sleeper]
     relay = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert relay.stderr is not None

@@ -11,8 +11,8 @@ import pytest
 from esa.job import JobSpec
 from sim import calibrate, fluid
 from sim.curves import MAY_RISE, RISE_TOLERANCE
+from sim.entry import mean_jct, run_scenario
 from sim.params import Net, Scheme
-from sim.scenario import mean_jct, run_scenario
 from sim.workload import WorkloadSpec, compute_times, ideal_iteration_s, make_jobs
 
 TOLERANCE = 0.15

@@ -1,4 +1,4 @@
-"""The sweep's workload, summary and goal verdicts (sim.workload, sim.sweep, sim.report)."""
+"""The sweep's workload, summary and goal verdicts (sim.workload, sim.sweep, sim.summary)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esa.job import JobSpec
-from sim import curves, rates, report, sweep
+from sim import curves, rates, summary, sweep
 from sim.params import BASELINES, ESA_SCHEMES, Net, Scheme
-from sim.report import Stats, Summary
+from sim.summary import Stats, Summary
 from sim.workload import WorkloadSpec, compute_times, concurrency, make_jobs
 
 NET = Net()
@@ -49,7 +49,7 @@ def means_stats(m: dict[Scheme, float]) -> dict[Scheme, Stats]:
     return {s: Stats(v, (v, v), 2 * v) for s, v in m.items()}
 
 
-def summary(name: str, pool: int, conc: float, means: dict[Scheme, float]) -> Summary:
+def a_summary(name: str, pool: int, conc: float, means: dict[Scheme, float]) -> Summary:
     return Summary(sweep.Point(name, "mixed", 4.0, pool), conc, 139, means_stats(means))
 
 
@@ -68,20 +68,20 @@ def means(
 
 def test_the_goals_are_judged_as_stated() -> None:
     ok = [
-        summary("hot", 1024, 10.0, means(12.0, 10.0, equal=11.2, atp=14.0)),
-        summary("cold", 4096, 2.0, means(10.0, 10.4, equal=10.4)),
+        a_summary("hot", 1024, 10.0, means(12.0, 10.0, equal=11.2, atp=14.0)),
+        a_summary("cold", 4096, 2.0, means(10.0, 10.4, equal=10.4)),
     ]
-    lines = report.goals(ok)
+    lines = summary.goals(ok)
     assert len(lines) == 3 and all(line.endswith("MET") for line in lines)
     assert ok[0].contended and not ok[1].contended
     assert ok[0].esa_gain == 1.2
     assert "against static-bdp" in lines[0]
 
     bad = [
-        summary("hot", 1024, 10.0, means(10.0, 10.5, equal=11.0, atp=10.2)),
-        summary("cold", 4096, 2.0, means(10.0, 10.6, equal=10.5, atp=9.9)),
+        a_summary("hot", 1024, 10.0, means(10.0, 10.5, equal=11.0, atp=10.2)),
+        a_summary("cold", 4096, 2.0, means(10.0, 10.6, equal=10.5, atp=9.9)),
     ]
-    lines = report.goals(bad)
+    lines = summary.goals(bad)
     assert all("NOT MET" in line for line in lines)
     assert "ESA not ahead at hot" in lines[0]
     assert "behind at cold" in lines[1]
@@ -91,16 +91,16 @@ def test_the_goals_are_judged_as_stated() -> None:
 def test_the_goals_judge_esa_as_the_controller_runs_it() -> None:
     """A better ESA variant does not stand in for the controller's."""
     hot = means(12.0, 13.0, equal=9.0)
-    line = report.goals([summary("hot", 1024, 10.0, hot)])[0]
+    line = summary.goals([a_summary("hot", 1024, 10.0, hot)])[0]
     assert "best baseline / esa-aging 0.923" in line and line.endswith("ESA not ahead at hot")
 
 
 def test_sensitivity_points_are_shown_not_judged() -> None:
-    good = summary("hot", 1024, 10.0, means(14.0, 10.0, equal=12.0))
+    good = a_summary("hot", 1024, 10.0, means(14.0, 10.0, equal=12.0))
     worse = replace(good, point=replace(good.point, name="hot/2 PS", sensitivity=True))
     worse = replace(worse, by=means_stats(means(9.0, 10.0)))
-    assert all(line.endswith("MET") for line in report.goals([good, worse]))
-    assert "hot/2 PS" in report.table([good, worse])
+    assert all(line.endswith("MET") for line in summary.goals([good, worse]))
+    assert "hot/2 PS" in summary.table([good, worse])
 
 
 def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
@@ -111,7 +111,7 @@ def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
     by_job = {(r["job"], r["model"], r["iterations"]) for r in rows}
     assert len(by_job) == 4
     assert all(float(str(r["jct_s"])) > 0 for r in rows)
-    stats = report.summarise([pt], rows, seeds=1)[0]
+    stats = summary.summarise([pt], rows, seeds=1)[0]
     assert np.isclose(
         stats.by[Scheme.ESA].p99,
         max(float(str(r["jct_s"])) for r in rows if r["scheme"] == "esa"),
@@ -131,7 +131,7 @@ def test_compute_times_are_drawn_within_the_jobs_jitter(jitter: float, seed: int
 
 def test_the_pool_curve_judges_esa_against_the_bounds_and_names_a_rise() -> None:
     curve = [
-        summary(f"overload pool {n}", n, 8.0, means(base, esa))
+        a_summary(f"overload pool {n}", n, 8.0, means(base, esa))
         for n, base, esa in ((8, 20.0, 10.5), (64, 21.0, 8.0), (65536, 5.0, 5.05))
     ]
     curve[0].by[Scheme.PS_ONLY] = Stats(10.0, (10.0, 10.0), 20.0)
@@ -148,7 +148,7 @@ def test_the_pool_curve_judges_esa_against_the_bounds_and_names_a_rise() -> None
 def test_the_shard_curve_names_the_fewest_shards_near_ideal() -> None:
     curve = [
         replace(
-            summary(f"overload {n} PS", 1024, 8.0, means(8.0 / n, 5.5)),
+            a_summary(f"overload {n} PS", 1024, 8.0, means(8.0 / n, 5.5)),
             point=replace(sweep.Point(f"overload {n} PS", "mixed", 4.0, 1024), ps_shards=n),
         )
         for n in (1, 2, 4, 8)

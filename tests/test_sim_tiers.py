@@ -12,9 +12,9 @@ from esa.job import JobSpec
 from esa.spec import Event, Verdict
 from sim import tier_report
 from sim.control import FabricPartitions, Partitions
-from sim.fabric import RackJob, Racks, place
 from sim.packet import PacketSim
 from sim.params import Net, Scheme
+from sim.racks import RackJob, Racks, place
 from sim.tiers import TierSim
 
 NET = Net(hop_ns=500, ps_shards=2, barrier=True, jitter_ns=0.0, rto_ns=0.0)

@@ -1,4 +1,4 @@
-"""The packet model against the committed Mininet + BMv2 runs (sim.validate)."""
+"""The packet model against the committed Mininet + BMv2 runs (sim.replay)."""
 
 from __future__ import annotations
 
@@ -9,78 +9,76 @@ from pathlib import Path
 import pytest
 
 from esa.spec import DEFAULT_SQUAT_US
-from sim import validate
+from sim import replay
+from sim.entry import mean_jct
 from sim.params import Scheme
-from sim.scenario import mean_jct
 
-EARLIER_RUN = validate.REFERENCE_RUN.parent / "default_run_earlier"
+EARLIER_RUN = replay.REFERENCE_RUN.parent / "default_run_earlier"
 """An earlier ``make run`` of the same scenario: the run-to-run spread."""
 
 
 @pytest.fixture(scope="module")
 def simulated() -> dict[str, dict[int, float]]:
-    return validate.simulate(validate.load(validate.REFERENCE_RUN))
+    return replay.simulate(replay.load(replay.REFERENCE_RUN))
 
 
 def test_calibration_comes_from_the_scenario() -> None:
-    run = validate.load(validate.REFERENCE_RUN)
+    run = replay.load(replay.REFERENCE_RUN)
     assert run.pool == 64 and run.net.window == 32
     assert run.net.rto_ns == pytest.approx(0.05e9)
     assert len(run.jobs) == 3 and not run.net.static_fit_window
     assert run.net.squat_us_for(Scheme.ESA) == 0, "the recorded runs predate the squat rule"
-    assert run.net.switch_pkt_ns == pytest.approx(1e9 / validate.SWITCH_PKT_PER_S)
+    assert run.net.switch_pkt_ns == pytest.approx(1e9 / replay.SWITCH_PKT_PER_S)
     assert all(j.priority is None for j in run.jobs), "the controller's automatic rank"
-    assert validate.SCHEMES["esa"] is Scheme.ESA
+    assert replay.SCHEMES["esa"] is Scheme.ESA
 
 
-@pytest.mark.parametrize("run_dir", [validate.REFERENCE_RUN, EARLIER_RUN])
+@pytest.mark.parametrize("run_dir", [replay.REFERENCE_RUN, EARLIER_RUN])
 def test_simulator_agrees_with_the_measured_runs(
     run_dir: Path, simulated: dict[str, dict[int, float]]
 ) -> None:
-    run = validate.load(run_dir)
-    result = validate.compare(run.policies, run.measured, simulated)
+    run = replay.load(run_dir)
+    result = replay.compare(run.policies, run.measured, simulated)
     assert result.ok, result.failures
     sim = {p: mean_jct(simulated[p]) for p in run.policies}
     meas = {p: mean_jct(run.measured[p]) for p in run.policies}
     for p in ("atp", "static"):
         ratio_error = (sim[p] / sim["esa"]) / (meas[p] / meas["esa"]) - 1
-        assert abs(ratio_error) <= validate.RATIO_TOLERANCE
+        assert abs(ratio_error) <= replay.RATIO_TOLERANCE
     assert sim["esa"] < sim["atp"] and meas["esa"] < meas["atp"]
 
 
 def test_a_disagreeing_run_exits_non_zero(tmp_path: Path) -> None:
     """A run where ATP beat ESA: the simulator disagrees, and says so."""
-    shutil.copy(validate.REFERENCE_RUN / "scenario.json", tmp_path)
-    rows = json.loads((validate.REFERENCE_RUN / "jobs.json").read_text())
+    shutil.copy(replay.REFERENCE_RUN / "scenario.json", tmp_path)
+    rows = json.loads((replay.REFERENCE_RUN / "jobs.json").read_text())
     for r in rows:
         if r["policy"] == "atp":
             r["jct_s"] *= 0.5
     (tmp_path / "jobs.json").write_text(json.dumps(rows))
-    run = validate.load(tmp_path)
-    assert validate.main([str(tmp_path)]) == 1
+    run = replay.load(tmp_path)
+    assert replay.main([str(tmp_path)]) == 1
     assert mean_jct(run.measured["atp"]) < mean_jct(run.measured["esa"])
 
 
 def test_a_run_with_a_failed_job_is_refused(tmp_path: Path) -> None:
     """A failed job's time is how long it ran before it was stopped: no JCT."""
-    shutil.copy(validate.REFERENCE_RUN / "scenario.json", tmp_path)
-    rows = json.loads((validate.REFERENCE_RUN / "jobs.json").read_text())
+    shutil.copy(replay.REFERENCE_RUN / "scenario.json", tmp_path)
+    rows = json.loads((replay.REFERENCE_RUN / "jobs.json").read_text())
     rows[1]["status"] = "failed"
     (tmp_path / "jobs.json").write_text(json.dumps(rows))
     with pytest.raises(
         ValueError, match=r"failed jobs, whose times compare with nothing: \['esa job 2'\]"
     ):
-        validate.load(tmp_path)
+        replay.load(tmp_path)
 
 
 def test_the_switch_costs_can_be_given(capsys: pytest.CaptureFixture[str]) -> None:
     """A switch that sums 3,000 packets a second and forwards four in the
     time it sums one: 333 us per summed packet, 83 us per forwarded one."""
-    assert validate.main([str(validate.REFERENCE_RUN), "--forward-ratio", "0.5"]) == 2
+    assert replay.main([str(replay.REFERENCE_RUN), "--forward-ratio", "0.5"]) == 2
     assert "--forward-ratio >= 1" in capsys.readouterr().err
-    code = validate.main(
-        [str(validate.REFERENCE_RUN), "--switch-rate", "3000", "--forward-ratio", "4"]
-    )
+    code = replay.main([str(replay.REFERENCE_RUN), "--switch-rate", "3000", "--forward-ratio", "4"])
     assert code in (0, 1)
     assert "switch 333 us/packet summed, 83 us forwarded" in capsys.readouterr().out
 
@@ -88,9 +86,9 @@ def test_the_switch_costs_can_be_given(capsys: pytest.CaptureFixture[str]) -> No
 def test_a_run_with_the_default_squat_timeout_is_simulated_with_it() -> None:
     """``make run`` writes ``squat_us: null`` for each policy's default; an
     older run has no key (it predates the rule)."""
-    scenario = json.loads((validate.REFERENCE_RUN / "scenario.json").read_text())
+    scenario = json.loads((replay.REFERENCE_RUN / "scenario.json").read_text())
     assert "squat_us" not in scenario
-    assert validate.net_for(scenario).squat_us_for(Scheme.ESA) == 0
-    net = validate.net_for({**scenario, "squat_us": None})
+    assert replay.net_for(scenario).squat_us_for(Scheme.ESA) == 0
+    net = replay.net_for({**scenario, "squat_us": None})
     assert net.squat_us_for(Scheme.ESA) == DEFAULT_SQUAT_US
-    assert validate.net_for({**scenario, "squat_us": 700}).squat_us_for(Scheme.ESA) == 700
+    assert replay.net_for({**scenario, "squat_us": 700}).squat_us_for(Scheme.ESA) == 700

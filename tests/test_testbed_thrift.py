@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from testbed.thrift import RegisterReader
+from runner.devices.thrift import RegisterReader
 from tests.wait import LIMIT_S
 
 FAKE_CLI = textwrap.dedent(

@@ -15,9 +15,9 @@ pytest.importorskip("torch", reason="needs torch: pip install -e '.[torch]'")
 pytest.importorskip("sklearn", reason="needs scikit-learn: pip install -e '.[torch]'")
 
 from hosts import quant
-from testbed.paths import ROOT
-from testbed.run import scenario as scn
-from testbed.run import torchjobs
+from runner import scenario as scn
+from runner import torchjobs
+from runner.paths import ROOT
 from tests.test_torch_hook import finish, launch, reports
 
 pytestmark = pytest.mark.bmv2

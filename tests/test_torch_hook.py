@@ -429,13 +429,13 @@ USER_SCRIPT = ROOT / "examples" / "ddp_user_script.py"
 
 
 def test_a_users_script_reports_through_the_runs_worker(tmp_path: Path) -> None:
-    """examples/ddp_user_script.py (one epoch) under testbed.run.torchworker,
+    """examples/ddp_user_script.py (one epoch) under runner.torchworker,
     as make run starts it, with the job's partition (32 slots) for a window."""
     store = TCPStore(LOCAL, 0, 2, is_master=True, wait_for_workers=False)
     with LoopJob(JOB, 2) as bed:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "testbed.run.torchworker", "--progress", "steps", "--",
+                [sys.executable, "-m", "runner.torchworker", "--progress", "steps", "--",
                  sys.executable, str(USER_SCRIPT), "--epochs", "1"],
                 env={**os.environ, **ddp_env(rank, 2, store.port), **bed.esa_env(rank),
                      "ESA_LINGER": "0.2", "ESA_PART_SIZE": "32"},

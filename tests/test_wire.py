@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from esa import codegen, spec, wire
 from esa.job import MAX_PS_SHARDS, ps_shard
 from esa.toolchain import compile_p4
-from testbed.paths import ROOT
+from runner.paths import ROOT
 
 WIRE_P4 = ROOT / "p4src" / "include" / "wire.p4"
 

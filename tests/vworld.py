@@ -29,7 +29,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType
-from hosts import auth, codec, quant
+from hosts import auth, payload, quant
 from hosts.errors import AllreduceError
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
@@ -200,14 +200,14 @@ class World:
 
     def _switch(self, data: bytes, src: Addr) -> None:
         try:
-            pkt = codec.to_model(data)
-        except codec.Malformed:
+            pkt = payload.to_model(data)
+        except payload.Malformed:
             return
         res = self.switch.process(pkt, int(self.now * 1e6), in_port=self.ports.get(src, 0))
         for out in res.outputs:
-            payload = codec.from_model(out.packet)
+            frame = payload.from_model(out.packet)
             for d in destinations(out, self.worker_data, self.ps_data):
-                self.send(SWITCH, d, payload)
+                self.send(SWITCH, d, frame)
 
     def _poll(self, p: Process) -> float | None:
         c = p.calls[-1] if p.busy else None
@@ -285,7 +285,7 @@ class World:
             dst = p.control if p is not None else ("10.0.1.0", 1)
             src = self.ps_control[s]
         call = r.randrange(4)
-        msg = codec.Control(
+        msg = payload.Control(
             r.choice(kinds), r.randrange(6), JOB, index, 0, nonce, call, 0,
             quant.chunks(size(call)), size(call), FAN_IN, 3, 0, 0, 0, 0, session,
             r.randrange(1, 1 << 20),

@@ -1,0 +1,350 @@
+"""One policy's run of the scenario's jobs: arrivals, PSes, workers, progress,
+faults, the slot timeline, and each job's result.
+
+Each job is admitted when it arrives (``arrival_s``), so static partitions
+go to jobs in arrival order, and removed when its workers are done, so its
+partition goes to a later job.  The workers report every iteration on
+stdout; the run turns a job's slowest worker's count into the job's
+remaining volume for the controller's automatic priorities.  A job whose
+worker was killed, or which stops making progress, ends as failed with the
+reason (the workers' own last words where they have them), never as a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from esa.job import JobSpec
+from esa.progress import Progress
+from runner import torchjobs, verify
+from runner.ctl import Ctl
+from runner.faults import Fault
+from runner.inject import FaultEvent, Injector
+from runner.network import JobHosts
+from runner.report import JobResult
+from runner.scenario import TORCH, Scenario
+from runner.timeline import EVENTS, Sample, Timeline
+from runner.world import PY, World
+
+GRACE_S = 30.0
+"""a job with no finished iteration for its compute time, the workers'
+allreduce deadline and this long is stopped and reported failed."""
+DRAW_S = 0.5
+PS_START_S = 120.0
+"""how long the PSes of a run may take to start listening (a loaded machine)."""
+PS_STOP_S = 60.0
+"""how long a PS may take to stop and print its report before it is killed."""
+
+
+@dataclass
+class RunningWorker:
+    index: int
+    proc: subprocess.Popen[str]
+    log: Path
+    iters: int = 0
+    report: dict[str, Any] | None = None
+    open: bool = True
+    killed_by: Fault | None = None
+
+
+@dataclass
+class RunningJob:
+    spec: JobSpec
+    started: float
+    workers: dict[int, RunningWorker] = field(default_factory=dict)
+    last_progress: float = 0.0
+    reported: int = 0
+    ended: float = 0.0
+    done: bool = False
+    failed: str = ""
+
+    @property
+    def iters(self) -> int:
+        return min(w.iters for w in self.workers.values())
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    results: dict[int, JobResult]
+    samples: list[Sample]
+    faults: list[FaultEvent]
+    killed: set[int]
+    """jobs a fault killed a worker of: their failure is the expected outcome."""
+
+
+def last_words(log: Path) -> str:
+    """The last non-empty line a process wrote to ``log``."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, index: int) -> list[str]:
+    me = hosts.workers[index]
+    cmd = [
+        PY, "-m", "hosts.worker_cli", "--job", str(job.job), "--index", str(index),
+        "--fan-in", str(job.workers), "--ps", hosts.ps_addresses,
+        "--bind", f"{me.ip}:{me.udp_port}",
+        "--iters", str(job.iterations), "--size", str(job.values),
+        "--window", str(s.window), "--rto", str(s.rto_s), "--seed", str(verify.SEED),
+        "--bound", str(verify.BOUND), "--timeout", f"{s.timeout_s:g}", "--json",
+    ]  # fmt: skip
+    if job.compute_s:
+        cmd += ["--compute", f"{job.compute_s:g}", "--jitter", f"{job.jitter:g}"]
+    return cmd
+
+
+class Runner:
+    def __init__(
+        self,
+        world: World,
+        ctl: Ctl,
+        timeline: Timeline,
+        specs: tuple[JobSpec, ...],
+        t0: float,
+        live: bool,
+    ) -> None:
+        self.world, self.ctl, self.timeline = world, ctl, timeline
+        self.s = world.scenario
+        self.specs = specs
+        self.t0, self.live = t0, live
+        self.jobs: dict[int, RunningJob] = {}
+        self.streams: dict[IO[str], tuple[int, int]] = {}
+        self.events: dict[int, dict[str, int]] = {}
+        self.next_draw = 0.0
+        self.progress = Progress(sys.stderr)
+
+    # -- arrivals and kills --
+
+    def arrive(self, spec: JobSpec) -> None:
+        hosts = self.world.jobs[spec.job]
+        self.ctl.admit(spec, hosts.placement)
+        now = time.monotonic()
+        job = RunningJob(spec, started=now, last_progress=now)
+        for m in hosts.workers:
+            log = self.world.logs / f"{m.role}.log"
+            if self.s.train == TORCH:
+                cmd = torchjobs.worker_command(self.s, spec, hosts, m)
+            else:
+                cmd = worker_command(self.s, spec, hosts, m.index)
+            p = self.world.popen(m.name, cmd, log.name)
+            job.workers[m.index] = RunningWorker(m.index, p, log)
+            if p.stdout is not None:
+                self.streams[p.stdout] = (spec.job, m.index)
+        self.jobs[spec.job] = job
+
+    def kill(self, job: int, index: int, fault: Fault) -> bool:
+        """For the fault injector: kill one worker for good."""
+        running = self.jobs.get(job)
+        w = running.workers.get(index) if running else None
+        if w is None or w.proc.poll() is not None:
+            return False
+        w.killed_by = fault
+        w.proc.kill()
+        return True
+
+    def stop_workers(self) -> None:
+        """Kill the workers still running (none once ``loop`` returned)."""
+        for job in self.jobs.values():
+            for w in job.workers.values():
+                if w.proc.poll() is None:
+                    w.proc.kill()
+                    w.proc.wait()
+                if w.proc in self.world.procs:
+                    self.world.procs.remove(w.proc)
+
+    # -- the loop --
+
+    def loop(self) -> None:
+        pending = sorted(self.specs, key=lambda j: j.arrival_s)
+        while pending or any(not j.done for j in self.jobs.values()):
+            while pending and time.monotonic() - self.t0 >= pending[0].arrival_s:
+                self.arrive(pending.pop(0))
+            if self.streams:
+                ready, _, _ = select.select(list(self.streams), [], [], 0.2)
+                for stream in ready:
+                    self._line(stream)
+            else:
+                time.sleep(0.2)
+            for job in self.jobs.values():
+                if not job.done:
+                    self._check(job)
+            self.ctl.flush()
+            self._draw()
+        if self.live:
+            self.progress.close()
+
+    def _line(self, stream: IO[str]) -> None:
+        job_id, index = self.streams[stream]
+        job = self.jobs[job_id]
+        w = job.workers[index]
+        line = stream.readline()
+        if not line:
+            del self.streams[stream]
+            w.open = False
+            w.proc.wait()
+        elif line.startswith(("iter ", torchjobs.PROGRESS)):
+            w.iters += 1
+            done = job.iters
+            if done > job.reported:
+                job.reported, job.last_progress = done, time.monotonic()
+                if job.spec.priority is None:
+                    self.ctl.progress(job_id, job.spec.remaining_bytes(done))
+        elif line.startswith("{"):
+            w.report = json.loads(line)
+
+    def _check(self, job: RunningJob) -> None:
+        now = time.monotonic()
+        limit = job.spec.compute_s * (1 + job.spec.jitter) + self.s.timeout_s + GRACE_S
+        if now - job.last_progress > limit and not job.failed:
+            job.failed = f"no iteration finished for {now - job.last_progress:.0f} s; stopped"
+            for w in job.workers.values():
+                if w.proc.poll() is None:
+                    w.proc.kill()
+        if any(w.open for w in job.workers.values()):
+            return
+        job.done, job.ended = True, now
+        if not job.failed:
+            job.failed = self._failure(job)
+        self.timeline.counters()
+        self.events[job.spec.job] = {e: self.timeline.total(job.spec.job, e) for e in EVENTS}
+        self.ctl.remove(job.spec.job)
+
+    def _failure(self, job: RunningJob) -> str:
+        """Why a job whose workers all exited did not finish ("" if it did)."""
+        why = []
+        for w in job.workers.values():
+            if w.killed_by is not None:
+                why.append(f"worker {w.index} killed by fault {w.killed_by}")
+            elif w.proc.returncode != 0:
+                why.append(f"worker {w.index} exited {w.proc.returncode}: {last_words(w.log)}")
+            elif w.report is None:
+                why.append(f"worker {w.index} printed no report")
+        return "; ".join(why)
+
+    def _draw(self) -> None:
+        if not self.live or time.monotonic() < self.next_draw:
+            return
+        self.next_draw = time.monotonic() + DRAW_S
+        slots = self.timeline.slots_now
+        parts = []
+        for spec in self.specs:
+            job = self.jobs.get(spec.job)
+            if job is None:
+                parts.append(f"job {spec.job}: at {spec.arrival_s:g} s")
+            elif job.done:
+                parts.append(f"job {spec.job}: {'FAILED' if job.failed else 'done'}")
+            else:
+                held = f" [{slots.get(spec.job, 0)} slots]" if self.timeline.slots_seen else ""
+                parts.append(f"job {spec.job}: {job.iters}/{spec.iterations}{held}")
+        elapsed = time.monotonic() - self.t0
+        self.progress.show(f"  {elapsed:6.1f} s  " + "  ".join(parts))
+
+    # -- results --
+
+    def results(self) -> dict[int, JobResult]:
+        reports = {
+            (j, w.index): w.report
+            for j, job in self.jobs.items()
+            for w in job.workers.values()
+            if w.report is not None
+        }
+        out = {}
+        for spec in self.specs:
+            job = self.jobs[spec.job]
+            events = self.events.get(spec.job, {})
+            dropped = self.world.dropped([m.name for m in self.world.jobs[spec.job].members])
+            if job.failed:
+                out[spec.job] = JobResult.failure(
+                    spec, job.ended - job.started, job.failed, events, dropped
+                )
+            elif self.s.train == TORCH:
+                out[spec.job] = torchjobs.result(spec, reports, events, dropped)
+            else:
+                exact = verify.exact(spec, reports)
+                out[spec.job] = JobResult.build(spec, reports, events, exact, dropped)
+        return out
+
+
+def start_pses(
+    world: World, specs: tuple[JobSpec, ...], pses: dict[str, subprocess.Popen[str]]
+) -> None:
+    """One PS per job and shard, on the shard's host, into ``pses`` by role
+    as each starts (so that all those started are stopped however this
+    ends); returns once each says it listens."""
+    for job in specs:
+        shards = world.jobs[job.job].ps
+        for ps in shards:
+            pses[ps.role] = world.popen(
+                ps.name,
+                [PY, "-m", "hosts.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
+                 "--job", f"{job.job}:{job.workers}", "--shard", str(ps.index),
+                 "--shards", str(len(shards)), "--switch-addr", world.jobs[job.job].switch_addr,
+                 "--json"],
+                f"{ps.role}.log",
+            )  # fmt: skip
+    deadline = time.monotonic() + PS_START_S
+    for role, p in pses.items():
+        assert p.stdout is not None
+        ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or not p.stdout.readline().startswith("PS on "):
+            raise RuntimeError(f"PS {role} did not start: {last_words(world.logs / f'{role}.log')}")
+
+
+def stop_pses(world: World, pses: dict[str, subprocess.Popen[str]]) -> None:
+    """Stop the PSes; each one's final JSON report goes to ``<role>.json``."""
+    for role, p in pses.items():
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=PS_STOP_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        (world.logs / f"{role}.json").write_text(out)
+        world.procs.remove(p)
+
+
+def run_jobs(
+    world: World, ctl: Ctl, specs: tuple[JobSpec, ...], policy: str, round_no: int, live: bool
+) -> PolicyRun:
+    """Run ``specs`` (each admitted at its arrival) with their PSes, under
+    whatever policy the controller has; the scenario's faults with them.
+    Whenever it ends, also on Ctrl-C at any point, what it started is
+    stopped: the fault injector, the timeline, the workers, the PSes."""
+    s = world.scenario
+    with ExitStack() as started:
+        pses: dict[str, subprocess.Popen[str]] = {}
+        started.callback(stop_pses, world, pses)
+        start_pses(world, specs, pses)
+        t0 = time.monotonic()
+        timeline = Timeline(policy, round_no, world.registers(), ctl.stats, s.sample_s, t0)
+        runner = Runner(world, ctl, timeline, specs, t0, live)
+        started.callback(runner.stop_workers)
+        injector = Injector(s.faults, world, ctl, runner.kill, t0)
+        timeline.start()
+        started.callback(timeline.stop)
+        injector.start()
+        started.callback(injector.stop)
+        runner.loop()
+        ctl.flush()
+    killed = {j for j, job in runner.jobs.items() if any(w.killed_by for w in job.workers.values())}
+    return PolicyRun(runner.results(), timeline.samples, injector.events, killed)
+
+
+def run_policy(world: World, policy: str, round_no: int, live: bool) -> PolicyRun:
+    """Run every job of the world's scenario under ``policy``; the world is fresh."""
+    s = world.scenario
+    ctl = Ctl(world.admin)
+    try:
+        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size)
+        return run_jobs(world, ctl, tuple(j.spec for j in s.jobs), policy, round_no, live)
+    finally:
+        ctl.close()

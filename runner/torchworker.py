@@ -1,0 +1,205 @@
+"""What a worker host runs under ``make run --train torch``: the job's DDP
+script as a child process, its hook's report and progress wired to the run::
+
+    python -m runner.torchworker [--progress epochs|steps] [--most N] -- COMMAND...
+
+The script gets this process's environment (torchrun's variables and the
+job's ``ESA_*`` settings, which the run sets, ``runner.torchjobs``)
+plus ``ESA_REPORT``, a file the hook writes its report to at exit, and
+``ESA_PROGRESS_FD``, a pipe the hook writes each finished step's number to
+(``hosts.torch_hook``); a socket it was given (``ESA_BIND_FD``) is passed
+on.  Everything the script prints goes to this process's stderr, the
+worker's log.  On stdout, which the run reads, this process prints only:
+
+- the progress the run counts, a line per unit: each line of the script's
+  that starts with ``epoch `` (``--progress epochs``: the example prints one
+  per epoch), or ``iter N`` for each DDP step the hook finished
+  (``--progress steps``); at most ``--most`` of them;
+- at the end, the hook's report as one JSON line, with the ``accuracy`` of
+  the last JSON object the script printed that has one.
+
+It exits with the script's status (the log ends with the hook's report
+after a script that succeeded, and with the script's own last words after
+one that failed); a script that exits 0 without a report (it never
+registered the hook) fails, saying so.  The script dies with
+this process (``PR_SET_PDEATHSIG``): a run that kills a worker, or ends,
+ends its training.  Standard library only: it starts before the script
+imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+EPOCH = "epoch "
+"""how the lines start that the run counts as epochs (``--progress epochs``)."""
+STEP = "iter "
+"""how the lines start that say a step finished (``--progress steps``)."""
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent ends."""
+NO_REPORT = (
+    "run: {script} ended without an ESA report: it must register the ESA hook on its DDP "
+    "model (hosts.torch_hook.register(model))"
+)
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """For the child, before it runs the script: SIGKILL when ``parent`` ends."""
+
+    def setup() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:
+            os._exit(1)
+
+    return setup
+
+
+def inherited() -> tuple[int, ...]:
+    """The socket this process was given for the worker (``ESA_BIND_FD``),
+    which the script takes over."""
+    fd = os.environ.get("ESA_BIND_FD", "").strip()
+    return (int(fd),) if fd.isdigit() else ()
+
+
+def script_name(command: Sequence[str]) -> str:
+    """The script of ``python SCRIPT ...`` or ``python -m MODULE ...``."""
+    if len(command) > 2 and command[1] == "-m":
+        return command[2]
+    return command[1] if len(command) > 1 else command[0]
+
+
+def accuracy_of(line: str) -> float | None:
+    """The ``accuracy`` of a JSON object on ``line``, if it is one and has a number there."""
+    if not line.lstrip().startswith("{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    value = obj.get("accuracy") if isinstance(obj, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class Relay:
+    """Turns what the script and its hook say into what the run reads."""
+
+    def __init__(self, progress: str, most: int) -> None:
+        self.progress, self.most = progress, most
+        self.counted = 0
+        self.accuracy: float | None = None
+
+    def _count(self, line: str) -> None:
+        if self.most and self.counted >= self.most:
+            return
+        self.counted += 1
+        print(line, flush=True)
+
+    def script_line(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+        if self.progress == "epochs" and line.startswith(EPOCH):
+            self._count(line)
+        got = accuracy_of(line)
+        if got is not None:
+            self.accuracy = got
+
+    def step_line(self, line: str) -> None:
+        if self.progress == "steps" and line.strip():
+            self._count(f"{STEP}{line.strip()}")
+
+    def report(self, path: Path) -> dict[str, Any] | None:
+        """The hook's report with the script's accuracy, or None if it wrote none."""
+        try:
+            report: dict[str, Any] = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        if self.accuracy is not None:
+            report["accuracy"] = self.accuracy
+        return report
+
+
+def pump(handlers: dict[int, Callable[[str], None]]) -> None:
+    """Hand every line read from each descriptor to its handler, until all end."""
+    pending = {fd: b"" for fd in handlers}
+    while pending:
+        ready, _, _ = select.select(list(pending), [], [])
+        for fd in ready:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                rest = pending.pop(fd)
+                if rest:
+                    handlers[fd](rest.decode(errors="replace"))
+                continue
+            *lines, pending[fd] = (pending[fd] + data).split(b"\n")
+            for line in lines:
+                handlers[fd](line.decode(errors="replace").rstrip("\r"))
+
+
+def run(command: Sequence[str], progress: str, most: int) -> int:
+    relay = Relay(progress, most)
+    with tempfile.TemporaryDirectory(prefix="esa-worker-") as tmp:
+        report = Path(tmp) / "report.json"
+        steps_r, steps_w = os.pipe()
+        env = {**os.environ, "ESA_REPORT": str(report), "ESA_PROGRESS_FD": str(steps_w)}
+        try:
+            child = subprocess.Popen(
+                list(command), env=env, stdout=subprocess.PIPE,
+                pass_fds=(steps_w, *inherited()), preexec_fn=_die_with(os.getpid()),
+            )  # fmt: skip
+        except OSError as e:
+            print(f"run: can not start {' '.join(command)}: {e}", file=sys.stderr)
+            return 127
+        finally:
+            os.close(steps_w)
+        assert child.stdout is not None
+        try:
+            pump({child.stdout.fileno(): relay.script_line, steps_r: relay.step_line})
+        finally:
+            os.close(steps_r)
+        code = child.wait()
+        got = relay.report(report)
+    if got is None and code == 0:
+        print(NO_REPORT.format(script=script_name(command)), file=sys.stderr)
+        return 1
+    if got is not None:
+        if code == 0:  # a failed script's last words stay last in its log
+            print(f"report: {json.dumps(got)}", file=sys.stderr, flush=True)
+        print(json.dumps(got), flush=True)
+    return code if code >= 0 else 128 - code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in args:
+        print("usage: python -m runner.torchworker [OPTIONS] -- COMMAND...", file=sys.stderr)
+        return 2
+    cut = args.index("--")
+    ap = argparse.ArgumentParser(
+        prog="python -m runner.torchworker", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--progress", choices=("epochs", "steps"), default="steps",
+        help="what the run counts: the script's 'epoch ' lines, or the hook's steps",
+    )  # fmt: skip
+    ap.add_argument("--most", type=int, default=0, help="count at most this many (0: all)")
+    opts = ap.parse_args(args[:cut])
+    command = args[cut + 1 :]
+    if not command:
+        ap.error("no command after --")
+    return run(command, opts.progress, opts.most)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
