@@ -282,7 +282,7 @@ def makefile_targets() -> set[str]:
 
 def mininet_prompt_commands() -> set[str]:
     """Commands of the run's Mininet prompt: its own and Mininet's."""
-    sources = [ROOT / "testbed" / "run" / "cli.py"]
+    sources = [ROOT / "runner" / "prompt.py"]
     spec = importlib.util.find_spec("mininet.cli") if importlib.util.find_spec("mininet") else None
     if spec is not None and spec.origin:
         sources.append(Path(spec.origin))
