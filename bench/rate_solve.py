@@ -21,8 +21,9 @@ import random
 import time
 from unittest import mock
 
+from esa.schemes import Scheme
 from sim import rates
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.rates import Flow, NotConverged, Paths, solve
 
 SCHEMES = (Scheme.ATP, Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT)

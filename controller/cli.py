@@ -55,6 +55,7 @@ from controller.serve import ThriftCli, run_serve
 from controller.validate import MAX_PART_SIZE, MAX_STALE_US, PS_COUNTS, devices
 from esa import wire
 from esa.job import valid_shards
+from esa.schemes import POLICY_NAMES
 from esa.spec import DEFAULT_SQUAT_US, MAX_PRIORITY
 
 JOB = integer("job id", 1, wire.MAX_JOB_ID)
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "policy", help="switch the slot policy", description="Switch the slot policy at run time."
     )
-    p.add_argument("policy", choices=["esa", "atp", "static"])
+    p.add_argument("policy", choices=POLICY_NAMES)
     p.add_argument(
         "--stale-us",
         type=integer("stale timeout", 1, MAX_STALE_US, "1..2^48-1"),

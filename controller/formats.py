@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controller.messages import JobInfo, PolicyState, Slots, Stats, Status, SwitchSlots
+from esa.spec import Policy
 
 ALL = "all"
 
@@ -105,7 +106,7 @@ def _stats_by_switch(stats: Stats, job: int | None) -> str:
 
 
 def _parts(policy: str, size: int) -> str:
-    if policy == "esa":
+    if Policy[policy.upper()] is Policy.ESA:
         homes = f"homes of {size} slots" if size else "homes: equal split"
         return f"{homes}, by priority; a job without one hashed over the pool"
     return f"static partitions of {size} slots" if size else "static partitions: equal split"

@@ -21,6 +21,7 @@ from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Mode, Placement, PrioritySpec, valid_shards
+from esa.schemes import POLICY_NAMES
 from esa.spec import MAX_PRIORITY, Policy, default_squat_us
 
 MIN_WORKERS = 2
@@ -110,7 +111,7 @@ def policy_name(name: object) -> Policy:
     try:
         return Policy[str(name).upper()]
     except KeyError:
-        names = "|".join(p.name.lower() for p in Policy)
+        names = "|".join(POLICY_NAMES)
         raise InvalidRequest(f"unknown policy {name!r} (expected {names})") from None
 
 

@@ -18,6 +18,7 @@ import grpc
 from controller.admin import AdminClient, AdminError
 from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest, Stats
 from esa.job import EQUAL_PRIORITY, JobSpec, Placement
+from esa.schemes import Ranking, Scheme
 from runner.scenario import controller_policy
 
 ADMIT_TIMEOUT_S = 60.0
@@ -40,7 +41,7 @@ class Ctl:
     def policy(self, policy: str, stale_us: int, squat_us: int | None, part_size: int) -> None:
         """Set the run's ``policy`` (``runner.scenario.POLICIES``)."""
         name, size = controller_policy(policy, part_size)
-        self.one_priority = policy == "esa-equal"
+        self.one_priority = Scheme(policy).ranking is Ranking.ONE
         req = PolicyRequest(name, stale_us=stale_us, squat_us=squat_us, part_size=size)
         self.client.policy(req)
 

@@ -39,19 +39,29 @@ from typing import Any
 from controller.validate import MIN_WORKERS
 from esa import wire
 from esa.job import JobSpec, Placement
+from esa.schemes import DEFAULT_RUN_SCHEMES, RUN_SCHEMES, Memory, Ranking, Scheme
+from esa.spec import Policy
 from runner.faults import Fault, FaultKind, parse_fault
 from runner.paths import ROOT
 
-POLICIES = ("esa", "esa-equal", "atp", "static", "static-equal")
-"""The run's policies.  ``static`` is SwitchML: the static policy with fixed
-partitions of the scenario's ``part_size``; ``static-equal`` the static
-policy with the controller's equal split: the two static baselines.
-``esa`` runs with the equal split too (every job a home while the pool has
-one for each, docs/controller.md) and ``atp`` ignores partitions.
-``esa-equal`` is ``esa`` with priorities off: every job admitted at
-``esa.job.EQUAL_PRIORITY`` whatever the scenario says, so none preempts
-another and homes go by admission order."""
-DEFAULT_POLICIES = ("esa", "atp", "static", "static-equal")
+
+def _esa_first(schemes: tuple[Scheme, ...]) -> tuple[str, ...]:
+    """Names in the order a run takes them: ESA first, its ranked scheme
+    leading, then the baselines."""
+    order = sorted(schemes, key=lambda s: (s.policy is not Policy.ESA, s.ranking is Ranking.ONE))
+    return tuple(s.value for s in order)
+
+
+POLICIES = _esa_first(RUN_SCHEMES)
+"""The run's policies (``esa.schemes``).  ``static`` is SwitchML: the static
+policy with fixed partitions of the scenario's ``part_size``;
+``static-equal`` the static policy with the controller's equal split: the
+two static baselines.  ``esa`` runs with the equal split too (every job a
+home while the pool has one for each, docs/controller.md) and ``atp``
+ignores partitions.  ``esa-equal`` is ``esa`` with priorities off: every job
+admitted at ``esa.job.EQUAL_PRIORITY`` whatever the scenario says, so none
+preempts another and homes go by admission order."""
+DEFAULT_POLICIES = _esa_first(DEFAULT_RUN_SCHEMES)
 """What a scenario runs unless it lists its ``policies``: ESA against the
 three baselines."""
 SYNTHETIC, TORCH = "synthetic", "torch"
@@ -136,9 +146,8 @@ SCENARIO_FIELDS = {
 def controller_policy(policy: str, part_size: int) -> tuple[str, int]:
     """The controller's policy and partition size behind the run's ``policy``
     (``part_size``: the scenario's, SwitchML's)."""
-    if policy == "static":
-        return policy, part_size
-    return {"static-equal": "static", "esa-equal": "esa"}.get(policy, policy), 0
+    scheme = Scheme(policy)
+    return scheme.policy.name.lower(), part_size if scheme.memory is Memory.FIXED else 0
 
 
 def _error(msg: str) -> ValueError:

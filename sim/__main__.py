@@ -6,8 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, plots, summary, sweep
-from sim.params import SQUAT_RTTS, Scheme
+from sim.params import SQUAT_RTTS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         for link, n in links.items()
     )
     print(
-        f"{len(points)} points x {args.seeds} seeds x {len(Scheme)} schemes, fluid model, "
+        f"{len(points)} points x {args.seeds} seeds x {len(SIM_SCHEMES)} schemes, fluid model, "
         f"{'barrier' if net.barrier else 'no barrier'}, {net.ps_shards} PS shards per job, "
         f"each contribution's spread exponential with mean {net.jitter_ns / 1000:g} us, "
         f"squat timeout {SQUAT_RTTS} round trips; windows (packets, each scheme's own "

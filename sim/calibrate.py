@@ -14,8 +14,9 @@ import argparse
 from dataclasses import dataclass, replace
 
 from esa.job import JobSpec
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import fluid, packet
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.workload import beyond_compute
 
 
@@ -78,7 +79,7 @@ def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float
     return beyond_compute(case.jobs, exact), beyond_compute(case.jobs, coarse)
 
 
-CALIBRATED = [s for s in Scheme if s is not Scheme.STATIC_EQUAL]
+CALIBRATED = [s for s in SIM_SCHEMES if s is not Scheme.STATIC_EQUAL]
 """STATIC_EQUAL recuts the partitions under running jobs, which strands
 chunks until a timeout in the packet model (``packet.Deadlock``); the fluid
 model recuts for free, so the two are not compared."""

@@ -1,7 +1,7 @@
 """What the controller decides for the simulated switch, shared by both models.
 
 * Priorities: ``sim.priority`` (the controller's rules), one level for
-  every job under ``Scheme.ESA_EQUAL`` and ``Scheme.IDEAL``.
+  every job under a scheme of ``Ranking.ONE`` (``esa.schemes``).
 * Memory under the STATIC schemes.  ``STATIC_BDP`` is SwitchML's rule: the
   pool is cut into partitions of one bandwidth-delay product; an admitted
   job holds one until it finishes and a job that finds none waits, first
@@ -18,9 +18,13 @@ from collections.abc import Iterable, Mapping
 
 from controller.partition import by_priority, partition
 from esa.job import EQUAL_PRIORITY
+from esa.schemes import Memory, Ranking, Scheme
 from esa.spec import Policy
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.priority import Running, job_priorities
+
+BDP = (Memory.BDP_WAIT, Memory.BDP_FALLBACK)
+"""SwitchML's partitions of one bandwidth-delay product."""
 
 
 def priorities(
@@ -28,7 +32,7 @@ def priorities(
 ) -> dict[int, int]:
     """Priority of every running job, by job id; ``held``: those the running
     jobs hold now."""
-    if scheme in (Scheme.ESA_EQUAL, Scheme.IDEAL):
+    if scheme.ranking is Ranking.ONE:
         return {spec.job: EQUAL_PRIORITY for spec, _, _ in running}
     return job_priorities(scheme, net, running, held)
 
@@ -57,10 +61,10 @@ class Partitions:
 
     def request(self, job: int) -> bool:
         """Admit ``job`` now (True) or queue it until a partition frees (False)."""
-        if self.scheme in (Scheme.STATIC_BDP, Scheme.STATIC_FB):
+        if self.scheme.memory in BDP:
             if not self.free or self.waiting:
                 self.waiting.append(job)
-                if self.scheme is Scheme.STATIC_BDP:
+                if self.scheme.memory is Memory.BDP_WAIT:
                     return False
             else:
                 self.held[job] = self.free.pop(0)
@@ -77,7 +81,7 @@ class Partitions:
         while self.free and self.waiting:
             nxt = self.waiting.pop(0)
             self.held[nxt] = self.free.pop(0)
-            if self.scheme is Scheme.STATIC_BDP:
+            if self.scheme.memory is Memory.BDP_WAIT:
                 self.running.append(nxt)
                 admitted.append(nxt)
         return admitted
@@ -92,12 +96,12 @@ class Partitions:
             order = by_priority(self.running, prios)
             self.last = partition(self.pool_size, order, self.home_size, self.last, ranked=True)
             return self.last
-        if self.scheme in (Scheme.STATIC_BDP, Scheme.STATIC_FB):
+        if self.scheme.memory in BDP:
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)
                 for j in self.running
             }
-        if self.scheme is Scheme.STATIC_EQUAL:
+        if self.scheme.memory is Memory.EQUAL_SPLIT:
             return partition(self.pool_size, self.running)
         return {j: (0, 0) for j in self.running}
 
@@ -128,7 +132,7 @@ class FabricPartitions:
         self.running.append(job)
 
     def request(self, job: int) -> bool:
-        if self.scheme is Scheme.STATIC_BDP and (self.waiting or not self._fits(job)):
+        if self.scheme.memory is Memory.BDP_WAIT and (self.waiting or not self._fits(job)):
             self.waiting.append(job)
             return False
         self._start(job)

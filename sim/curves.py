@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from sim.params import Scheme
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim.summary import CONTROLLER_ESA, NEAR_IDEAL, NEAR_PS_ONLY, Summary, verdict
 from sim.sweep import SUBSET, Point
 
@@ -56,7 +56,7 @@ def pool_goals(curve: list[Summary]) -> list[str]:
     high = large.ratio(esa, Scheme.IDEAL)
     rises = [
         f"{sc.value} {a.point.pool}->{b.point.pool}"
-        for sc in Scheme
+        for sc in SIM_SCHEMES
         for a, b in itertools.pairwise(curve)
         if b.by[sc].mean > a.by[sc].mean * (1 + RISE_TOLERANCE)
     ]
@@ -75,7 +75,7 @@ def shard_lines(curve: list[Summary]) -> list[str]:
     """Per scheme, the fewest PS shards that bring it within ``WITHIN_IDEAL``
     of ``ideal`` (shown, not judged)."""
     need = []
-    for sc in Scheme:
+    for sc in SIM_SCHEMES:
         if sc is Scheme.IDEAL:
             continue
         near = [s.point.ps_shards for s in curve if s.ratio(sc, Scheme.IDEAL) <= WITHIN_IDEAL]
@@ -92,7 +92,7 @@ def plot(pools: list[Summary], shards: list[Summary], path: Path) -> None:
         (axes[0], pools, [s.point.pool for s in pools], "pool (slots)"),
         (axes[1], shards, [s.point.ps_shards for s in shards], "PS shards per job"),
     ):
-        for sc in Scheme:
+        for sc in SIM_SCHEMES:
             style = "--" if sc in (Scheme.PS_ONLY, Scheme.IDEAL) else "-"
             ax.plot(x, [s.by[sc].mean for s in curve], style, marker="o", ms=3, label=sc.value)
         ax.set_xscale("log", base=2)

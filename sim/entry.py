@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Literal
 
 from esa.job import JobSpec
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import fluid, packet
-from sim.params import Net, Scheme
+from sim.params import Net
 
 Model = Literal["packet", "fluid"]
 
@@ -22,14 +23,16 @@ def run_scenario(
 ) -> dict[int, float]:
     """JCT in seconds per job id.
 
-    ``policy`` is a ``Scheme`` or its value ("atp", "static-bdp",
-    "static-fb", "static-equal", "esa-equal", "esa", "esa-srpt",
-    "esa-aging"); ``net`` holds the links, the windows, the PS and the hosts'
+    ``policy`` is one of ``esa.schemes.SIM_SCHEMES`` or its name ("atp",
+    "static-bdp", "esa-srpt", ...); ``net`` holds the links, the windows, the PS and the hosts'
     options (see ``sim.params.Net``).  ``model="packet"`` runs every packet through
     ``esa.model.SwitchModel`` (small scenarios); ``"fluid"`` is the fast
     rate model calibrated against it.
     """
     scheme = policy if isinstance(policy, Scheme) else Scheme(policy)
+    if scheme not in SIM_SCHEMES:
+        names = ", ".join(s.value for s in SIM_SCHEMES)
+        raise ValueError(f"the simulator has no scheme {scheme.value!r} (one of {names})")
     sim = packet.simulate if model == "packet" else fluid.simulate
     return sim(jobs, pool_size, scheme, net or Net(), seed)
 

@@ -32,12 +32,13 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from esa.model import JobConfig, Packet, Result, Slot, SwitchModel
+from esa.schemes import Scheme
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 from sim.calibrate import US_SKEW
 from sim.entry import mean_jct
 from sim.packet import PacketSim
-from sim.params import Net, Scheme
+from sim.params import Net
 
 SHARDS = (1, 2, 8)
 POOLS = (16, 64, 256)

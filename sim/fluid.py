@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from esa.job import JobSpec
+from esa.schemes import Scheme
 from sim.control import Partitions, priorities
-from sim.params import Net, Scheme, spread_max_ns, spread_range_ns
+from sim.params import Net, spread_max_ns, spread_range_ns
 from sim.rates import Flow, Parked, Paths, park_slots, solve
 from sim.workload import compute_times, lags
 

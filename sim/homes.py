@@ -20,10 +20,11 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from esa.schemes import Scheme
 from runner import scenario as scn
 from sim import packet
 from sim.entry import mean_jct
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.replay import net_for
 
 SCENARIOS = (scn.SCENARIOS / "priority.json", scn.DEFAULT)

@@ -40,11 +40,12 @@ import numpy as np
 from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
 from esa.model import Packet
+from esa.schemes import Scheme
 from esa.wire import Flag, PacketType
 from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
 from sim.hosts import JobRun, Link, PsHost, Worker
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.workload import compute_times, lags
 
 ZEROS = (0,) * wire.K

@@ -22,11 +22,12 @@ from collections import Counter, deque
 
 from esa.job import JobSpec
 from esa.model import JobConfig, Out, Packet, Result, SwitchModel
+from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import HostSim
-from sim.params import IDEAL_POOL, Net, Scheme
+from sim.params import IDEAL_POOL, Net
 
 SUMMED = frozenset(
     {Verdict.CLAIM, Verdict.ADD, Verdict.COMPLETE, Verdict.FLUSH, Verdict.PREEMPT, Verdict.RECLAIM}

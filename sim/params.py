@@ -5,13 +5,13 @@ Every number here has its source in docs/simulator.md ("Parameters").
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from esa import wire
 from esa.job import valid_shards
+from esa.schemes import SIM_SCHEMES, Scheme
 from esa.spec import DEFAULT_STALE_US, Policy
 
 WIRE_BYTES = 14 + 20 + 8 + wire.PAYLOAD_BYTES
@@ -46,63 +46,9 @@ def spread_range_ns(jitter_ns: float, workers: int) -> float:
     return spread_max_ns(jitter_ns, workers - 1)
 
 
-class Scheme(enum.Enum):
-    """A switch policy, how its memory is handed out, and the priority rule."""
-
-    ATP = "atp"
-    """shared pool, first come first served, slot held until the PS's result returns."""
-    STATIC_BDP = "static-bdp"
-    """SwitchML: every admitted job gets its own partition of one bandwidth-delay
-    product while memory lasts; a job that finds none waits for one."""
-    STATIC_FB = "static-fb"
-    """SwitchML's partitions, but a job that finds none streams through its
-    PS (every contribution falls back) until one frees."""
-    STATIC_EQUAL = "static-equal"
-    """the controller's split (``controller.partition``): the pool cut in equal
-    partitions among all running jobs, recut at every admission and removal."""
-    ESA_EQUAL = "esa-equal"
-    """ESA, every job on one priority: release at completion, no preemption."""
-    ESA = "esa"
-    """ESA with each job's own priority (``esa.job.JobSpec.priority``): a
-    static job its number; a job without one (None) the controller's
-    automatic rank, with aging (``Net.aging_period_s``), as ``esa-ctl serve``
-    ranks a mix of static and automatic jobs."""
-    ESA_SRPT = "esa-srpt"
-    """ESA, the controller's automatic strict order by remaining volume."""
-    ESA_AGING = "esa-aging"
-    """ESA-SRPT with the controller's aging (``Net.aging_period_s``)."""
-    PS_ONLY = "ps-only"
-    """a bound, no aggregation in the switch: every contribution goes to the
-    job's PS shards (the STATIC policy with no partition), with the window
-    of the path through the PS."""
-    IDEAL = "ideal"
-    """a bound, an unlimited pool: ESA's rules with nothing ever colliding
-    (the fluid model: no slot is ever found held; the packet model:
-    ``IDEAL_POOL`` slots), and the largest window of any scheme."""
-
-    @property
-    def policy(self) -> Policy:
-        if self is Scheme.ATP:
-            return Policy.ATP
-        if self.is_static:
-            return Policy.STATIC
-        return Policy.ESA
-
-    @property
-    def ranked(self) -> bool:
-        """Jobs run on distinct priority levels, so one may preempt another
-        and a progress report may re-rank them."""
-        return self in (Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING)
-
-    @property
-    def is_static(self) -> bool:
-        """The STATIC policy: partitions, or none at all (``PS_ONLY``)."""
-        return self in (Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL, Scheme.PS_ONLY)
-
-
-BASELINES = (Scheme.ATP, Scheme.STATIC_BDP, Scheme.STATIC_FB, Scheme.STATIC_EQUAL)
-ESA_SCHEMES = (Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING)
-BOUNDS = (Scheme.PS_ONLY, Scheme.IDEAL)
+BOUNDS = tuple(s for s in SIM_SCHEMES if s.rules.bound)
+BASELINES = tuple(s for s in SIM_SCHEMES if s.policy is not Policy.ESA and s not in BOUNDS)
+ESA_SCHEMES = tuple(s for s in SIM_SCHEMES if s.policy is Policy.ESA and s not in BOUNDS)
 IDEAL_POOL = 1 << 16
 """Slots the packet model gives ``Scheme.IDEAL``."""
 
@@ -199,7 +145,7 @@ class Net:
         switch, workers; under ATP through the PS and back before the
         workers hear of it."""
         sw = self.switch_pkt_ns
-        if scheme is Scheme.ATP:
+        if scheme.policy is Policy.ATP:
             return 4 * self.hop_ns + 4 * self.pkt_ns + self.ps_ns + 2 * sw
         return 2 * self.hop_ns + 2 * self.pkt_ns + sw
 
@@ -219,7 +165,7 @@ class Net:
         for ``IDEAL``, a bound, the largest of any scheme's, so that no
         window holds it back where another scheme's would not."""
         if scheme is Scheme.IDEAL:
-            return max(self.bdp_window(s) for s in Scheme if s is not Scheme.IDEAL)
+            return max(self.bdp_window(s) for s in SIM_SCHEMES if s is not Scheme.IDEAL)
         return math.ceil(self.rtt_ns(scheme) / self.pkt_ns)
 
     def window_for(self, scheme: Scheme) -> int:

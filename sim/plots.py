@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sim.params import BASELINES, ESA_SCHEMES, Scheme
+from esa.schemes import SIM_SCHEMES
+from sim.params import BASELINES, ESA_SCHEMES
 from sim.summary import Summary
 from sim.sweep import Row
 
@@ -18,7 +19,7 @@ from sim.sweep import Row
 def jct_cdf(rows: list[Row], path: Path) -> None:
     """JCT CDF per scheme over every job of every point and seed."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for scheme in Scheme:
+    for scheme in SIM_SCHEMES:
         v = np.sort([float(str(r["jct_s"])) for r in rows if r["scheme"] == scheme.value])
         ax.plot(v, np.arange(1, len(v) + 1) / len(v), label=scheme.value)
     ax.set_xscale("log")

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 
 from controller.priority import Admission, priorities
 from esa.job import JobSpec, PrioritySpec
-from sim.params import Net, Scheme
+from esa.schemes import Ranking, Scheme
+from sim.params import Net
 
 Running = tuple[JobSpec, int, float]
 """A running job: its spec, the iterations it has done, its admission time in s."""
@@ -30,11 +31,12 @@ def job_priorities(
     """Priority of every running job, by job id; ``held``: the priorities the
     running jobs hold now (``controller.priority.priorities``).
 
-    ``ESA_SRPT`` and ``ESA_AGING`` declare every job automatic, whatever its
-    spec says (without and with aging); every other scheme runs each job in
-    its own mode, automatic ones ranked with the controller's aging."""
-    auto = scheme in (Scheme.ESA_SRPT, Scheme.ESA_AGING)
-    aging = 0.0 if scheme is Scheme.ESA_SRPT else net.aging_period_s
+    ``Ranking.SRPT`` and ``Ranking.SRPT_AGING`` declare every job automatic,
+    whatever its spec says (without and with aging); every other scheme runs
+    each job in its own mode, automatic ones ranked with the controller's
+    aging."""
+    auto = scheme.ranking in (Ranking.SRPT, Ranking.SRPT_AGING)
+    aging = 0.0 if scheme.ranking is Ranking.SRPT else net.aging_period_s
 
     def declared(spec: JobSpec, done: int) -> PrioritySpec:
         done = done if net.report_progress else 0

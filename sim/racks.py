@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 
 from esa.job import JobSpec
-from sim.params import Net, Scheme
+from esa.schemes import Scheme
+from sim.params import Net
 
 
 @dataclass(frozen=True)

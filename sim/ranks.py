@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from esa.schemes import Scheme
 from sim import fluid, sweep
-from sim.params import Scheme
 from sim.rates import Flow
 
 POINTS = ("overload", "overload-small-pool")

@@ -52,7 +52,8 @@ import numpy as np
 from scipy import optimize
 
 from esa.model import slot_hash
-from sim.params import Net, Scheme
+from esa.schemes import Scheme
+from sim.params import Net
 
 ROUNDS = 2000
 """Most damped rounds of one shared-pool solve; a solve still moving then

@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 
 from esa.job import JobSpec, Workers
+from esa.schemes import RUN_SCHEMES, SIM_SCHEMES, Scheme
 from esa.spec import Policy, default_squat_us
 from sim import packet
 from sim.entry import mean_jct
-from sim.params import Net, Scheme
+from sim.params import Net
 
 DEFAULT_RUN = Path("results/run")
 REFERENCE_RUN = Path(__file__).resolve().parent / "data" / "default_run"
@@ -63,18 +64,15 @@ above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 PS_STALL_S = 0.2
 """``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
 
-SCHEMES = {
-    "esa": Scheme.ESA,
-    "atp": Scheme.ATP,
-    "static": Scheme.STATIC_EQUAL,
-    "static-equal": Scheme.STATIC_EQUAL,
-}
-"""The run's policies.  ``esa`` ranks each job as the run declares it: its
+SCHEMES = {s.value: s if s in SIM_SCHEMES else Scheme.STATIC_EQUAL for s in RUN_SCHEMES}
+"""The run's policies and the scheme that simulates each: itself where the
+simulator has it.  ``esa`` ranks each job as the run declares it: its
 static priority, or (None) the controller's automatic rank with aging and
-progress reported at each iteration (``make run``); ``static-equal`` is the
-controller's equal split of the pool among the jobs, and so is ``static``
-here: the packet model's fixed partitions are one bandwidth-delay product of
-its own ``Net``, not the run's ``part_size``."""
+progress reported at each iteration (``make run``).  ``static`` (SwitchML's
+partitions of the run's ``part_size``) is simulated as ``static-equal``, the
+controller's equal split of the pool among the jobs: the packet model's
+fixed partitions are one bandwidth-delay product of its own ``Net``, not
+the run's ``part_size``."""
 
 
 @dataclass(frozen=True)

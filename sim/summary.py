@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.params import BASELINES, Scheme
+from esa.schemes import SIM_SCHEMES, Scheme
+from sim.params import BASELINES
 from sim.sweep import Point, Row
 from sim.workload import concurrency
 
@@ -110,7 +111,7 @@ def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]
     out = []
     for pt in points:
         by = {}
-        for sc in Scheme:
+        for sc in SIM_SCHEMES:
             per_seed = [jct[(pt.name, sc.value, s)] for s in range(seeds)]
             every = np.concatenate(per_seed)
             by[sc] = Stats(
@@ -124,7 +125,7 @@ def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]
 
 
 def table(summaries: list[Summary]) -> str:
-    names = [s.value for s in Scheme]
+    names = [s.value for s in SIM_SCHEMES]
     head = f"{'point':<40}{'conc':>5}{'BDPxC/pool':>11} " + "".join(f"{n:>14}" for n in names)
     head += f"{'base/':>10}{'SRPT/':>7}"
     sub = f"{'(mean JCT s ± sd over seeds; p99 s over all jobs)':<57}" + " " * 14 * len(names)
@@ -134,7 +135,7 @@ def table(summaries: list[Summary]) -> str:
         pt = s.point
         mean = f"{pt.name:<40}{s.concurrency:>5.1f}{s.bdp * s.concurrency / pt.pool:>11.2f} "
         p99 = " " * 57
-        for sc in Scheme:
+        for sc in SIM_SCHEMES:
             st = s.by[sc]
             mean += f"{st.mean:>8.2f}±{st.sd:<5.2f}"
             p99 += f"{'p99 ' + format(st.p99, '.1f'):>14}"

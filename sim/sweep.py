@@ -20,8 +20,9 @@ from pathlib import Path
 
 from esa.job import JobSpec
 from esa.progress import Progress
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import fluid
-from sim.params import JITTER_NS, Net, Scheme
+from sim.params import JITTER_NS, Net
 from sim.rates import NotConverged
 from sim.workload import WorkloadSpec, make_jobs
 
@@ -174,7 +175,7 @@ def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
 
 def run(points: list[Point], seeds: int, procs: int = 2) -> list[Row]:
     """One row per job, scheme, seed and point; progress on stderr."""
-    tasks = [(pt, s, sc) for pt in points for s in range(seeds) for sc in Scheme]
+    tasks = [(pt, s, sc) for pt in points for s in range(seeds) for sc in SIM_SCHEMES]
     tasks.sort(key=lambda t: t[2] is not Scheme.ATP)
     rows: list[Row] = []
     progress = Progress(sys.stderr)

@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from esa.job import JobSpec
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import packet, tiers
-from sim.params import BASELINES, BOUNDS, ESA_SCHEMES, Net, Scheme
+from sim.params import BASELINES, BOUNDS, ESA_SCHEMES, Net
 from sim.racks import Racks, place
 from sim.workload import beyond_compute
 
@@ -34,7 +35,7 @@ POOL = 256
 SPREAD = 2
 """Racks per job."""
 
-SCHEMES = [s for s in Scheme if s is not Scheme.STATIC_EQUAL and s not in BOUNDS]
+SCHEMES = [s for s in SIM_SCHEMES if s is not Scheme.STATIC_EQUAL and s not in BOUNDS]
 """STATIC_EQUAL's recut strands chunks without a timer in the packet model
 (``sim.hostsim.Deadlock``), as in ``sim.calibrate``; the bounds are the
 one switch's (``make sim``)."""

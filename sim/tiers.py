@@ -40,12 +40,13 @@ from dataclasses import dataclass, field, replace
 
 from esa.job import JobSpec
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel
+from esa.schemes import Scheme
 from esa.spec import Verdict
 from esa.wire import PacketType
 from sim.control import FabricPartitions, Partitions, priorities
 from sim.hosts import JobRun, Link, PsHost, Worker
 from sim.hostsim import ZEROS, HostSim
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.racks import Paths, RackJob, Racks, spine_rtt, tor_rtt
 
 TOR_UPLINK = 1

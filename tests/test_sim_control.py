@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from controller.partition import partition
 from esa.job import EQUAL_PRIORITY, JobSpec
+from esa.schemes import Scheme
 from sim.control import Partitions, priorities
-from sim.params import Net, Scheme
+from sim.params import Net
 
 NET = Net()
 BDP = NET.bdp_partition(1 << 20)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from esa import wire
 from esa.model import JobConfig, Packet, SwitchModel, slot_hash
+from esa.schemes import Scheme
 from esa.spec import Event, Policy, Verdict
 from esa.wire import PacketType
 from sim import evictions
 from sim.calibrate import US_SKEW
-from sim.params import Scheme
 
 POOL = 8
 LOW, HIGH = 1, 2

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from esa.job import JobSpec
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import calibrate, fluid
 from sim.curves import MAY_RISE, RISE_TOLERANCE
 from sim.entry import mean_jct, run_scenario
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.workload import WorkloadSpec, compute_times, ideal_iteration_s, make_jobs
 
 TOLERANCE = 0.15
@@ -75,7 +76,7 @@ def test_a_job_alone_takes_compute_plus_line_rate_streams() -> None:
     net = Net(barrier=True)
     job = JobSpec(1, 4, 32 * 100_000, 3, compute_s=0.01)
     ideal = job.iterations * ideal_iteration_s(job, net)
-    for scheme in Scheme:
+    for scheme in SIM_SCHEMES:
         jct = fluid.simulate([job], 4096, scheme, net)[1]
         if scheme is Scheme.PS_ONLY:
             through_ps = job.compute_s + job.workers * job.chunks * net.pkt_ns * 1e-9
@@ -116,11 +117,11 @@ def test_more_memory_never_slows_a_scheme_and_one_slot_never_beats_no_aggregatio
     jobs = [replace(j, iterations=min(j.iterations, 8)) for j in jobs]
     mean = {
         (scheme, pool): float(np.mean(list(fluid.simulate(jobs, pool, scheme, net, seed).values())))
-        for scheme in Scheme
+        for scheme in SIM_SCHEMES
         for pool in POOLS
     }
     tol = 1 + RISE_TOLERANCE
-    for scheme in Scheme:
+    for scheme in SIM_SCHEMES:
         curve = [mean[(scheme, pool)] for pool in POOLS]
         if scheme not in MAY_RISE:
             assert all(b <= a * tol for a, b in itertools.pairwise(curve)), scheme

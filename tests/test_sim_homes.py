@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from esa.schemes import Scheme
 from runner import scenario as scn
 from sim import homes
 from sim.control import Partitions
-from sim.params import Scheme
 
 
 def test_esa_homes_go_to_the_highest_priority_jobs_first() -> None:

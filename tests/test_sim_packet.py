@@ -10,11 +10,12 @@ import pytest
 
 from controller.partition import partition
 from esa.job import JobSpec, ps_shard
+from esa.schemes import Scheme
 from esa.spec import Event, Verdict
 from sim import calibrate
 from sim.hostsim import Deadlock
 from sim.packet import SUMMED, PacketSim
-from sim.params import Net, Scheme
+from sim.params import Net
 
 NET = Net(hop_ns=500, window=64, jitter_ns=0.0, rto_ns=0.0)
 """Mechanisms in isolation: no spread of a chunk's contributions, no retransmission timer."""

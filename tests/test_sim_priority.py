@@ -7,9 +7,10 @@ from dataclasses import replace
 from controller.priority import AUTO_TOP, Admission, priorities
 from esa.job import JobSpec, PrioritySpec
 from esa.model import Packet, Result
+from esa.schemes import Scheme
 from sim import fluid
 from sim.packet import PacketSim
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.priority import job_priorities
 
 NET = Net(hop_ns=500, window=64)

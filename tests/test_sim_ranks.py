@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from esa.schemes import Scheme
 from sim import sweep
-from sim.params import Scheme
 from sim.ranks import RankStats, study
 from sim.rates import Flow
 

@@ -10,8 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from esa.model import slot_hash
+from esa.schemes import Scheme
 from sim import rates
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.rates import (
     CONVERGED,
     Flow,

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esa.job import JobSpec
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, rates, summary, sweep
-from sim.params import BASELINES, ESA_SCHEMES, Net, Scheme
+from sim.params import BASELINES, ESA_SCHEMES, Net
 from sim.summary import Stats, Summary
 from sim.workload import WorkloadSpec, compute_times, concurrency, make_jobs
 
@@ -105,9 +106,9 @@ def test_sensitivity_points_are_shown_not_judged() -> None:
 
 def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
     pt = replace(sweep.SUBSET[1], jobs=4)
-    rows = [r for scheme in Scheme for r in sweep.run_one((pt, 0, scheme))]
-    assert len(rows) == 4 * len(Scheme)
-    assert {r["scheme"] for r in rows} == {s.value for s in Scheme}
+    rows = [r for scheme in SIM_SCHEMES for r in sweep.run_one((pt, 0, scheme))]
+    assert len(rows) == 4 * len(SIM_SCHEMES)
+    assert {r["scheme"] for r in rows} == {s.value for s in SIM_SCHEMES}
     by_job = {(r["job"], r["model"], r["iterations"]) for r in rows}
     assert len(by_job) == 4
     assert all(float(str(r["jct_s"])) > 0 for r in rows)

@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esa.job import JobSpec
+from esa.schemes import Scheme
 from esa.spec import Event, Verdict
 from sim import tier_report
 from sim.control import FabricPartitions, Partitions
 from sim.packet import PacketSim
-from sim.params import Net, Scheme
+from sim.params import Net
 from sim.racks import RackJob, Racks, place
 from sim.tiers import TierSim
 

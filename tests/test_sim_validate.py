@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from esa.schemes import Scheme
 from esa.spec import DEFAULT_SQUAT_US
 from sim import replay
 from sim.entry import mean_jct
-from sim.params import Scheme
 
 EARLIER_RUN = replay.REFERENCE_RUN.parent / "default_run_earlier"
 """An earlier ``make run`` of the same scenario: the run-to-run spread."""

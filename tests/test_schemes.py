@@ -1,0 +1,65 @@
+"""The registry of named schemes (esa.schemes) and what is derived from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.cli import build_parser
+from esa.schemes import POLICY_NAMES, RULES, RUN_SCHEMES, SIM_SCHEMES, Memory, Ranking, Scheme
+from esa.spec import Policy
+from runner.scenario import DEFAULT_POLICIES, POLICIES, controller_policy
+from sim.entry import run_scenario
+from sim.params import BASELINES, BOUNDS, ESA_SCHEMES
+from sim.replay import SCHEMES
+
+
+def test_every_scheme_has_its_rules() -> None:
+    assert set(RULES) == set(Scheme)
+
+
+def test_the_run_takes_its_policies_from_the_registry() -> None:
+    assert POLICIES == ("esa", "esa-equal", "atp", "static", "static-equal")
+    assert DEFAULT_POLICIES == ("esa", "atp", "static", "static-equal")
+    assert set(POLICIES) == {s.value for s in RUN_SCHEMES}
+
+
+def test_the_controller_is_told_the_switch_policy_and_partition() -> None:
+    assert {p: controller_policy(p, 8) for p in POLICIES} == {
+        "esa": ("esa", 0),
+        "esa-equal": ("esa", 0),
+        "atp": ("atp", 0),
+        "static": ("static", 8),
+        "static-equal": ("static", 0),
+    }
+
+
+def test_esa_ctl_offers_the_switch_policies() -> None:
+    args = build_parser().parse_args(["policy", "atp"])
+    assert args.policy == "atp"
+    assert tuple(p.name.lower() for p in Policy) == POLICY_NAMES
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["policy", "esa-equal"])
+
+
+def test_the_simulator_groups_its_schemes_by_rule() -> None:
+    assert [s.value for s in BASELINES] == ["atp", "static-bdp", "static-fb", "static-equal"]
+    assert [s.value for s in ESA_SCHEMES] == ["esa-equal", "esa", "esa-srpt", "esa-aging"]
+    assert BOUNDS == (Scheme.PS_ONLY, Scheme.IDEAL)
+    assert set(BASELINES + ESA_SCHEMES + BOUNDS) == set(SIM_SCHEMES)
+    assert [s for s in Scheme if s.ranked] == [Scheme.ESA, Scheme.ESA_SRPT, Scheme.ESA_AGING]
+    assert Scheme.IDEAL.ranking is Ranking.ONE and Scheme.IDEAL.memory is Memory.UNLIMITED
+
+
+def test_a_run_is_replayed_under_the_scheme_of_its_name() -> None:
+    assert SCHEMES == {
+        "esa": Scheme.ESA,
+        "esa-equal": Scheme.ESA_EQUAL,
+        "atp": Scheme.ATP,
+        "static": Scheme.STATIC_EQUAL,
+        "static-equal": Scheme.STATIC_EQUAL,
+    }
+
+
+def test_the_simulator_refuses_a_scheme_it_does_not_model() -> None:
+    with pytest.raises(ValueError, match="the simulator has no scheme 'static'"):
+        run_scenario([], 8, "static")
