@@ -10,6 +10,7 @@ not to (the server passes ``grpc.so_reuseport=0``).
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import socket
@@ -87,3 +88,13 @@ def in_use(addr: str) -> bool:
                 return True
             raise InvalidRequest(f"admin address {addr}: cannot listen: {e.strerror}") from None
     return False
+
+
+def admin_address(text: str) -> str:
+    """An admin address as a command-line argument; port 0 passes here for
+    ``serve`` and is refused for the other commands once the command is
+    known (``controller.cli``)."""
+    try:
+        return check_admin_addr(text, any_port=True)
+    except InvalidRequest as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

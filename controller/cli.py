@@ -19,19 +19,8 @@ from pathlib import Path
 import grpc
 
 from controller import codec
-from controller.address import check_admin_addr
+from controller.address import admin_address, check_admin_addr
 from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
-from controller.arguments import (
-    MAX_INTERVAL_S,
-    Parser,
-    admin_address,
-    command_line,
-    host_list,
-    integer,
-    nonempty,
-    seconds,
-    usage_line,
-)
 from controller.codec import MAX_INT
 from controller.errors import ControllerError, InvalidRequest
 from controller.formats import (
@@ -53,11 +42,14 @@ from controller.messages import (
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.serve import ThriftCli, run_serve
 from controller.validate import MAX_PART_SIZE, MAX_STALE_US, PS_COUNTS, devices
-from esa import wire
+from esa import arguments, wire
+from esa.arguments import Parser, command_line, host_list, integer, nonempty, seconds, usage_line
 from esa.job import valid_shards
 from esa.schemes import POLICY_NAMES
 from esa.spec import DEFAULT_SQUAT_US, MAX_PRIORITY
 
+MAX_INTERVAL_S = 3600.0
+"""The longest interval a watching command takes."""
 JOB = integer("job id", 1, wire.MAX_JOB_ID)
 BYTES = "0..2^63-1"
 _FOR_DEVICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})=(.*)$", re.DOTALL)
@@ -77,7 +69,7 @@ def _add_priority(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument(
         "--priority",
-        type=integer("priority", 0, MAX_PRIORITY),
+        type=arguments.priority,
         help=f"static priority 0..{MAX_PRIORITY} (higher = more urgent)",
     )
     g.add_argument(
@@ -106,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--device-id",
-        type=integer("device id", 0, 2**64 - 1, "0..2^64-1"),
+        type=arguments.DEVICE_ID,
         help="device id of the switch of a one-switch topology (default 0)",
     )
     p.add_argument(
@@ -138,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pool-size",
-        type=integer("pool size", 1, MAX_INT, "1..2^63-1"),
+        type=arguments.POOL_SIZE,
         help="slot pool size (default: from --p4json or the topology's pool_size)",
     )
     p.add_argument("--db", type=Path, default=Path("esa-ctl.db"), help="sqlite3 state file")

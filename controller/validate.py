@@ -22,7 +22,7 @@ from controller.topology import Host, Topology
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Mode, Placement, PrioritySpec, valid_shards
 from esa.schemes import POLICY_NAMES
-from esa.spec import MAX_PRIORITY, Policy, default_squat_us
+from esa.spec import Policy, check_priority, default_squat_us
 
 MIN_WORKERS = 2
 _COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
@@ -56,9 +56,10 @@ def priority_spec(priority: int | None, size: int | None) -> PrioritySpec:
     if (priority is None) == (size is None):
         raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
     if priority is not None:
-        if not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
-            raise InvalidRequest(f"priority {priority!r} is out of range (0..{MAX_PRIORITY})")
-        return PrioritySpec.static(priority)
+        try:
+            return PrioritySpec.static(check_priority(priority))
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
     if not isinstance(size, int) or size < 0:
         raise InvalidRequest(f"size hint {size!r} must be a number of bytes >= 0")
     return PrioritySpec.auto(size)

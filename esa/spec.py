@@ -21,6 +21,15 @@ DEFAULT_POOL_SIZE = 1024
 MAX_PRIORITY = 255
 """Priorities run 0..MAX_PRIORITY; a higher number is more urgent."""
 
+
+def check_priority(priority: object) -> int:
+    """``priority`` if it is a static priority (an int in 0..MAX_PRIORITY);
+    the one check of that range, for the command line and the controller."""
+    if not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority {priority!r} is out of range (0..{MAX_PRIORITY})")
+    return priority
+
+
 DEFAULT_STALE_US = 20_000
 """A slot untouched this long (microseconds) may be reclaimed by any job,
 whatever it holds: the dead-worker and removed-job timeout."""

@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from esa import wire
+from esa import arguments, wire
 from esa.job import Workers
-from hosts import cli
+from hosts import program
 from hosts.ps import ParameterServer
 
 PROG = "esa-ps"
@@ -32,8 +32,8 @@ def job_arg(text: str) -> tuple[int, Workers]:
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise argparse.ArgumentTypeError(f"expected JOB:FANIN[:MASK], got {text!r}")
-    job, fan_in = cli.JOB_ID(parts[0]), cli.FAN_IN(parts[1])
-    mask = cli.MASK(parts[2]) if len(parts) == 3 else None
+    job, fan_in = arguments.JOB_ID(parts[0]), arguments.FAN_IN(parts[1])
+    mask = arguments.MASK(parts[2]) if len(parts) == 3 else None
     try:
         return job, Workers.of(fan_in, mask)
     except ValueError as e:
@@ -45,20 +45,20 @@ def key_arg(text: str) -> tuple[int, bytes]:
     job, sep, path = text.partition(":")
     if not sep or not path:
         raise argparse.ArgumentTypeError(f"expected JOB:PATH, got {text!r}")
-    return cli.JOB_ID(job), cli.key_file(path)
+    return arguments.JOB_ID(job), program.key_file(path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p = arguments.Parser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument(
         "--bind",
-        type=cli.address(wire.UDP_PORT),
+        type=arguments.address(wire.UDP_PORT),
         default=("0.0.0.0", wire.UDP_PORT),
         help=f"HOST[:PORT] to listen on (default 0.0.0.0:{wire.UDP_PORT})",
     )
     p.add_argument(
         "--control-bind",
-        type=cli.address(wire.CONTROL_PORT),
+        type=arguments.address(wire.CONTROL_PORT),
         help=f"HOST[:PORT] for control messages (default: the --bind host, {wire.CONTROL_PORT})",
     )
     p.add_argument("--job", type=job_arg, action="append", required=True, help="JOB:FANIN[:MASK]")
@@ -72,23 +72,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--switch-addr",
-        type=cli.address(wire.UDP_PORT),
+        type=arguments.address(wire.UDP_PORT),
         required=True,
         help="HOST[:PORT] PS results are sent to",
     )
     p.add_argument(
-        "--stall", type=cli.POSITIVE, default=0.2, help="seconds before a stalled chunk is pulled"
+        "--stall",
+        type=arguments.seconds("stall"),
+        default=0.2,
+        help="seconds before a stalled chunk is pulled",
     )
     p.add_argument(
-        "--cache", type=cli.COUNT, default=1 << 16, help="finished chunks kept for resends"
+        "--cache", type=arguments.COUNT, default=1 << 16, help="finished chunks kept for resends"
     )
     p.add_argument(
-        "--shard", type=cli.SHARD, default=0, help="this PS's shard of its jobs' chunks (0)"
+        "--shard", type=arguments.SHARD, default=0, help="this PS's shard of its jobs' chunks (0)"
     )
     p.add_argument(
-        "--shards", type=cli.shards, default=1, help="PS hosts per job: 1, 2, 4 or 8 (1)"
+        "--shards", type=arguments.shards, default=1, help="PS hosts per job: 1, 2, 4 or 8 (1)"
     )
-    p.add_argument("--duration", type=cli.POSITIVE, help="stop after this many seconds")
+    p.add_argument(
+        "--duration", type=arguments.seconds("duration"), help="stop after this many seconds"
+    )
     p.add_argument("--json", action="store_true", help="print counters as JSON on exit")
     args = p.parse_args(argv)
     ids = [job for job, _ in args.job]
@@ -108,9 +113,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def serve(args: argparse.Namespace) -> int:
     try:
-        transport, control = cli.bind_pair(args.bind, args.control_bind)
-    except cli.Failure as e:
-        raise cli.Failure(f"error: {e}") from None
+        transport, control = program.bind_pair(args.bind, args.control_bind)
+    except program.Failure as e:
+        raise program.Failure(f"error: {e}") from None
     ps = ParameterServer(
         transport,
         args.switch_addr,
@@ -133,7 +138,7 @@ def serve(args: argparse.Namespace) -> int:
     end = None if args.duration is None else time.monotonic() + args.duration
     shard = f", shard {ps.shard} of {ps.shards}" if ps.shards > 1 else ""
     print(
-        f"PS on {cli.shown(transport.addr)}, control on {cli.shown(control.addr)}, "
+        f"PS on {program.shown(transport.addr)}, control on {program.shown(control.addr)}, "
         f"jobs {sorted(ps.jobs)}{shard}",
         flush=True,
     )
@@ -149,7 +154,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    return cli.run(PROG, lambda: serve(args))
+    return program.run(PROG, lambda: serve(args))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from esa import wire
+from esa.arguments import parse_addr
 from esa.job import valid_shards
 from hosts.auth import read_key
-from hosts.transport import Addr, parse_addr
+from hosts.transport import Addr
 
 T = TypeVar("T")
 

@@ -15,28 +15,36 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from hosts import cli, training
+from esa import arguments
+from hosts import program, training
 from hosts.worker import DEFAULT_TIMEOUT, Worker
 
 PROG = "esa-train"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
-    p.add_argument("--job", type=cli.JOB_ID, required=True)
-    p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
-    p.add_argument("--workers", type=cli.FAN_IN, required=True, help="workers of the job (fan-in)")
-    cli.add_worker_addresses(p)
-    p.add_argument("--key-file", type=cli.key_file, help="the job's control key (hex)")
-    p.add_argument("--steps", type=cli.COUNT, default=150)
-    p.add_argument("--seed", type=cli.SEED, default=0, help="data set seed (same on every worker)")
+    p = arguments.Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--job", type=arguments.JOB_ID, required=True)
+    p.add_argument("--index", type=arguments.WORKER_INDEX, required=True, help="this worker's bit")
     p.add_argument(
-        "--timeout", type=cli.POSITIVE, default=DEFAULT_TIMEOUT, help="seconds per allreduce"
+        "--workers", type=arguments.FAN_IN, required=True, help="workers of the job (fan-in)"
+    )
+    arguments.add_worker_addresses(p)
+    p.add_argument("--key-file", type=program.key_file, help="the job's control key (hex)")
+    p.add_argument("--steps", type=arguments.COUNT, default=150)
+    p.add_argument(
+        "--seed", type=arguments.SEED, default=0, help="data set seed (same on every worker)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=arguments.seconds("timeout"),
+        default=DEFAULT_TIMEOUT,
+        help="seconds per allreduce",
     )
     args = p.parse_args(argv)
     if args.index >= args.workers:
         p.error(f"argument --index: {args.index} is not below --workers {args.workers}")
-    cli.check_worker_addresses(p, args)
+    arguments.check_worker_addresses(p, args)
     return args
 
 
@@ -44,7 +52,7 @@ def train(args: argparse.Namespace) -> int:
     data = training.make_dataset(args.seed)
     x, y = data.shard(args.index, args.workers)
     trainer = training.Trainer(training.new_model(data), x, y, args.workers)
-    transport, control = cli.bind_pair(args.bind)
+    transport, control = program.bind_pair(args.bind)
     try:
         worker = Worker(
             args.job, args.index, args.workers, args.ps, transport, bound=training.GRAD_BOUND,
@@ -69,7 +77,7 @@ def train(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    return cli.run(PROG, lambda: train(args))
+    return program.run(PROG, lambda: train(args))
 
 
 if __name__ == "__main__":

@@ -103,15 +103,3 @@ def wait_any(transports: Sequence[Transport], timeout: float) -> None:
         return
     for t in transports:
         t.wait(timeout / len(transports))
-
-
-def parse_addr(text: str, default_port: int) -> Addr:
-    """``HOST`` or ``HOST:PORT``; raises ``ValueError`` on a bad port."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return text, default_port
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"bad port {port!r} in {text!r}")
-    if not host:
-        raise ValueError(f"no host in {text!r}")
-    return host, int(port)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from hosts import cli, quant
+from esa import arguments
+from hosts import program, quant
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.transport import UdpTransport
 from hosts.worker import DEFAULT_TIMEOUT, Worker
@@ -29,35 +30,53 @@ PROG = "esa-worker"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
-    p.add_argument("--job", type=cli.JOB_ID, required=True)
-    p.add_argument("--index", type=cli.WORKER_INDEX, required=True, help="this worker's bit")
-    p.add_argument("--fan-in", type=cli.FAN_IN, required=True)
-    p.add_argument("--mask", type=cli.MASK, help="worker bitmap (default: fan-in bits)")
-    cli.add_worker_addresses(p)
+    p = arguments.Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--job", type=arguments.JOB_ID, required=True)
+    p.add_argument("--index", type=arguments.WORKER_INDEX, required=True, help="this worker's bit")
+    p.add_argument("--fan-in", type=arguments.FAN_IN, required=True)
+    p.add_argument("--mask", type=arguments.MASK, help="worker bitmap (default: fan-in bits)")
+    arguments.add_worker_addresses(p)
     p.add_argument(
         "--key-file",
-        type=cli.key_file,
+        type=program.key_file,
         help="the job's control key (hex; default: the job's open key, which authenticates "
         "nothing)",
     )
-    p.add_argument("--bound", type=cli.bound, default=1.0, help="max |gradient| of the job")
-    p.add_argument("--window", type=cli.COUNT, default=64, help="chunks in flight")
-    p.add_argument("--rto", type=cli.POSITIVE, default=0.05, help="initial retransmission timeout")
+    p.add_argument("--bound", type=program.bound, default=1.0, help="max |gradient| of the job")
+    p.add_argument("--window", type=arguments.COUNT, default=64, help="chunks in flight")
     p.add_argument(
-        "--timeout", type=cli.POSITIVE, default=DEFAULT_TIMEOUT, help="seconds per allreduce"
+        "--rto", type=arguments.seconds("rto"), default=0.05, help="initial retransmission timeout"
     )
-    p.add_argument("--iters", type=cli.COUNT, default=10)
-    p.add_argument("--size", type=cli.COUNT, default=100_000, help="synthetic gradient length")
-    p.add_argument("--seed", type=cli.SEED, default=0)
+    p.add_argument(
+        "--timeout",
+        type=arguments.seconds("timeout"),
+        default=DEFAULT_TIMEOUT,
+        help="seconds per allreduce",
+    )
+    p.add_argument("--iters", type=arguments.COUNT, default=10)
+    p.add_argument(
+        "--size", type=arguments.COUNT, default=100_000, help="synthetic gradient length"
+    )
+    p.add_argument("--seed", type=arguments.SEED, default=0)
     p.add_argument("--grad", help=".npy gradients: 1-D (each iteration) or 2-D (row per iteration)")
     p.add_argument(
-        "--compute", type=cli.NON_NEGATIVE, default=0.0, help="seconds of compute per iteration"
+        "--compute",
+        type=arguments.seconds("compute", zero=True),
+        default=0.0,
+        help="seconds of compute per iteration",
     )
     p.add_argument(
-        "--jitter", type=cli.fraction, default=0.0, help="compute time varies by this fraction"
+        "--jitter",
+        type=arguments.fraction("jitter"),
+        default=0.0,
+        help="compute time varies by this fraction",
     )
-    p.add_argument("--linger", type=cli.NON_NEGATIVE, default=1.0, help="seconds to answer PULLs")
+    p.add_argument(
+        "--linger",
+        type=arguments.seconds("linger", zero=True),
+        default=1.0,
+        help="seconds to answer PULLs",
+    )
     p.add_argument("--json", action="store_true", help="print a final JSON line")
     args = p.parse_args(argv)
     mask = args.mask if args.mask is not None else (1 << args.fan_in) - 1
@@ -75,11 +94,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"argument --bound: {e}")
     if args.grad is not None:
         args.grad = load_gradients(p, args.grad)
-    cli.check_worker_addresses(p, args)
+    arguments.check_worker_addresses(p, args)
     return args
 
 
-def load_gradients(p: cli.Parser, path: str) -> npt.NDArray[np.float32]:
+def load_gradients(p: arguments.Parser, path: str) -> npt.NDArray[np.float32]:
     try:
         g = np.load(path, allow_pickle=False)
     except OSError as e:
@@ -101,7 +120,7 @@ def gradient_of(args: argparse.Namespace, it: int) -> npt.NDArray[np.float32]:
 
 
 def run(args: argparse.Namespace) -> int:
-    transport, control = cli.bind_pair(args.bind)
+    transport, control = program.bind_pair(args.bind)
     try:
         return iterate(args, transport, control)
     finally:
@@ -125,7 +144,8 @@ def iterate(args: argparse.Namespace, transport: UdpTransport, control: UdpTrans
         key=args.key_file,
     )
     print(
-        f"worker on {cli.shown(transport.addr)}, control on {cli.shown(control.addr)}", flush=True
+        f"worker on {program.shown(transport.addr)}, control on {program.shown(control.addr)}",
+        flush=True,
     )
     try:
         times: list[float] = []
@@ -163,7 +183,7 @@ def iterate(args: argparse.Namespace, transport: UdpTransport, control: UdpTrans
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    return cli.run(PROG, lambda: run(args))
+    return program.run(PROG, lambda: run(args))
 
 
 if __name__ == "__main__":

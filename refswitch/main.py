@@ -49,6 +49,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2
 
+from esa.arguments import DEVICE_ID, POOL_SIZE, Parser
 from refswitch.server import Device, serve
 from refswitch.tables import Refused
 
@@ -173,20 +174,8 @@ def parse_grpc(text: str) -> str:
     return text
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
-def device_id(text: str) -> int:
-    if not text.isdigit() or int(text) >= 1 << 64:
-        raise argparse.ArgumentTypeError(f"expected 0..2^64-1, got {text!r}")
-    return int(text)
-
-
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="esa-refswitch",
         description="The reference switch: esa.model on real interfaces, configured over "
         "P4Runtime like simple_switch_grpc, for machines without p4c or BMv2.  Prints the "
@@ -207,13 +196,13 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--device-id",
-        type=device_id,
+        type=DEVICE_ID,
         default=0,
         metavar="N",
         help="P4Runtime device id (default 0)",
     )
     ap.add_argument(
-        "--pool", type=positive, required=True, metavar="N", help="slot pool size (POOL_SIZE)"
+        "--pool", type=POOL_SIZE, required=True, metavar="N", help="slot pool size (POOL_SIZE)"
     )
     ap.add_argument(
         "--p4info",

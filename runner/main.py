@@ -20,6 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from esa.arguments import Parser
 from esa.toolchain import missing_binaries
 from runner import network as topo_mod
 from runner import scenario as scn
@@ -45,7 +46,7 @@ def missing(scenario: scn.Scenario, topo: Topology, kind: SwitchKind, pcap: bool
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="make run", description=__doc__.splitlines()[0])
+    ap = Parser(prog="make run", description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", type=Path, default=scn.DEFAULT)
     ap.add_argument(
         "--out", type=Path, help="results directory (default results/run; with --cli results/cli)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts import cli, ps_cli, train_cli, worker_cli
+from hosts import program, ps_cli, train_cli, worker_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 Main = Callable[[Sequence[str] | None], int]
@@ -26,7 +26,7 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: object) -> None:
         raise AssertionError("a socket was opened before the arguments were checked")
 
-    monkeypatch.setattr(cli, "UdpTransport", refuse)
+    monkeypatch.setattr(program, "UdpTransport", refuse)
 
 
 def usage_error(main: Main, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -41,25 +41,25 @@ def usage_error(main: Main, argv: list[str], capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--job", "1:40", *SW], "argument --job: fan-in 40 is not in 1..32"),
-        (["--job", "0:2", *SW], "argument --job: job 0 is not in 1..255"),
-        (["--job", "256:2", *SW], "argument --job: job 256 is not in 1..255"),
+        (["--job", "1:40", *SW], "argument --job: fan-in 40 is out of range (1..32)"),
+        (["--job", "0:2", *SW], "argument --job: job 0 is out of range (1..255)"),
+        (["--job", "256:2", *SW], "argument --job: job 256 is out of range (1..255)"),
         (["--job", "1:2:0x7", *SW],
          "argument --job: 1:2:0x7: mask 0x7 has 3 workers, fan-in is 2"),
         (["--job", "1:2", "--job", "1:3", *SW], "argument --job: job 1 given twice"),
         (["--job", "1", *SW], "argument --job: expected JOB:FANIN[:MASK], got '1'"),
-        ([*PS, "--stall", "0"], "argument --stall: must be > 0: 0"),
+        ([*PS, "--stall", "0"], "argument --stall: stall 0 s: give more than 0 seconds"),
         ([*PS, "--bind", "0.0.0.0:70000"], "argument --bind: bad port '70000' in '0.0.0.0:70000'"),
         (["--job", "1:2"], "the following arguments are required: --switch-addr"),
         ([*PS, "--shards", "3"], "argument --shards: shards 3 is not 1, 2, 4 or 8 "
          "(a power of two up to 8)"),
-        ([*PS, "--shards", "16"], "argument --shards: shards 16 is not in 1..8"),
+        ([*PS, "--shards", "16"], "argument --shards: shards 16 is out of range (1..8)"),
         ([*PS, "--shard", "2", "--shards", "2"], "argument --shard: 2 is not below --shards 2"),
         ([*PS, "--shard", "1"], "argument --shard: 1 is not below --shards 1"),
     ],
 )  # fmt: skip
 def test_ps_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert usage_error(ps_cli.main, argv, capsys) == f"esa-ps: error: {message}"
+    assert usage_error(ps_cli.main, argv, capsys) == f"esa-ps: error: {message} (see esa-ps --help)"
 
 
 @pytest.mark.usefixtures("no_sockets")
@@ -67,17 +67,17 @@ def test_ps_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFi
     ("change", "message"),
     [
         ({"--index": "2"}, "argument --index: 2 is not below fan-in 2"),
-        ({"--fan-in": "0"}, "argument --fan-in: fan-in 0 is not in 1..32"),
-        ({"--fan-in": "33"}, "argument --fan-in: fan-in 33 is not in 1..32"),
-        ({"--job": "0"}, "argument --job: job 0 is not in 1..255"),
-        ({"--bound": "0"}, "argument --bound: must be > 0: 0"),
-        ({"--bound": "inf"}, "argument --bound: not a finite number: 'inf'"),
+        ({"--fan-in": "0"}, "argument --fan-in: fan-in 0 is out of range (1..32)"),
+        ({"--fan-in": "33"}, "argument --fan-in: fan-in 33 is out of range (1..32)"),
+        ({"--job": "0"}, "argument --job: job 0 is out of range (1..255)"),
+        ({"--bound": "0"}, "argument --bound: bound 0: give more than 0"),
+        ({"--bound": "inf"}, "argument --bound: bound 'inf' is not a finite number"),
         ({"--grad": "/nonexistent.npy"},
          "argument --grad: can not read /nonexistent.npy: No such file or directory"),
         ({"--mask": "0x5", "--index": "1"}, "argument --index: worker 1 is not in mask 0x5"),
         ({"--mask": "0x7"}, "argument --mask: 0x7 holds 3 workers, not 2"),
-        ({"--jitter": "1"}, "argument --jitter: must be below 1: 1"),
-        ({"--timeout": "-1"}, "argument --timeout: must be > 0: -1"),
+        ({"--jitter": "1"}, "argument --jitter: jitter 1: give 0 or more and below 1"),
+        ({"--timeout": "-1"}, "argument --timeout: timeout -1 s: give more than 0 seconds"),
         ({"--ps": "no.such.host.invalid"}, "argument --ps: can not resolve 'no.such.host.invalid'"),
         ({"--ps": "127.0.0.1,127.0.0.2,127.0.0.3"},
          "argument --ps: 3 addresses in '127.0.0.1,127.0.0.2,127.0.0.3': a job has 1, 2, 4 or 8 "
@@ -116,11 +116,14 @@ def test_grad_file_must_hold_numbers(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_train_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--job", "1", "--index", "2", "--workers", "2", "--ps", "127.0.0.1"]
     err = usage_error(train_cli.main, argv, capsys)
-    assert err == "esa-train: error: argument --index: 2 is not below --workers 2"
+    assert err == (
+        "esa-train: error: argument --index: 2 is not below --workers 2 (see esa-train --help)"
+    )
     argv = ["--job", "1", "--index", "0", "--workers", "2", "--ps", "127.0.0.1,127.0.0.2"]
     err = usage_error(train_cli.main, [*argv, "--control", "127.0.0.1:9"], capsys)
     assert err == (
         "esa-train: error: argument --control: 1 address for 2 PS hosts (one per --ps address)"
+        " (see esa-train --help)"
     )
 
 
