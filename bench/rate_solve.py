@@ -24,7 +24,7 @@ from unittest import mock
 from esa.schemes import Scheme
 from sim import rates
 from sim.params import Net
-from sim.rates import Flow, NotConverged, Paths, solve
+from sim.rates import Flow, NotConverged, SolveConstants, solve
 
 SCHEMES = (Scheme.ATP, Scheme.ESA_EQUAL, Scheme.ESA, Scheme.ESA_SRPT)
 
@@ -50,7 +50,7 @@ def unconverged(
     for scheme, spec, pool in cases:
         flows = [Flow(w, p, skew, spread, spread) for w, p, skew, spread in spec]
         try:
-            solve(flows, [], Paths.of(scheme, net, pool), net)
+            solve(flows, [], SolveConstants.of(scheme, net, pool), net)
         except NotConverged:
             failed += 1
     return failed

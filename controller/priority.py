@@ -57,7 +57,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from esa.job import Mode, PrioritySpec
+from esa.job import Mode, Priority
 
 DEFAULT_AGING_PERIOD_S = 10.0
 SWAP_MARGIN = 0.25
@@ -74,7 +74,7 @@ class Admission(NamedTuple):
     """A running job as the ranking sees it."""
 
     job: int
-    spec: PrioritySpec
+    spec: Priority
     admitted_at: float
     """seconds on any clock shared by all jobs; only differences matter."""
 

@@ -34,7 +34,7 @@ from controller.entries import PolicyEntry
 from controller.errors import ControllerError, StateError
 from controller.fabric import Fabric
 from controller.topology import Host, parse_host
-from esa.job import Mode, Placement, PrioritySpec
+from esa.job import Mode, Placement, Priority
 from esa.spec import Policy, default_squat_us
 
 SCHEMA = """
@@ -70,7 +70,7 @@ class JobRecord:
     job: int
     placement: Placement
     """host names: worker ``i`` owns bit ``i`` of the job's worker bitmap."""
-    priority: PrioritySpec
+    priority: Priority
     admitted_at: float
     """wall-clock seconds (``time.time()``), the origin of aging."""
 
@@ -171,7 +171,7 @@ class Store:
                 "FROM jobs ORDER BY job"
             )
             for job, workers, ps_hosts, mode, priority, remaining, admitted_at in rows:
-                spec = PrioritySpec(Mode(mode), priority=priority, remaining=remaining)
+                spec = Priority(Mode(mode), priority=priority, remaining=remaining)
                 placement = Placement(
                     _names(workers, job, "workers"), _names(ps_hosts, job, "PS hosts")
                 )

@@ -20,7 +20,7 @@ from controller.messages import AdmitRequest, PolicyRequest
 from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
-from esa.job import MAX_PS_SHARDS, Mode, Placement, PrioritySpec, valid_shards
+from esa.job import MAX_PS_SHARDS, Mode, Placement, Priority, valid_shards
 from esa.schemes import POLICY_NAMES
 from esa.spec import Policy, check_priority, default_squat_us
 
@@ -51,18 +51,18 @@ def known_job(job: object, jobs: Mapping[int, JobRecord]) -> JobRecord:
     return jobs[job]
 
 
-def priority_spec(priority: int | None, size: int | None) -> PrioritySpec:
+def priority_spec(priority: int | None, size: int | None) -> Priority:
     """A static priority or an SRPT size hint: exactly one of them."""
     if (priority is None) == (size is None):
         raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
     if priority is not None:
         try:
-            return PrioritySpec.static(check_priority(priority))
+            return Priority.static(check_priority(priority))
         except ValueError as e:
             raise InvalidRequest(str(e)) from None
     if not isinstance(size, int) or size < 0:
         raise InvalidRequest(f"size hint {size!r} must be a number of bytes >= 0")
-    return PrioritySpec.auto(size)
+    return Priority.auto(size)
 
 
 def auto_job(rec: JobRecord) -> JobRecord:

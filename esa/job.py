@@ -21,8 +21,9 @@ class Mode(enum.Enum):
 
 
 @dataclass(frozen=True)
-class PrioritySpec:
-    """How one job's priority is set."""
+class Priority:
+    """How one job's priority is set: a static number, or ranked automatically
+    by the bytes it has left."""
 
     mode: Mode
     priority: int = 0
@@ -31,11 +32,11 @@ class PrioritySpec:
     """bytes still to aggregate (``Mode.AUTO``)."""
 
     @classmethod
-    def static(cls, priority: int) -> PrioritySpec:
+    def static(cls, priority: int) -> Priority:
         return cls(Mode.STATIC, priority=priority)
 
     @classmethod
-    def auto(cls, remaining: int) -> PrioritySpec:
+    def auto(cls, remaining: int) -> Priority:
         return cls(Mode.AUTO, remaining=remaining)
 
 
@@ -168,9 +169,9 @@ class JobSpec:
     def worker_set(self) -> Workers:
         return Workers.of(self.workers)
 
-    def priority_spec(self, iters_done: int = 0) -> PrioritySpec:
+    def priority_spec(self, iters_done: int = 0) -> Priority:
         """What the job tells the controller: its static priority, or its
         remaining volume for the automatic rank."""
         if self.priority is None:
-            return PrioritySpec.auto(self.remaining_bytes(iters_done))
-        return PrioritySpec.static(self.priority)
+            return Priority.auto(self.remaining_bytes(iters_done))
+        return Priority.static(self.priority)

@@ -29,7 +29,7 @@ from esa import wire
 from esa.wire import ControlType, RejectReason, ReportKind
 from hosts import payload, quant
 from hosts.drops import Drop
-from hosts.roster import Proc, Roster, State
+from hosts.roster import Roster, RosterState, WorkerProcess
 from hosts.transport import Addr
 
 SEQ_MOD = 1 << 32
@@ -144,9 +144,9 @@ class CallBook:
             return Outcome(drop=Drop.STRANGER)
         banned = self.roster.hear(p, msg, addr, now)
         out = Outcome(self._fail(banned, msg))
-        if p.state is State.BANNED and p not in banned:
+        if p.state is RosterState.BANNED and p not in banned:
             out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, msg.worker))
-        elif p.state is State.GONE:
+        elif p.state is RosterState.GONE:
             self._withdraw(p)
         elif msg.ctype == ControlType.STATUS:
             out.replies.append((self._report(msg, now, held), addr))
@@ -163,12 +163,12 @@ class CallBook:
             return Outcome([self._reject(msg, addr, table, None)])
         p, banned = self.roster.claim(msg, addr, now)
         out = Outcome(self._fail(banned, msg))
-        if p.state is State.BANNED:
+        if p.state is RosterState.BANNED:
             if p not in banned:
                 out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, p.index))
             return out
-        if p.state is not State.HOLDER:
-            out.drop = None if p.state is State.CONTENDER else Drop.STRANGER
+        if p.state is not RosterState.HOLDER:
+            out.drop = None if p.state is RosterState.CONTENDER else Drop.STRANGER
             return out
         a = Announcement.of(msg, addr)
         ag = self.agreement(msg.call)
@@ -271,19 +271,19 @@ class CallBook:
         out.agreed, out.new_epoch = True, not continues
         out.replies += [self._go(ag, ag.members[i]) for i in sorted(ag.members)]
 
-    def _is_past(self, msg: payload.Control, p: Proc) -> bool:
+    def _is_past(self, msg: payload.Control, p: WorkerProcess) -> bool:
         """A delayed CALL of a call its process is long past."""
         last = self.agreed[-1] if self.agreed else None
         m = None if last is None else last.members.get(p.index)
         return m is not None and m.nonce == p.nonce and last is not None and msg.call < last.call
 
-    def _withdraw(self, p: Proc) -> None:
+    def _withdraw(self, p: WorkerProcess) -> None:
         """``p`` left: its announcement no longer counts."""
         q = self.pending.get(p.index)
         if q is not None and q.nonce == p.nonce:
             del self.pending[p.index]
 
-    def _fail(self, banned: list[Proc], msg: payload.Control) -> Replies:
+    def _fail(self, banned: list[WorkerProcess], msg: payload.Control) -> Replies:
         """Processes found running as one index (``msg`` showed it): each of
         them, every announcer of the next call and the members of the last
         call they agreed are sent a REJECT (DUPLICATE, ``peer`` the index),

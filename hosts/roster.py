@@ -29,7 +29,7 @@ RETIRED_KEPT = 1 << 14
 that their recorded messages stay copies); only authentic CALLs add any."""
 
 
-class State(enum.Enum):
+class RosterState(enum.Enum):
     HOLDER = "holder"
     """holds its index: its announcements count."""
     CONTENDER = "contender"
@@ -44,45 +44,49 @@ class State(enum.Enum):
 
 
 @dataclass
-class Proc:
+class WorkerProcess:
     index: int
     nonce: int
     addr: Addr
     heard: float
-    state: State
+    state: RosterState
     window: ReplayWindow = field(default_factory=ReplayWindow)
 
 
 class Roster:
     def __init__(self) -> None:
-        self.procs: OrderedDict[int, Proc] = OrderedDict()
-        self.holders: dict[int, Proc] = {}
-        self.contenders: dict[int, Proc] = {}
+        self.procs: OrderedDict[int, WorkerProcess] = OrderedDict()
+        self.holders: dict[int, WorkerProcess] = {}
+        self.contenders: dict[int, WorkerProcess] = {}
 
-    def known(self, nonce: int) -> Proc | None:
+    def known(self, nonce: int) -> WorkerProcess | None:
         return self.procs.get(nonce)
 
     @staticmethod
-    def live(p: Proc, now: float) -> bool:
-        return p.state in (State.HOLDER, State.CONTENDER) and now - p.heard < LIVE_TTL
+    def live(p: WorkerProcess, now: float) -> bool:
+        return p.state in (RosterState.HOLDER, RosterState.CONTENDER) and now - p.heard < LIVE_TTL
 
-    def hear(self, p: Proc, msg: payload.Control, addr: Addr, now: float) -> list[Proc]:
+    def hear(
+        self, p: WorkerProcess, msg: payload.Control, addr: Addr, now: float
+    ) -> list[WorkerProcess]:
         """An authentic, fresh message of known process ``p``; returns the
         processes it shows running as one index (banned now)."""
         p.window.take(msg.counter)
         p.heard, p.addr = now, addr
         if msg.ctype == ControlType.BYE:
-            self._retire(p, State.GONE)
+            self._retire(p, RosterState.GONE)
             return []
-        if p.state is State.SUPERSEDED:
+        if p.state is RosterState.SUPERSEDED:
             rivals = (self.holders.get(p.index), self.contenders.get(p.index))
             return self._ban(p, *(r for r in rivals if r is not None and self.live(r, now)))
         c = self.contenders.get(p.index)
-        if p.state is State.HOLDER and c is not None and self.live(c, now):
+        if p.state is RosterState.HOLDER and c is not None and self.live(c, now):
             return self._ban(p, c)
         return []
 
-    def claim(self, msg: payload.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
+    def claim(
+        self, msg: payload.Control, addr: Addr, now: float
+    ) -> tuple[WorkerProcess, list[WorkerProcess]]:
         """The process of CALL ``msg`` (authentic, fresh, for an index of the
         job and, if the process is known, for its index), and the processes
         found running as one index (banned now).  The process goes on to
@@ -91,45 +95,49 @@ class Roster:
         if p is None:
             return self._newcomer(msg, addr, now)
         banned = self.hear(p, msg, addr, now)
-        if p.state is State.CONTENDER:
+        if p.state is RosterState.CONTENDER:
             return self._contend(p, now), banned
         return p, banned
 
-    def _newcomer(self, msg: payload.Control, addr: Addr, now: float) -> tuple[Proc, list[Proc]]:
+    def _newcomer(
+        self, msg: payload.Control, addr: Addr, now: float
+    ) -> tuple[WorkerProcess, list[WorkerProcess]]:
         i = msg.worker
-        p = Proc(i, msg.nonce, addr, now, State.CONTENDER)
+        p = WorkerProcess(i, msg.nonce, addr, now, RosterState.CONTENDER)
         p.window.take(msg.counter)
         self.procs[p.nonce] = p
         rival = self.contenders.get(i)
         if rival is not None:
-            self._retire(rival, State.SUPERSEDED)
+            self._retire(rival, RosterState.SUPERSEDED)
         self.contenders[i] = p
         return self._contend(p, now), []
 
-    def _contend(self, p: Proc, now: float) -> Proc:
+    def _contend(self, p: WorkerProcess, now: float) -> WorkerProcess:
         holder = self.holders.get(p.index)
         if holder is not None and self.live(holder, now):
             return p
         if holder is not None:
-            self._retire(holder, State.SUPERSEDED)
+            self._retire(holder, RosterState.SUPERSEDED)
         del self.contenders[p.index]
-        p.state = State.HOLDER
+        p.state = RosterState.HOLDER
         self.holders[p.index] = p
         return p
 
-    def _ban(self, *procs: Proc) -> list[Proc]:
+    def _ban(self, *procs: WorkerProcess) -> list[WorkerProcess]:
         for p in procs:
-            self._retire(p, State.BANNED)
+            self._retire(p, RosterState.BANNED)
         return list(procs)
 
-    def _retire(self, p: Proc, state: State) -> None:
+    def _retire(self, p: WorkerProcess, state: RosterState) -> None:
         for table in (self.holders, self.contenders):
             if table.get(p.index) is p:
                 del table[p.index]
         p.state = state
         self.procs.move_to_end(p.nonce)
         retired = [
-            n for n, q in self.procs.items() if q.state not in (State.HOLDER, State.CONTENDER)
+            n
+            for n, q in self.procs.items()
+            if q.state not in (RosterState.HOLDER, RosterState.CONTENDER)
         ]
         for n in retired[: max(0, len(retired) - RETIRED_KEPT)]:
             del self.procs[n]

@@ -48,7 +48,7 @@ from esa.p4names import (
 )
 from esa.spec import PS_SHARD_BITS, Drop, Policy, unpack_ps_ports
 from esa.wire import PacketType
-from refswitch.tables import Call, Key, Replicas, Tables
+from refswitch.tables import ActionCall, Key, Replicas, Tables
 
 ESA_AT = 14 + 20 + 8
 """Offset of the ESA header: Ethernet, IPv4 without options, UDP."""
@@ -124,7 +124,7 @@ def _b(value: int, size: int) -> bytes:
     return value.to_bytes(size, "big")
 
 
-def _routes(rows: Mapping[Key, Call]) -> dict[tuple[int, int], tuple[int, bytes, bytes, int]]:
+def _routes(rows: Mapping[Key, ActionCall]) -> dict[tuple[int, int], tuple[int, bytes, bytes, int]]:
     """The ``ps_route`` entries by the chunks they route (highest priority first)."""
     out = {}
     best: dict[tuple[int, int], int] = {}

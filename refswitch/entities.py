@@ -30,12 +30,12 @@ from esa.p4names import JOB_EVENTS, register
 from refswitch.datapath import Pipeline
 from refswitch.tables import (
     EXACT,
-    Call,
+    ActionCall,
     Counter,
     Key,
-    Program,
+    ProgramInfo,
     Refused,
-    Register,
+    RegisterArray,
     Table,
     Tables,
 )
@@ -81,7 +81,7 @@ class Entities:
     def __init__(self, tables: Tables, pipeline: Pipeline) -> None:
         self.tables = tables
         self.pipeline = pipeline
-        self.program: Program = tables.program
+        self.program: ProgramInfo = tables.program
 
     # -- write --
 
@@ -208,7 +208,7 @@ class Entities:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no counter with id {counter_id}")
         return counter
 
-    def _register(self, register_id: int) -> Register:
+    def _register(self, register_id: int) -> RegisterArray:
         reg = self.program.register_by_id.get(register_id)
         if reg is None:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"no register with id {register_id}")
@@ -278,7 +278,7 @@ class Entities:
             )
         return tuple(out)
 
-    def _call(self, table_action: Any) -> Call:
+    def _call(self, table_action: Any) -> ActionCall:
         if table_action.WhichOneof("type") != "action":
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "only direct actions (no profiles)")
         a = table_action.action
@@ -294,9 +294,9 @@ class Entities:
                     f"{action.name}: unknown or repeated parameter id {p.param_id}",
                 )
             args[names[p.param_id]] = _int(p.value, names[p.param_id])
-        return Call(action.name, args)
+        return ActionCall(action.name, args)
 
-    def _entry(self, table: Table, key: Key, call: Call, default: bool = False) -> Any:
+    def _entry(self, table: Table, key: Key, call: ActionCall, default: bool = False) -> Any:
         te = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=default)
         rest = list(key)
         for k in () if default else table.keys:

@@ -33,7 +33,7 @@ from esa.p4names import SLOT_OWNER
 from refswitch.arbiter import Arbiter, Connection
 from refswitch.datapath import Pipeline
 from refswitch.entities import Entities
-from refswitch.tables import Program, Refused, Tables
+from refswitch.tables import ProgramInfo, Refused, Tables
 
 _CONFIG = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
@@ -75,9 +75,9 @@ class Device:
         self.entities: Entities | None = None
         self.pipeline: Pipeline | None = None
 
-    def check(self, config: Any) -> Program:
+    def check(self, config: Any) -> ProgramInfo:
         """The program of a pipeline config this switch can run (raises ``Refused``)."""
-        program = Program(config.p4info)
+        program = ProgramInfo(config.p4info)
         if config.p4_device_config:
             pool = pool_of(config.p4_device_config)
             if pool != self.pool_size:

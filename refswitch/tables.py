@@ -64,7 +64,7 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
-class Call:
+class ActionCall:
     """An action with its arguments, by name."""
 
     action: str
@@ -81,7 +81,7 @@ class TableSpec:
     """the match kind of each key field (their names and widths are the
     P4Info's); a table with a ternary field is one whose entries have a
     priority."""
-    default: Call
+    default: ActionCall
     """the program's default action (p4src), in force after every push."""
     default_writable: bool = False
     """whether the data path follows a written default (only ``policy``'s)."""
@@ -90,17 +90,17 @@ class TableSpec:
 SPECS: dict[str, TableSpec] = {
     POLICY_TABLE: TableSpec(
         (),
-        Call(
+        ActionCall(
             SET_POLICY,
             {"policy": Policy.ESA, "stale_us": DEFAULT_STALE_US, "squat_us": DEFAULT_SQUAT_US},
         ),
         default_writable=True,
     ),
-    JOBS_TABLE: TableSpec((EXACT,), Call(UNKNOWN_JOB)),
-    CHILDREN_TABLE: TableSpec((EXACT, EXACT), Call(NO_ACTION)),
-    L2_TABLE: TableSpec((EXACT,), Call(L2_DROP)),
-    PS_TABLE: TableSpec((EXACT, TERNARY), Call(NO_PS_ROUTE)),
-    REPLICAS_TABLE: TableSpec((EXACT,), Call(NO_ACTION)),
+    JOBS_TABLE: TableSpec((EXACT,), ActionCall(UNKNOWN_JOB)),
+    CHILDREN_TABLE: TableSpec((EXACT, EXACT), ActionCall(NO_ACTION)),
+    L2_TABLE: TableSpec((EXACT,), ActionCall(L2_DROP)),
+    PS_TABLE: TableSpec((EXACT, TERNARY), ActionCall(NO_PS_ROUTE)),
+    REPLICAS_TABLE: TableSpec((EXACT,), ActionCall(NO_ACTION)),
 }
 """The tables the reference switch executes (``esa.p4names.TABLES``)."""
 PARAMS: dict[str, tuple[str, ...]] = {
@@ -124,7 +124,7 @@ REGISTERS = {register(r.name): r.bits for r in SLOT_REGISTERS}
 
 
 @dataclass(frozen=True)
-class Field:
+class InfoField:
     """A match field or an action parameter."""
 
     id: int
@@ -133,7 +133,7 @@ class Field:
 
 
 @dataclass(frozen=True)
-class KeyField(Field):
+class KeyField(InfoField):
     match: int
     """``p4info_pb2.MatchField.MatchType``."""
 
@@ -142,7 +142,7 @@ class KeyField(Field):
 class Action:
     id: int
     name: str
-    params: tuple[Field, ...]
+    params: tuple[InfoField, ...]
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class Counter:
 
 
 @dataclass(frozen=True)
-class Register:
+class RegisterArray:
     """A slot register array: ``esa.spec.SLOT_REGISTERS``, one cell per slot
     of the switch's pool (the P4Info's size is the pool p4c compiled)."""
 
@@ -193,7 +193,7 @@ def _differ(what: str, got: Iterable[str], want: Iterable[str]) -> None:
         )
 
 
-class Program:
+class ProgramInfo:
     """The P4Info of p4src/esa.p4, indexed by name and by id."""
 
     def __init__(self, info: Any) -> None:
@@ -217,7 +217,9 @@ class Program:
         self.tables = {t.preamble.name: self._table(t, by_id) for t in info.tables}
         self.counters = {c.preamble.name: self._counter(c) for c in info.counters}
         self.registers = {
-            r.preamble.name: Register(r.preamble.id, r.preamble.name, REGISTERS[r.preamble.name])
+            r.preamble.name: RegisterArray(
+                r.preamble.id, r.preamble.name, REGISTERS[r.preamble.name]
+            )
             for r in info.registers
         }
         self.action_by_id = by_id
@@ -227,7 +229,7 @@ class Program:
 
     @staticmethod
     def _action(a: Any) -> Action:
-        params = tuple(Field(p.id, p.name, p.bitwidth) for p in a.params)
+        params = tuple(InfoField(p.id, p.name, p.bitwidth) for p in a.params)
         name = a.preamble.name
         _differ(f"parameters of {name}", (p.name for p in params), PARAMS[name])
         return Action(a.preamble.id, name, params)
@@ -271,13 +273,13 @@ class Tables:
     rules as BMv2 applies them (an INSERT of an existing key, a MODIFY or
     DELETE of a missing one is refused; a batch goes update by update)."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: ProgramInfo) -> None:
         self.program = program
-        self.entries: dict[str, dict[Key, Call]] = {name: {} for name in program.tables}
+        self.entries: dict[str, dict[Key, ActionCall]] = {name: {} for name in program.tables}
         self.defaults = {name: t.spec.default for name, t in program.tables.items()}
         self.groups: dict[int, Replicas] = {}
 
-    def check_call(self, table: Table, call: Call, default: bool) -> None:
+    def check_call(self, table: Table, call: ActionCall, default: bool) -> None:
         """The action may be used here and its arguments fit their widths."""
         action = self.program.actions[call.action]
         scope = table.scopes.get(action.id)
@@ -296,7 +298,7 @@ class Tables:
                     f"{call.action}: parameter {p.name} missing or wider than {p.bits} bits",
                 )
 
-    def write_entry(self, op: Op, table: Table, key: Key, call: Call | None) -> None:
+    def write_entry(self, op: Op, table: Table, key: Key, call: ActionCall | None) -> None:
         rows = self.entries[table.name]
         if op is Op.INSERT and key in rows:
             raise Refused(
@@ -320,7 +322,7 @@ class Tables:
             raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, f"table {table.name} is full")
         rows[key] = call
 
-    def write_default(self, op: Op, table: Table, call: Call) -> None:
+    def write_default(self, op: Op, table: Table, call: ActionCall) -> None:
         if op is not Op.MODIFY:
             raise Refused(
                 grpc.StatusCode.INVALID_ARGUMENT, f"Cannot use {op.name} for default entry"

@@ -14,7 +14,7 @@ from pathlib import Path
 from runner import report, timeline
 from runner import scenario as scn
 from runner.jobs import PolicyRun, run_policy
-from runner.network import Topology, placed
+from runner.network import Network, placed
 from runner.switches import Program
 from runner.world import World
 
@@ -41,7 +41,7 @@ class Setup:
         self,
         args: argparse.Namespace,
         scenario: scn.Scenario,
-        topo: Topology,
+        topo: Network,
         program: Program,
         out: Path,
         work: Path,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from runner.scenario import Link
+from runner.scenario import LinkShape
 
 TABLE = "esa_loss"
 LOSS_SCALE = 1_000_000
@@ -113,7 +113,7 @@ def netem_command(dev: str, delay_ms: float, under_tbf: bool) -> str:
     return f"tc qdisc add dev {dev} {parent} handle 10: netem delay {delay_ms:g}ms"
 
 
-def apply_shaping(run: Exec, dev: str, link: Link) -> None:
+def apply_shaping(run: Exec, dev: str, link: LinkShape) -> None:
     """Bandwidth and delay on the egress of ``dev`` (call it for both ends)."""
     if link.bw_mbps:
         code, out = run(tbf_command(dev, link.bw_mbps))

@@ -28,13 +28,13 @@ from runner import switches, torchjobs
 from runner.batch import Setup, run_batch
 from runner.launch import PRIVATE_ENV, WORK_ENV, Stopped, launch, stop_on_signals
 from runner.links import LinkError
-from runner.network import Topology
+from runner.network import Network
 from runner.paths import CLI_OUT, RUN_OUT
 from runner.prompt import prompt
 from runner.switches import MODEL, SwitchKind
 
 
-def missing(scenario: scn.Scenario, topo: Topology, kind: SwitchKind, pcap: bool) -> str | None:
+def missing(scenario: scn.Scenario, topo: Network, kind: SwitchKind, pcap: bool) -> str | None:
     if os.geteuid() != 0:
         return "make run needs root (network namespaces, Mininet)"
     need = ["unshare", "mnexec"]
@@ -85,7 +85,7 @@ def run_cli(setup: Setup) -> int:
 
 
 def inside(
-    args: argparse.Namespace, scenario: scn.Scenario, topo: Topology, kind: SwitchKind, out: Path
+    args: argparse.Namespace, scenario: scn.Scenario, topo: Network, kind: SwitchKind, out: Path
 ) -> int:
     """The run, in its private world."""
     stop_on_signals()

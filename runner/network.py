@@ -46,7 +46,7 @@ from controller.fabric import Link as FabricLink
 from controller.topology import Host
 from esa.job import Placement
 from runner.paths import ROOT
-from runner.scenario import LINK_FIELDS, Link, RunJob, Scenario, parse_link
+from runner.scenario import LINK_FIELDS, LinkShape, RunJob, Scenario, parse_link
 
 TOPOLOGIES = ROOT / "mininet" / "topologies"
 RUN_FIELD = "link_properties"
@@ -61,7 +61,7 @@ class Attachment:
 
     host: Host
     switch: str
-    link: Link
+    link: LinkShape
 
     @property
     def port(self) -> int:
@@ -76,11 +76,14 @@ class Trunk:
     port: int
     peer: str
     peer_port: int
-    link: Link
+    link: LinkShape
 
 
 @dataclass(frozen=True)
-class Topology:
+class Network:
+    """The run's network: the controller's fabric and where each host and
+    trunk attaches (``mininet/topologies/<name>.json``)."""
+
     name: str
     fabric: Fabric
     links: tuple[Attachment, ...]
@@ -184,7 +187,7 @@ def path_of(ref: str) -> Path:
     return TOPOLOGIES / f"{ref}.json"
 
 
-def load(ref: str) -> Topology:
+def load(ref: str) -> Network:
     path = path_of(ref)
     try:
         raw = json.loads(path.read_text())
@@ -196,10 +199,10 @@ def load(ref: str) -> Topology:
     return parse(raw, ref)
 
 
-def _properties(where: str, raw: Any, what: str) -> Link:
+def _properties(where: str, raw: Any, what: str) -> LinkShape:
     props = {k: v for k, v in raw.items() if k in LINK_FIELDS}
     try:
-        return Link().overridden(parse_link(props))
+        return LinkShape().overridden(parse_link(props))
     except ValueError as e:
         raise _error(where, f"link of {what}: {e}") from None
 
@@ -210,12 +213,12 @@ def _pair(link: FabricLink) -> frozenset[str]:
 
 def _link_properties(
     where: str, raw: Any, fabric: Fabric
-) -> tuple[dict[str, Link], dict[frozenset[str], Link]]:
+) -> tuple[dict[str, LinkShape], dict[frozenset[str], LinkShape]]:
     """Each entry's properties: by host, and by the pair of switches a link joins."""
     if not isinstance(raw, list):
         raise _error(where, f"{RUN_FIELD} must be a list")
-    hosts: dict[str, Link] = {}
-    trunks: dict[frozenset[str], Link] = {}
+    hosts: dict[str, LinkShape] = {}
+    trunks: dict[frozenset[str], LinkShape] = {}
     joined = {_pair(k) for k in fabric.links}
     for item in raw:
         ends = set(item) - set(LINK_FIELDS) if isinstance(item, dict) else set()
@@ -258,7 +261,7 @@ def _check_for_the_run(where: str, fabric: Fabric) -> None:
             raise _error(where, f"switch {d.name} needs an ip and a mac (a PS sends to them)")
 
 
-def parse(raw: Any, where: str) -> Topology:
+def parse(raw: Any, where: str) -> Network:
     """A topology from its JSON; ``where`` names it in errors."""
     if not isinstance(raw, dict):
         raise _error(where, "expected an object with subnet, switches and hosts")
@@ -269,14 +272,15 @@ def parse(raw: Any, where: str) -> Topology:
         raise _error(where, str(e).removeprefix("fabric: ")) from None
     _check_for_the_run(where, fabric)
     hosts, trunks = _link_properties(where, raw.get(RUN_FIELD, []), fabric)
-    return Topology(
+    return Network(
         name=Path(where).stem,
         fabric=fabric,
         links=tuple(
-            Attachment(h, fabric.home(n), hosts.get(n, Link())) for n, h in fabric.hosts.items()
+            Attachment(h, fabric.home(n), hosts.get(n, LinkShape()))
+            for n, h in fabric.hosts.items()
         ),
         trunks=tuple(
-            Trunk(k.switch, k.port, k.peer, k.peer_port, trunks.get(_pair(k), Link()))
+            Trunk(k.switch, k.port, k.peer, k.peer_port, trunks.get(_pair(k), LinkShape()))
             for k in fabric.links
         ),
     )
@@ -286,7 +290,7 @@ def _named(job: RunJob) -> tuple[str, ...]:
     return () if job.placement is None else (*job.placement.workers, *job.placement.ps)
 
 
-def assign(scenario: Scenario, topo: Topology) -> dict[int, JobHosts]:
+def assign(scenario: Scenario, topo: Network) -> dict[int, JobHosts]:
     """Each job's workers and PSes on the topology's hosts (see the module's doc)."""
     known = {h.name for h in topo.hosts}
     taken: dict[str, int] = {}
@@ -326,7 +330,7 @@ def assign(scenario: Scenario, topo: Topology) -> dict[int, JobHosts]:
     return out
 
 
-def check_faults(scenario: Scenario, topo: Topology) -> None:
+def check_faults(scenario: Scenario, topo: Network) -> None:
     """A fault that names a switch names one of the topology's."""
     for f in scenario.faults:
         if f.switch and f.switch not in topo.fabric.devices:
@@ -336,7 +340,7 @@ def check_faults(scenario: Scenario, topo: Topology) -> None:
             )
 
 
-def placed(scenario: Scenario, topo: Topology) -> Scenario:
+def placed(scenario: Scenario, topo: Network) -> Scenario:
     """``scenario`` with every job placed where ``assign`` puts it."""
     hosts = assign(scenario, topo)
     jobs = tuple(replace(j, placement=hosts[j.spec.job].placement) for j in scenario.jobs)

@@ -81,16 +81,18 @@ class RunJob:
 
 
 @dataclass(frozen=True)
-class Link:
+class LinkShape:
+    """The properties a run gives a link (``LINK_FIELDS``): rate, delay, loss."""
+
     bw_mbps: float | None = None
     delay_ms: float = 0.0
     loss_pct: float = 0.0
 
-    def overridden(self, changes: Mapping[str, float | None]) -> Link:
+    def overridden(self, changes: Mapping[str, float | None]) -> LinkShape:
         """These properties, with ``changes`` (a subset of LINK_FIELDS) applied."""
         delay, loss = changes.get("delay_ms"), changes.get("loss_pct")
         return check_link(
-            Link(
+            LinkShape(
                 changes.get("bw_mbps", self.bw_mbps),
                 self.delay_ms if delay is None else delay,
                 self.loss_pct if loss is None else loss,
@@ -231,11 +233,11 @@ def parse_link(raw: dict[str, Any]) -> dict[str, float | None]:
         if value is None and name != "bw_mbps":
             raise _error(f"link {name} must be a number")
         changes[name] = None if value is None else float(value)
-    Link().overridden(changes)
+    LinkShape().overridden(changes)
     return changes
 
 
-def check_link(link: Link) -> Link:
+def check_link(link: LinkShape) -> LinkShape:
     if link.bw_mbps is not None and link.bw_mbps <= 0:
         raise _error("link bandwidth must be positive (Mbit/s)")
     if link.delay_ms < 0:
@@ -442,7 +444,7 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
             raise _error(f"script_args {args.script_args!r}: {e}") from None
     flags = {"bw_mbps": args.bw, "delay_ms": args.delay, "loss_pct": args.loss}
     link = {**s.link, **{k: v for k, v in flags.items() if v is not None}}
-    Link().overridden(link)
+    LinkShape().overridden(link)
     s = replace(s, link=link, faults=(*s.faults, *args.fault))
     return check(s)
 

@@ -48,9 +48,9 @@ from runner.capture import Capture
 from runner.devices.bmv2 import THRIFT_PORT
 from runner.devices.nodes import Bmv2MininetSwitch, RefMininetSwitch
 from runner.devices.thrift import RegisterReader
-from runner.network import Member, Topology, assign
+from runner.network import Member, Network, assign
 from runner.paths import ROOT
-from runner.scenario import Link, Scenario
+from runner.scenario import LinkShape, Scenario
 from runner.switches import BMV2, Program
 from runner.timeline import FabricRegisters, P4RuntimeRegisters, Registers
 
@@ -76,7 +76,7 @@ class World:
     def __init__(
         self,
         scenario: Scenario,
-        topology: Topology,
+        topology: Network,
         program: Program,
         logs: Path,
         work: Path,
@@ -212,7 +212,7 @@ class World:
 
         return run
 
-    def link_of(self, host: str) -> Link:
+    def link_of(self, host: str) -> LinkShape:
         """The properties of ``host``'s link: the topology's, with the
         scenario's and the flags' on top."""
         return self.topo.attachment(host).link.overridden(self.scenario.link)

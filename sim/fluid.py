@@ -25,7 +25,7 @@ from esa.job import JobSpec
 from esa.schemes import Scheme
 from sim.control import Partitions, priorities
 from sim.params import Net, spread_max_ns, spread_range_ns
-from sim.rates import Flow, Parked, Paths, park_slots, solve
+from sim.rates import Flow, Parked, SolveConstants, park_slots, solve
 from sim.workload import compute_times, lags
 
 
@@ -93,7 +93,7 @@ class FluidSim:
     ) -> None:
         self.net, self.scheme, self.pool = net, scheme, pool_size
         self.observer = observer
-        self.paths = Paths.of(scheme, net, pool_size)
+        self.paths = SolveConstants.of(scheme, net, pool_size)
         self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.now = 0.0
         self.dirty = False

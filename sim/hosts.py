@@ -11,7 +11,7 @@ from esa.job import JobSpec, ps_shard
 from hosts.rto import RetransmitTimeout
 
 
-class Link:
+class SimplexLink:
     """One direction of a link: FIFO, serialisation then propagation, and
     with ``jitter_ns`` an exponential extra delay of that mean per packet
     (``Net.jitter_ns``), drawn from ``rng``."""
@@ -44,10 +44,13 @@ class Link:
 
 
 @dataclass
-class Worker:
+class WorkerState:
+    """A simulated worker's place in its job: its links, iteration, window
+    and timers (what ``sim.hostsim`` advances)."""
+
     idx: int
-    up: Link
-    down: Link
+    up: SimplexLink
+    down: SimplexLink
     it: int = 0
     base: int = 0
     next_i: int = 0
@@ -70,8 +73,8 @@ class Worker:
 class PsHost:
     """One PS shard of a job: the chunks ``esa.job.ps_shard`` gives it."""
 
-    up: Link
-    down: Link
+    up: SimplexLink
+    down: SimplexLink
     port: int
     """the switch port it injects through (the job's ``ps_ports``)."""
     busy_until: float = 0.0
@@ -86,7 +89,7 @@ class PsHost:
 @dataclass
 class JobRun:
     spec: JobSpec
-    workers: list[Worker]
+    workers: list[WorkerState]
     shards: list[PsHost]
     compute: np.ndarray
     window: int

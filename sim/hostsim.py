@@ -44,7 +44,7 @@ from esa.schemes import Scheme
 from esa.wire import Flag, PacketType
 from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
-from sim.hosts import JobRun, Link, PsHost, Worker
+from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import Net
 from sim.workload import compute_times, lags
 
@@ -85,21 +85,25 @@ class HostSim:
     def _job_run(self, spec: JobSpec, seed: int) -> JobRun:
         net, lag = self.net, lags(spec, self.net, seed)
         workers = [
-            Worker(
+            WorkerState(
                 i,
-                Link(
+                SimplexLink(
                     net.pkt_ns,
                     net.hop_ns + float(lag[i]),
                     net.jitter_ns,
                     np.random.default_rng([seed, spec.job, 2, i]),
                 ),
-                Link(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns),
                 timeout=self._rto(),
             )
             for i in range(spec.workers)
         ]
         shards = [
-            PsHost(Link(net.pkt_ns, net.hop_ns), Link(net.pkt_ns, net.hop_ns), ps_port(spec.job, s))
+            PsHost(
+                SimplexLink(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns),
+                ps_port(spec.job, s),
+            )
             for s in range(net.ps_shards)
         ]
         return JobRun(spec, workers, shards, compute_times(spec, seed), self._window(spec))
@@ -118,7 +122,7 @@ class HostSim:
     def _barrier_ns(self, job: JobRun) -> float:
         raise NotImplementedError
 
-    def _worker_out(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+    def _worker_out(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
         """A worker's packet enters the network."""
         raise NotImplementedError
 
@@ -142,7 +146,7 @@ class HostSim:
     def at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self.queue, (t, next(self.counter), fn))
 
-    def hop(self, link: Link, then: Callable[[], None]) -> None:
+    def hop(self, link: SimplexLink, then: Callable[[], None]) -> None:
         """Send over ``link``; ``then`` runs when the packet has crossed it."""
         self.at(link.arrival(self.now), then)
 
@@ -179,7 +183,7 @@ class HostSim:
         self._admit(admitted)
 
     # workers --------------------------------------------------------------
-    def _compute(self, job: JobRun, w: Worker) -> None:
+    def _compute(self, job: JobRun, w: WorkerState) -> None:
         def ready() -> None:
             if not self.net.barrier:
                 w.ready = True
@@ -197,7 +201,7 @@ class HostSim:
             w.ready = True
             self._pump(job, w)
 
-    def _pump(self, job: JobRun, w: Worker) -> None:
+    def _pump(self, job: JobRun, w: WorkerState) -> None:
         spec = job.spec
         while w.ready and w.next_i < spec.chunks and len(w.outstanding) < job.window:
             seq = w.base + w.next_i
@@ -208,14 +212,14 @@ class HostSim:
                 w.timeout.sent(seq, self.now)
             self._send(job, w, seq, retx)
 
-    def _send(self, job: JobRun, w: Worker, seq: int, retx: bool) -> None:
+    def _send(self, job: JobRun, w: WorkerState, seq: int, retx: bool) -> None:
         flags = int(Flag.RETX) if retx else 0
         self._worker_out(job, w, Packet(PacketType.CONTRIB, job.spec.job, seq, w.bit, ZEROS, flags))
         if w.timeout is not None:
             deadline = w.deadline[seq] = self.now + w.timeout.value
             self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
 
-    def _timeout(self, job: JobRun, w: Worker, seq: int, deadline: float) -> None:
+    def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
         """``hosts.worker.Worker.poll``: resend a chunk whose timer expired
         (``hosts.rto`` decides whether the timeout backs off), and Karn's rule
         drops its sample."""
@@ -226,11 +230,11 @@ class HostSim:
         w.timeout.expired(self.now, job.window)
         self._send(job, w, seq, retx=True)
 
-    def _to_workers(self, job: JobRun, workers: list[Worker], pkt: Packet) -> None:
+    def _to_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:
         for w in workers:
             self.hop(w.down, functools.partial(self._at_worker, job, w, pkt))
 
-    def _at_worker(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+    def _at_worker(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
         if pkt.ptype is PacketType.PULL:
             if pkt.bitmap & w.bit:
                 return

@@ -25,7 +25,7 @@ from esa.model import JobConfig, Out, Packet, Result, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
-from sim.hosts import JobRun, Link, PsHost, Worker
+from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.hostsim import HostSim
 from sim.params import IDEAL_POOL, Net
 
@@ -100,13 +100,13 @@ class PacketSim(HostSim):
                     self._pump(job, w)
 
     # switch ---------------------------------------------------------------
-    def _worker_out(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+    def _worker_out(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
         self._to_switch(w.up, pkt, w.idx)
 
     def _ps_out(self, job: JobRun, ps: PsHost, pkt: Packet) -> None:
         self._to_switch(ps.up, pkt, ps.port)
 
-    def _to_switch(self, link: Link, pkt: Packet, in_port: int) -> None:
+    def _to_switch(self, link: SimplexLink, pkt: Packet, in_port: int) -> None:
         self.hop(link, lambda: self._switch_queue(pkt, in_port))
 
     def _switch_queue(self, pkt: Packet, in_port: int) -> None:

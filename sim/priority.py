@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.priority import Admission, priorities
-from esa.job import JobSpec, PrioritySpec
+from esa.job import JobSpec, Priority
 from esa.schemes import Ranking, Scheme
 from sim.params import Net
 
@@ -38,10 +38,10 @@ def job_priorities(
     auto = scheme.ranking in (Ranking.SRPT, Ranking.SRPT_AGING)
     aging = 0.0 if scheme.ranking is Ranking.SRPT else net.aging_period_s
 
-    def declared(spec: JobSpec, done: int) -> PrioritySpec:
+    def declared(spec: JobSpec, done: int) -> Priority:
         done = done if net.report_progress else 0
         if auto:
-            return PrioritySpec.auto(spec.remaining_bytes(done))
+            return Priority.auto(spec.remaining_bytes(done))
         return spec.priority_spec(done)
 
     return priorities(

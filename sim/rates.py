@@ -105,7 +105,7 @@ class Flow:
 
 
 @dataclass(frozen=True)
-class Paths:
+class SolveConstants:
     """Per-scheme constants of the solve."""
 
     tx: float
@@ -132,7 +132,7 @@ class Paths:
     atp: bool
 
     @classmethod
-    def of(cls, scheme: Scheme, net: Net, pool: int) -> Paths:
+    def of(cls, scheme: Scheme, net: Net, pool: int) -> SolveConstants:
         tx, hop, sw = net.pkt_ns, net.hop_ns, net.switch_pkt_ns
         atp = scheme is Scheme.ATP
         return cls(
@@ -306,7 +306,7 @@ Parked = tuple[int, float]
 """A job whose early workers have chunks parked in the pool: (priority, slots)."""
 
 
-def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: Paths) -> float:
+def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: SolveConstants) -> float:
     """Slots a job's early workers park: its window, except where they find
     a slot held by a job they may not displace (those chunks fall back)."""
     free = 1.0
@@ -316,7 +316,7 @@ def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: Paths)
     return min(paths.window, paths.pool) * free
 
 
-def solve(flows: list[Flow], parked: list[Parked], paths: Paths, net: Net) -> None:
+def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: Net) -> None:
     """Set ``rate``, ``latency``, ``held`` and ``to_ps`` of every flow."""
     if paths.static:
         solve_static(flows, paths, net)
@@ -327,7 +327,7 @@ def solve(flows: list[Flow], parked: list[Parked], paths: Paths, net: Net) -> No
         share_switch(flows, per_chunk, net)
 
 
-def solve_static(flows: list[Flow], paths: Paths, net: Net) -> None:
+def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
     """Each job alone in its partition: window-, link- or PS-bound; a job
     without a partition (more jobs than slots) streams through its PS."""
     windows: dict[int, int] = {}  # by partition size (the jobs' are mostly equal)
@@ -346,7 +346,7 @@ def solve_static(flows: list[Flow], paths: Paths, net: Net) -> None:
         f.to_ps = 0.0
 
 
-def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
+def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -> None:
     """The fixed point of slots held, collisions, evictions and PS load.
 
     Under ATP the slots a job holds grow with its PS queue, which grows with
@@ -364,7 +364,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: Paths) -> None:
     A solve rarely sees more than a few jobs, so it runs on lists of floats
     (numpy's per-call cost would dominate), with numpy's rounding
     (``array_sum``, ``level_sums``); ``min`` and ``max`` of two are spelled
-    out in the loop, as in ``Paths.hold``."""
+    out in the loop, as in ``SolveConstants.hold``."""
     if not flows:
         return
     tx, w, pool = paths.tx, paths.window, paths.pool

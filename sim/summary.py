@@ -31,7 +31,7 @@ TIE = 1e-3
 
 
 @dataclass(frozen=True)
-class Stats:
+class JctStats:
     mean: float
     """mean JCT over every job of every seed."""
     seed_means: tuple[float, ...]
@@ -50,7 +50,7 @@ class Summary:
     """mean jobs running at once were each alone (over seeds)."""
     bdp: int
     """slots of one bandwidth-delay product (a STATIC_BDP partition)."""
-    by: dict[Scheme, Stats]
+    by: dict[Scheme, JctStats]
 
     @property
     def contended(self) -> bool:
@@ -114,7 +114,7 @@ def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]
         for sc in SIM_SCHEMES:
             per_seed = [jct[(pt.name, sc.value, s)] for s in range(seeds)]
             every = np.concatenate(per_seed)
-            by[sc] = Stats(
+            by[sc] = JctStats(
                 float(every.mean()),
                 tuple(float(np.mean(v)) for v in per_seed),
                 float(np.percentile(every, 99)),

@@ -44,7 +44,7 @@ from esa.schemes import Scheme
 from esa.spec import Verdict
 from esa.wire import PacketType
 from sim.control import FabricPartitions, Partitions, priorities
-from sim.hosts import JobRun, Link, PsHost, Worker
+from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.hostsim import ZEROS, HostSim
 from sim.params import Net
 from sim.racks import Paths, RackJob, Racks, spine_rtt, tor_rtt
@@ -60,7 +60,7 @@ def spine_port(rack: int) -> int:
 
 
 @dataclass
-class Switch:
+class TierSwitch:
     name: str
     model: SwitchModel
     parts: Partitions
@@ -73,8 +73,8 @@ class Switch:
 class Uplink:
     """A ToR's link to the spine, both directions."""
 
-    up: Link
-    down: Link
+    up: SimplexLink
+    down: SimplexLink
 
 
 class TierSim(HostSim):
@@ -97,7 +97,8 @@ class TierSim(HostSim):
         self.paths = {jid: Paths(net, fabric, rj) for jid, rj in self.placed.items()}
         tx_up = fabric.uplink_ns(net)
         self.uplinks = [
-            Uplink(Link(tx_up, net.hop_ns), Link(tx_up, net.hop_ns)) for _ in range(fabric.racks)
+            Uplink(SimplexLink(tx_up, net.hop_ns), SimplexLink(tx_up, net.hop_ns))
+            for _ in range(fabric.racks)
         ]
         self.tors = [
             self._switch(f"tor{r}", pool_size, scheme, net, tor_rtt(net))
@@ -122,10 +123,10 @@ class TierSim(HostSim):
         super().__init__([rj.spec for rj in jobs], scheme, net, seed)
 
     @staticmethod
-    def _switch(name: str, pool: int, scheme: Scheme, net: Net, rtt: float) -> Switch:
+    def _switch(name: str, pool: int, scheme: Scheme, net: Net, rtt: float) -> TierSwitch:
         squat = net.squat_us_for(scheme, rtt)
         bdp = min(pool, math.ceil(rtt / net.pkt_ns))
-        return Switch(
+        return TierSwitch(
             name,
             SwitchModel(pool, scheme.policy, net.stale_us, squat),
             Partitions(scheme, pool, bdp),
@@ -139,7 +140,7 @@ class TierSim(HostSim):
         many = rj.rack_mask(rack).bit_count() > 1
         return self.fabric.tor_aggregation and (many or not rj.cross)
 
-    def _uses(self, jid: int) -> list[Switch]:
+    def _uses(self, jid: int) -> list[TierSwitch]:
         """The switches that aggregate a job."""
         rj = self.placed[jid]
         tors = [self.tors[r] for r in rj.used if self._at_tor(jid, r)]
@@ -194,7 +195,7 @@ class TierSim(HostSim):
         return max(1, min(paths.window(self.scheme), part))
 
     def _row(
-        self, s: Switch, rj: RackJob, job: JobRun, prio: int, base: int, size: int
+        self, s: TierSwitch, rj: RackJob, job: JobRun, prio: int, base: int, size: int
     ) -> JobConfig:
         shards = len(job.shards)
         if s is self.spine:
@@ -209,20 +210,20 @@ class TierSim(HostSim):
         return JobConfig(fan_in, mask, prio, ports, base, size)
 
     # the network ----------------------------------------------------------
-    def _via(self, links: list[Link], then: Callable[[], None]) -> None:
+    def _via(self, links: list[SimplexLink], then: Callable[[], None]) -> None:
         """Cross ``links`` one after the other (store and forward), then ``then``."""
         if not links:
             then()
             return
         self.hop(links[0], lambda: self._via(links[1:], then))
 
-    def _up(self, links: list[Link], pkt: Packet, rack: int) -> None:
+    def _up(self, links: list[SimplexLink], pkt: Packet, rack: int) -> None:
         """Over ``links`` and up rack ``rack``'s uplink into the spine."""
         self._via(
             [*links, self.uplinks[rack].up], lambda: self._into(self.spine, pkt, spine_port(rack))
         )
 
-    def _into(self, s: Switch, pkt: Packet, in_port: int) -> None:
+    def _into(self, s: TierSwitch, pkt: Packet, in_port: int) -> None:
         """The switch's FIFO server, then its model."""
         if self.net.switch_pkt_ns <= 0:
             self._process(s, pkt, in_port)
@@ -230,7 +231,7 @@ class TierSim(HostSim):
         s.free_at = max(self.now, s.free_at) + self.net.switch_pkt_ns
         self.at(s.free_at, lambda: self._process(s, pkt, in_port))
 
-    def _process(self, s: Switch, pkt: Packet, in_port: int) -> None:
+    def _process(self, s: TierSwitch, pkt: Packet, in_port: int) -> None:
         res = s.model.process(pkt, int(self.now // 1000), in_port)
         s.verdicts[(pkt.job, res.verdict)] += 1
         for out in res.outputs:
@@ -239,7 +240,7 @@ class TierSim(HostSim):
             else:
                 self._from_tor(self.tors.index(s), out)
 
-    def _worker_out(self, job: JobRun, w: Worker, pkt: Packet) -> None:
+    def _worker_out(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
         rj = self.placed[job.spec.job]
         r = rj.racks[w.idx]
         if self._at_tor(rj.spec.job, r):
@@ -257,7 +258,7 @@ class TierSim(HostSim):
         else:
             self.hop(ps.up, lambda: self._into(self.tors[home], pkt, ps.port))
 
-    def _local(self, job: JobRun, rack: int) -> list[Worker]:
+    def _local(self, job: JobRun, rack: int) -> list[WorkerState]:
         racks = self.placed[job.spec.job].racks
         return [w for w in job.workers if racks[w.idx] == rack]
 

@@ -18,7 +18,7 @@ from controller.admin import serve
 from controller.cli import build_parser, main
 from controller.memswitch import MemorySwitch
 from controller.state import JobRecord, Store
-from esa.job import Placement, PrioritySpec
+from esa.job import Placement, Priority
 from tests.test_controller_service import Clock, make_controller
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,7 +205,7 @@ def _foreign_db(path: Path) -> None:
 
 def _bad_job_row(path: Path) -> None:
     store = Store(path)
-    store.put_job(JobRecord(3, Placement(("h1", "h2"), ("h3",)), PrioritySpec.static(1), 0.0))
+    store.put_job(JobRecord(3, Placement(("h1", "h2"), ("h3",)), Priority.static(1), 0.0))
     store.db.execute("UPDATE jobs SET workers = 'h1 h2'")
     store.db.commit()
     store.close()

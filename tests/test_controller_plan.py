@@ -29,7 +29,7 @@ from controller.state import JobRecord, State, Store
 from controller.switch import Kind, Op
 from controller.topology import Host, Topology, ip_to_int, mac_to_int
 from esa import wire
-from esa.job import MAX_PS_SHARDS, Placement, PrioritySpec, ps_shard
+from esa.job import MAX_PS_SHARDS, Placement, Priority, ps_shard
 from esa.spec import BCAST_MGID, MGID_SHARD_STRIDE, PS_MEMBER, Policy, mgid_all, mgid_workers, rid
 
 
@@ -99,7 +99,7 @@ def test_a_plan_has_1_2_4_or_8_ps_hosts(shards: int) -> None:
 
 def test_device_entries_places_each_shard_on_its_named_host() -> None:
     fabric = one_switch(Topology({x.name: x for x in hosts(6)}))
-    rec = JobRecord(5, Placement(("h1", "h2"), ("h6", "h3")), PrioritySpec.static(4), 1.0)
+    rec = JobRecord(5, Placement(("h1", "h2"), ("h6", "h3")), Priority.static(4), 1.0)
     e = device_entries(State({5: rec}, PolicyEntry(), 0), fabric, "s1", 16, 0.0, SwitchEntries())
     assert e.jobs[5] == JobEntry(2, 0b11, 4, (6, 3), 11, 0, 16)  # its home: the whole pool
     assert {k: r.port for k, r in e.ps_routes.items()} == {
@@ -140,9 +140,9 @@ def test_reconcile_deletes_extras_adds_missing_fixes_changed() -> None:
 def test_store_round_trip(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     s = Store(db)
-    rec = JobRecord(3, Placement(("h1", "h2"), ("h3", "h4")), PrioritySpec.auto(1 << 30), 123.5)
+    rec = JobRecord(3, Placement(("h1", "h2"), ("h3", "h4")), Priority.auto(1 << 30), 123.5)
     s.put_job(rec)
-    s.put_job(JobRecord(4, Placement(("h1", "h2"), ("h3",)), PrioritySpec.static(9), 124.0))
+    s.put_job(JobRecord(4, Placement(("h1", "h2"), ("h3",)), Priority.static(9), 124.0))
     s.set_policy(PolicyEntry(Policy.STATIC, 777))
     s.set_hosts({h.name: h for h in hosts(2)})
     s.set_pool_size(64)
@@ -236,8 +236,8 @@ def replica(host: str) -> Replica:
     return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port)
 
 
-RACK = JobRecord(1, Placement(("h1", "h2"), ("h3",)), PrioritySpec.static(7), 1.0)
-CROSS = JobRecord(2, Placement(("h1", "h5", "h6"), ("h9",)), PrioritySpec.static(9), 2.0)
+RACK = JobRecord(1, Placement(("h1", "h2"), ("h3",)), Priority.static(7), 1.0)
+CROSS = JobRecord(2, Placement(("h1", "h5", "h6"), ("h9",)), Priority.static(9), 2.0)
 
 
 def test_a_job_inside_one_rack_has_entries_on_its_tor_alone() -> None:
@@ -285,7 +285,7 @@ def test_a_job_across_racks_has_its_local_part_on_each_tor_and_completes_at_the_
         assert e.l2 == l2_only(device).l2
 
 
-RACK_SPINE_PS = JobRecord(3, Placement(("h1", "h2"), ("h9",)), PrioritySpec.static(7), 3.0)
+RACK_SPINE_PS = JobRecord(3, Placement(("h1", "h2"), ("h9",)), Priority.static(7), 3.0)
 """inside rack t1, its PS on the spine: the spine is its transit."""
 
 
@@ -355,7 +355,7 @@ def test_esa_hands_out_homes_by_priority() -> None:
                 unique=True))  # fmt: skip
 def test_a_switch_has_a_job_entry_where_it_has_a_role(hosts_: list[str]) -> None:
     *workers, ps = hosts_
-    rec = JobRecord(3, Placement(tuple(workers), (ps,)), PrioritySpec.static(1), 0.0)
+    rec = JobRecord(3, Placement(tuple(workers), (ps,)), Priority.static(1), 0.0)
     roles = TWO_TIER.job_roles(workers, [ps])
     for device in TWO_TIER.devices:
         e = fabric_plan(device, rec)

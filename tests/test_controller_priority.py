@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from controller.partition import partition
 from controller.priority import AUTO_BOTTOM, AUTO_TOP, SWAP_MARGIN, Admission, priorities
-from esa.job import PrioritySpec
+from esa.job import Priority
 from esa.spec import MAX_PRIORITY
 
 BAND = AUTO_TOP - AUTO_BOTTOM + 1
@@ -26,7 +26,7 @@ def auto_jobs(draw: st.DrawFn, max_size: int = BAND) -> list[Admission]:
     return [
         Admission(
             job,
-            PrioritySpec.auto(draw(st.integers(0, 2**40))),
+            Priority.auto(draw(st.integers(0, 2**40))),
             float(draw(st.integers(0, 1000))),
         )
         for job in ids
@@ -78,7 +78,7 @@ def test_starvation_bound(
     left outranks it, however small."""
     x = jobs[0]
     bound = aging * math.log2(1 + x.spec.remaining)
-    late = Admission(256, PrioritySpec.auto(newcomer), x.admitted_at + bound + margin)
+    late = Admission(256, Priority.auto(newcomer), x.admitted_at + bound + margin)
     prios = priorities([x, late, *jobs[1 : BAND - 1]], aging)
     assert prios[x.job] > prios[late.job]
 
@@ -92,22 +92,22 @@ def test_a_job_rises_with_age(jobs: list[Admission], aging: float, earlier: int)
 
 
 def test_a_small_newcomer_overtakes_only_within_the_bound() -> None:
-    large = Admission(1, PrioritySpec.auto(2**30 - 1), 0.0)  # bound: 30 periods
-    small = PrioritySpec.auto(2**10 - 1)  # overtakes if admitted < 20 periods later
+    large = Admission(1, Priority.auto(2**30 - 1), 0.0)  # bound: 30 periods
+    small = Priority.auto(2**10 - 1)  # overtakes if admitted < 20 periods later
     assert by_priority(priorities([large, Admission(2, small, 199.0)], 10.0)) == [2, 1]
     assert by_priority(priorities([large, Admission(2, small, 201.0)], 10.0)) == [1, 2]
     assert by_priority(priorities([large, Admission(2, small, 1e6)], 0.0)) == [2, 1]
 
 
 def test_equal_jobs_rank_by_admission_then_id() -> None:
-    spec = PrioritySpec.auto(4096)
+    spec = Priority.auto(4096)
     jobs = [Admission(5, spec, 2.0), Admission(9, spec, 1.0), Admission(3, spec, 2.0)]
     for aging in (0.0, 10.0):
         assert priorities(jobs, aging) == {9: AUTO_TOP, 3: AUTO_TOP - 1, 5: AUTO_TOP - 2}
 
 
 def test_more_auto_jobs_than_levels_share_the_bottom() -> None:
-    jobs = [Admission(j, PrioritySpec.auto(j), 0.0) for j in range(1, 201)]
+    jobs = [Admission(j, Priority.auto(j), 0.0) for j in range(1, 201)]
     prios = priorities(jobs, 10.0)
     assert [prios[j] for j in range(1, BAND + 1)] == list(range(AUTO_TOP, AUTO_BOTTOM - 1, -1))
     assert {prios[j] for j in range(BAND + 1, 201)} == {AUTO_BOTTOM}
@@ -121,7 +121,7 @@ def test_more_auto_jobs_than_levels_share_the_bottom() -> None:
 def test_static_jobs_keep_their_number_and_interleave_by_band(
     jobs: list[Admission], static: dict[int, int], aging: float
 ) -> None:
-    statics = [Admission(j, PrioritySpec.static(p), 0.0) for j, p in static.items()]
+    statics = [Admission(j, Priority.static(p), 0.0) for j, p in static.items()]
     prios = priorities([*jobs, *statics], aging)
     assert {j: prios[j] for j in static} == static
     assert prios == {**priorities(jobs, aging), **static}
@@ -140,7 +140,7 @@ SWAP = Fraction(SWAP_MARGIN).limit_denominator()
 
 
 def auto(job: int, remaining: int, at: float = 0.0) -> Admission:
-    return Admission(job, PrioritySpec.auto(remaining), at)
+    return Admission(job, Priority.auto(remaining), at)
 
 
 def levels(order: list[int]) -> dict[int, int]:
@@ -215,7 +215,7 @@ def test_aging_bounds_the_wait_with_the_margin() -> None:
 
 
 def test_static_levels_held_and_unknown_jobs_are_ignored() -> None:
-    jobs = [auto(1, 1000), auto(2, 900), Admission(3, PrioritySpec.static(250), 0.0)]
+    jobs = [auto(1, 1000), auto(2, 900), Admission(3, Priority.static(250), 0.0)]
     held = {3: 100, 9: AUTO_TOP, 1: AUTO_TOP - 1, 2: AUTO_TOP - 2}
     assert priorities(jobs, 0.0, held) == {1: AUTO_TOP, 2: AUTO_TOP - 1, 3: 250}
 

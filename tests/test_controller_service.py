@@ -28,7 +28,7 @@ from controller.service import Controller
 from controller.state import SCHEMA, JobRecord, Store
 from controller.switch import Switch
 from controller.topology import Host, Topology
-from esa.job import Placement, PrioritySpec
+from esa.job import Placement, Priority
 from esa.p4names import SLOT_OWNER
 from esa.spec import (
     DEFAULT_SQUAT_US,
@@ -385,7 +385,7 @@ def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
         [("jobs", "modify", 1)]
     ]
     assert rig.call("Prio", job=1, size=0)["priority"] == AUTO_TOP
-    assert Store(rig.db).jobs()[1].priority == PrioritySpec.auto(0)
+    assert Store(rig.db).jobs()[1].priority == Priority.auto(0)
 
 
 def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
@@ -624,8 +624,8 @@ def test_a_state_file_of_one_ps_per_job_is_migrated(tmp_path: Path) -> None:
     sw = MemorySwitch()
     make_controller(db, sw, Clock()).sync()
     assert Store(db).jobs() == {
-        4: JobRecord(4, Placement(("h1", "h2"), ("h3",)), PrioritySpec.auto(512), 9.5),
-        5: JobRecord(5, Placement(("h4", "h5"), ("h6",)), PrioritySpec.static(7), 9.0),
+        4: JobRecord(4, Placement(("h1", "h2"), ("h3",)), Priority.auto(512), 9.5),
+        5: JobRecord(5, Placement(("h4", "h5"), ("h6",)), Priority.static(7), 9.0),
     }
     with closing(sqlite3.connect(db)) as new:
         columns = [c[0] for c in new.execute("SELECT name FROM pragma_table_info('jobs')")]

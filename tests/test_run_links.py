@@ -12,7 +12,7 @@ import pytest
 
 from runner import links
 from runner.devices.netns import Namespace, entered
-from runner.scenario import Link
+from runner.scenario import LinkShape
 
 
 def test_loss_ruleset_drops_both_ways_and_counts() -> None:
@@ -67,16 +67,16 @@ class FakeExec:
 
 def test_shaping_commands() -> None:
     run = FakeExec()
-    links.apply_shaping(run, "s1-eth3", Link(bw_mbps=100, delay_ms=2))
+    links.apply_shaping(run, "s1-eth3", LinkShape(bw_mbps=100, delay_ms=2))
     assert run.commands == [
         "tc qdisc add dev s1-eth3 root handle 5: tbf rate 100mbit burst 125000 latency 50ms",
         "tc qdisc add dev s1-eth3 parent 5:1 handle 10: netem delay 2ms",
     ]
     run = FakeExec()
-    links.apply_shaping(run, "h-eth0", Link(delay_ms=1.5))
+    links.apply_shaping(run, "h-eth0", LinkShape(delay_ms=1.5))
     assert run.commands == ["tc qdisc add dev h-eth0 root handle 10: netem delay 1.5ms"]
     run = FakeExec()
-    links.apply_shaping(run, "h-eth0", Link())
+    links.apply_shaping(run, "h-eth0", LinkShape())
     assert run.commands == []
 
 
@@ -87,13 +87,13 @@ def test_small_bandwidth_keeps_a_burst_of_three_frames() -> None:
 def test_delay_without_netem_is_refused_loudly() -> None:
     run = FakeExec("netem", "Error: Specified qdisc kind is unknown.")
     with pytest.raises(links.LinkError, match="delay needs the kernel's netem qdisc"):
-        links.apply_shaping(run, "h-eth0", Link(delay_ms=1))
+        links.apply_shaping(run, "h-eth0", LinkShape(delay_ms=1))
 
 
 def test_bandwidth_failure_is_refused_loudly() -> None:
     run = FakeExec("tbf", "Error: Cannot find device")
     with pytest.raises(links.LinkError, match="cannot limit h-eth0 to 10 Mbit/s"):
-        links.apply_shaping(run, "h-eth0", Link(bw_mbps=10))
+        links.apply_shaping(run, "h-eth0", LinkShape(bw_mbps=10))
 
 
 def test_loss_failure_is_refused_loudly() -> None:
@@ -185,7 +185,7 @@ def test_a_shaped_links_full_queue_drops_and_counts_for_real() -> None:
     accounts for every missing datagram, and the rest arrive."""
     pair = Pair("shape")
     try:
-        links.apply_shaping(pair.run, "h1", Link(bw_mbps=0.5))
+        links.apply_shaping(pair.run, "h1", LinkShape(bw_mbps=0.5))
         sent = 60
         got = pair.send(sent, 1000, 0.0)
         assert 0 < got < sent

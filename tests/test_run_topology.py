@@ -18,7 +18,7 @@ from runner import network as topo
 from runner import scenario as scn
 from runner.faults import parse_fault
 from runner.network import JobHosts, Member
-from runner.scenario import Link, RunJob, Scenario
+from runner.scenario import LinkShape, RunJob, Scenario
 
 
 def small(hosts: int = 4) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def test_the_default_topology_is_a_fabric_of_one_switch_and_sixteen_hosts() -> N
     assert [(a.host.name, a.switch, a.port) for a in t.links] == [
         (f"h{i}", "s1", i) for i in range(1, 17)
     ]
-    assert {a.link for a in t.links} == {Link()}
+    assert {a.link for a in t.links} == {LinkShape()}
     assert t.trunks == ()
 
 
@@ -86,8 +86,8 @@ def test_two_tier_is_two_racks_under_a_spine() -> None:
         "h10": ("s1", 4),
     }
     assert t.trunks == (
-        topo.Trunk("t1", 5, "s1", 1, Link()),
-        topo.Trunk("t2", 5, "s1", 2, Link()),
+        topo.Trunk("t1", 5, "s1", 1, LinkShape()),
+        topo.Trunk("t2", 5, "s1", 2, LinkShape()),
     )
 
 
@@ -112,13 +112,13 @@ def test_link_properties_and_a_file_by_path(tmp_path: Path) -> None:
     t = topo.load(str(path))
     assert t.name == "mine"
     assert t.attachment("h2") == topo.Attachment(
-        Host("h2", 2, "02:00:00:00:01:02", "10.1.0.2"), "t1", Link(100.0, 2.0, 1.5)
+        Host("h2", 2, "02:00:00:00:01:02", "10.1.0.2"), "t1", LinkShape(100.0, 2.0, 1.5)
     )
-    assert t.attachment("h3").link == Link()
-    assert [k.link for k in t.trunks] == [Link(), Link(1000.0, 1.0, 0.0)]
+    assert t.attachment("h3").link == LinkShape()
+    assert [k.link for k in t.trunks] == [LinkShape(), LinkShape(1000.0, 1.0, 0.0)]
     # the scenario's link (and the flags) set a property on every host's link
-    assert t.attachment("h2").link.overridden({"loss_pct": 0.0}) == Link(100.0, 2.0, 0.0)
-    assert t.attachment("h1").link.overridden({"bw_mbps": 10.0}) == Link(10.0, 0.0, 0.0)
+    assert t.attachment("h2").link.overridden({"loss_pct": 0.0}) == LinkShape(100.0, 2.0, 0.0)
+    assert t.attachment("h1").link.overridden({"bw_mbps": 10.0}) == LinkShape(10.0, 0.0, 0.0)
 
 
 def _broken(change: Any, base: Callable[[], dict[str, Any]] = small) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.priority import AUTO_TOP, Admission, priorities
-from esa.job import JobSpec, PrioritySpec
+from esa.job import JobSpec, Priority
 from esa.model import Packet, Result
 from esa.schemes import Scheme
 from sim import fluid
@@ -33,8 +33,8 @@ def test_srpt_ranks_smaller_first_and_twins_by_admission() -> None:
 def test_srpt_is_the_controllers_rule_on_the_declared_bytes() -> None:
     running = [(LARGE, 1, 0.0), (SMALL, 0, 0.0)]
     declared = [
-        Admission(2, PrioritySpec.auto(4 * 32 * 10_000), 0.0),
-        Admission(1, PrioritySpec.auto(4 * 32 * 100 * 2), 0.0),
+        Admission(2, Priority.auto(4 * 32 * 10_000), 0.0),
+        Admission(1, Priority.auto(4 * 32 * 100 * 2), 0.0),
     ]
     assert job_priorities(Scheme.ESA_SRPT, NET, running) == priorities(declared, 0.0)
     aging = job_priorities(Scheme.ESA_AGING, NET, running)
@@ -48,9 +48,9 @@ def test_esa_runs_each_job_in_its_own_mode() -> None:
     auto = JobSpec(5, 2, 32 * 100, 2)
     running = [(SMALL, 0, 0.0), (LARGE, 0, 0.0), (auto, 1, 0.5)]
     declared = [
-        Admission(1, PrioritySpec.static(5), 0.0),
-        Admission(2, PrioritySpec.static(250), 0.0),
-        Admission(5, PrioritySpec.auto(4 * 32 * 100), 0.5),
+        Admission(1, Priority.static(5), 0.0),
+        Admission(2, Priority.static(250), 0.0),
+        Admission(5, Priority.auto(4 * 32 * 100), 0.5),
     ]
     prios = job_priorities(Scheme.ESA, NET, running)
     assert prios == priorities(declared, NET.aging_period_s) == {1: 5, 2: 250, 5: AUTO_TOP}

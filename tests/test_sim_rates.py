@@ -18,7 +18,7 @@ from sim.rates import (
     Flow,
     NotConverged,
     Parked,
-    Paths,
+    SolveConstants,
     reuse_distances,
     self_blocked,
     self_blocked_mean,
@@ -55,7 +55,7 @@ def solved(
     net: Net = NET,
 ) -> list[Flow]:
     flows = make(spec)
-    solve(flows, parked, Paths.of(scheme, net, pool), net)
+    solve(flows, parked, SolveConstants.of(scheme, net, pool), net)
     return flows
 
 
@@ -173,7 +173,7 @@ def test_a_job_above_every_parked_one_preempts_them(
 
 def test_static_jobs_are_bound_by_their_partition() -> None:
     net = replace(NET, lag_ns=0.0)
-    paths = Paths.of(Scheme.STATIC_EQUAL, net, 1024)
+    paths = SolveConstants.of(Scheme.STATIC_EQUAL, net, 1024)
     rtt = net.path_ns(Scheme.STATIC_EQUAL)
     flows = [Flow(4, 0, 0.0, 0.0, 0.0, part=p) for p in (1024, 64, 0)]
     solve(flows, [], paths, net)
@@ -204,7 +204,7 @@ def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
     rate = np.array([LINE, 0.5 * LINE])
     to_ps, blocked = np.array([0.2, 0.3]), np.array([0.2, 0.1])
     span = np.array([0.0, 2000.0])
-    esa = Paths.of(Scheme.ESA_EQUAL, NET, pool)
+    esa = SolveConstants.of(Scheme.ESA_EQUAL, NET, pool)
     share, wait, keep = esa.stranded(rate, to_ps, blocked, span, occupied=0.25)
     marks = (LINE * 0.2 + 0.5 * LINE * 0.3) / pool
     exposed = 2000.0 * (0.1 + 0.2 / 2) / 0.3
@@ -213,7 +213,7 @@ def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
     claim = pool / (1.5 * LINE)
     assert wait == pytest.approx(min(esa.pull, esa.squat + claim))
     assert keep == min(esa.squat, wait)
-    atp = Paths.of(Scheme.ATP, NET, pool)
+    atp = SolveConstants.of(Scheme.ATP, NET, pool)
     share, wait, keep = atp.stranded(rate, to_ps, blocked, span, occupied=1.5)
     assert atp.squat == 0 and wait == keep == atp.pull and list(share) == [0, 0]
     assert atp.pull == NET.ps_stall_ns + 4 * NET.hop_ns + 4 * NET.pkt_ns + NET.ps_ns
@@ -227,7 +227,7 @@ def test_a_solve_that_does_not_converge_says_so(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(
         NotConverged, match=r"^2 flows still moving by .* after 2 rounds and a root search$"
     ):
-        solve(flows, [], Paths.of(Scheme.ESA_EQUAL, NET, 256), NET)
+        solve(flows, [], SolveConstants.of(Scheme.ESA_EQUAL, NET, 256), NET)
 
 
 def test_two_rounds_and_the_root_search_find_the_fixed_point_of_many(

@@ -13,7 +13,7 @@ from esa.job import JobSpec
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, rates, summary, sweep
 from sim.params import BASELINES, ESA_SCHEMES, Net
-from sim.summary import Stats, Summary
+from sim.summary import JctStats, Summary
 from sim.workload import WorkloadSpec, compute_times, concurrency, make_jobs
 
 NET = Net()
@@ -46,8 +46,8 @@ def test_concurrency_is_what_a_running_job_sees(spans: list[tuple[float, int]]) 
     assert abs(concurrency(apart, NET) - 1.0) < 1e-9
 
 
-def means_stats(m: dict[Scheme, float]) -> dict[Scheme, Stats]:
-    return {s: Stats(v, (v, v), 2 * v) for s, v in m.items()}
+def means_stats(m: dict[Scheme, float]) -> dict[Scheme, JctStats]:
+    return {s: JctStats(v, (v, v), 2 * v) for s, v in m.items()}
 
 
 def a_summary(name: str, pool: int, conc: float, means: dict[Scheme, float]) -> Summary:
@@ -135,8 +135,8 @@ def test_the_pool_curve_judges_esa_against_the_bounds_and_names_a_rise() -> None
         a_summary(f"overload pool {n}", n, 8.0, means(base, esa))
         for n, base, esa in ((8, 20.0, 10.5), (64, 21.0, 8.0), (65536, 5.0, 5.05))
     ]
-    curve[0].by[Scheme.PS_ONLY] = Stats(10.0, (10.0, 10.0), 20.0)
-    curve[-1].by[Scheme.IDEAL] = Stats(5.0, (5.0, 5.0), 10.0)
+    curve[0].by[Scheme.PS_ONLY] = JctStats(10.0, (10.0, 10.0), 20.0)
+    curve[-1].by[Scheme.IDEAL] = JctStats(5.0, (5.0, 5.0), 10.0)
     first, rises = curves.pool_goals(curve)
     assert first == (
         "pool curve (overload): esa-aging with 8 slots / ps-only 1.050, goal <= 1.1: MET; "
@@ -155,7 +155,7 @@ def test_the_shard_curve_names_the_fewest_shards_near_ideal() -> None:
         for n in (1, 2, 4, 8)
     ]
     for s in curve:
-        s.by[Scheme.IDEAL] = Stats(1.0, (1.0, 1.0), 2.0)
+        s.by[Scheme.IDEAL] = JctStats(1.0, (1.0, 1.0), 2.0)
     (line,) = curves.shard_lines(curve)
     assert line.endswith(
         "of ideal: atp 8, static-bdp 8, static-fb 8, static-equal 8, esa-equal >8, esa >8, "
