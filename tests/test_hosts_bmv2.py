@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 
 from runner import scenario as scn
-from runner.paths import ROOT
 
 pytestmark = pytest.mark.bmv2
 
 
 def test_lossy_small_pool_sums_are_exact(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, str(ROOT / "mininet" / "run.py"), "--quiet", "--out", str(tmp_path),
+        [sys.executable, "-m", "runner", "--quiet", "--out", str(tmp_path),
          "--scenario", str(scn.SCENARIOS / "lossy.json")],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

@@ -48,7 +48,7 @@ LABELS = {"bmv2": "BMv2 (simple_switch_grpc)", "model": "reference switch (esa.m
 def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
     scenario, out = tmp_path / "one.json", tmp_path / "cli"
     scenario.write_text(json.dumps(SCENARIO))
-    argv = [sys.executable, str(ROOT / "mininet" / "run.py"), "--cli", "--pcap",
+    argv = [sys.executable, "-m", "runner", "--cli", "--pcap",
             "--scenario", str(scenario), "--out", str(out), "--switch", switch]  # fmt: skip
     env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb"}
     term = PtySession(argv, env, str(ROOT))

@@ -15,12 +15,11 @@ import pytest
 
 from hosts.pcap_dump import dump
 from runner import scenario as scn
-from runner.paths import ROOT
 from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.bmv2
 
-RUN = [sys.executable, str(ROOT / "mininet" / "run.py"), "--quiet"]
+RUN = [sys.executable, "-m", "runner", "--quiet"]
 
 
 def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tests.wait import LIMIT_S, until
 
 pytestmark = pytest.mark.model
 
-RUN = [sys.executable, str(ROOT / "mininet" / "run.py"), "--quiet"]
+RUN = [sys.executable, "-m", "runner", "--quiet"]
 LABEL = "reference switch (esa.model)"
 
 

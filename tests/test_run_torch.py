@@ -340,7 +340,7 @@ def test_a_users_ddp_script_through_the_reference_switch(tmp_path: Path) -> None
     path.write_text(json.dumps(USER_SCENARIO))
     out = tmp_path / "run"
     res = subprocess.run(
-        [PY, str(ROOT / "mininet" / "run.py"), "--quiet", "--out", str(out), "--switch", "model",
+        [PY, "-m", "runner", "--quiet", "--out", str(out), "--switch", "model",
          "--scenario", str(path), "--train", "torch", "--script", "examples/ddp_user_script.py",
          "--script-args", "--epochs 2"],
         capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,

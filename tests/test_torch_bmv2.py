@@ -17,7 +17,6 @@ pytest.importorskip("sklearn", reason="needs scikit-learn: pip install -e '.[tor
 from hosts import quant
 from runner import scenario as scn
 from runner import torchjobs
-from runner.paths import ROOT
 from tests.test_torch_hook import finish, launch, reports
 
 pytestmark = pytest.mark.bmv2
@@ -37,7 +36,7 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
     path.write_text(json.dumps(SCENARIO))
     out = tmp_path / "run"
     res = subprocess.run(
-        [sys.executable, str(ROOT / "mininet" / "run.py"), "--quiet", "--out", str(out),
+        [sys.executable, "-m", "runner", "--quiet", "--out", str(out),
          "--scenario", str(path), "--switch", "bmv2"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
