@@ -47,7 +47,7 @@ _INT_KEY = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True)
-class Field:
+class MessageField:
     """One field of a message: its name, its type less ``None``, and whether
     it may be absent."""
 
@@ -56,17 +56,17 @@ class Field:
     optional: bool
 
 
-_FIELDS: dict[type, tuple[Field, ...]] = {}
+_FIELDS: dict[type, tuple[MessageField, ...]] = {}
 
 
-def fields_of(message: type) -> tuple[Field, ...]:
+def fields_of(message: type) -> tuple[MessageField, ...]:
     """The fields of a message dataclass, in declaration order."""
     if message not in _FIELDS:
         _FIELDS[message] = _fields(message)
     return _FIELDS[message]
 
 
-def _fields(message: type) -> tuple[Field, ...]:
+def _fields(message: type) -> tuple[MessageField, ...]:
     hints = get_type_hints(message)
     out = []
     for f in dataclasses.fields(message):
@@ -75,7 +75,7 @@ def _fields(message: type) -> tuple[Field, ...]:
         optional = get_origin(tp) in (Union, types.UnionType) and type(None) in args
         if optional:
             (tp,) = (a for a in args if a is not type(None))
-        out.append(Field(f.name, tp, optional))
+        out.append(MessageField(f.name, tp, optional))
     return tuple(out)
 
 

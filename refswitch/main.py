@@ -50,7 +50,7 @@ from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2
 
 from esa.arguments import DEVICE_ID, POOL_SIZE, Parser
-from refswitch.server import Device, serve
+from refswitch.server import ServedDevice, serve
 from refswitch.tables import Refused
 
 log = logging.getLogger("refswitch")
@@ -90,7 +90,7 @@ def open_port(iface: str) -> socket.socket:
 class DataPath:
     """The ports and the loop that moves frames through ``device.pipeline``."""
 
-    def __init__(self, device: Device, ifaces: dict[int, str]) -> None:
+    def __init__(self, device: ServedDevice, ifaces: dict[int, str]) -> None:
         self.device = device
         self.ports: dict[int, socket.socket] = {}
         self._wake_r, self._wake_w = os.pipe()
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     ifaces = checked_ports(ap, args.iface)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s refswitch %(message)s")
-    device = Device(args.device_id, args.pool)
+    device = ServedDevice(args.device_id, args.pool)
     if args.p4info is not None:
         config = p4runtime_pb2.ForwardingPipelineConfig()
         try:

@@ -62,7 +62,7 @@ class BatchRefused(Refused):
         self.errors = errors
 
 
-class Device:
+class ServedDevice:
     """The switch as P4Runtime sees it.  ``pipeline`` is what the data path
     runs (None: no program, every frame dropped); ``lock`` orders the
     control-plane requests."""
@@ -119,7 +119,7 @@ def _abort(context: Any, refused: Refused) -> NoReturn:
 
 
 class RefSwitchP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: ServedDevice) -> None:
         self.device = device
         self.arbiter = Arbiter(device.device_id)
 
@@ -222,7 +222,7 @@ class RefSwitchP4Runtime(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[
         yield rep
 
 
-def serve(device: Device, address: str, workers: int = 16) -> tuple[grpc.Server, str]:
+def serve(device: ServedDevice, address: str, workers: int = 16) -> tuple[grpc.Server, str]:
     """Start the P4Runtime server at ``address`` (``host:port`` or
     ``unix:PATH``); the server and the address it bound (port 0: the port
     the kernel chose).  ``SO_REUSEPORT`` is off, so a second switch on a

@@ -15,7 +15,7 @@ from controller.errors import SwitchError
 from controller.p4rt import Session
 from controller.pipeline import device_config
 from controller.switch import P4RuntimeSwitch
-from refswitch.server import Device, serve
+from refswitch.server import ServedDevice, serve
 from runner.switches import COMMITTED_P4INFO
 from tests.test_controller_cli import esa_ctl_here, serve_argv, serve_inputs, tree
 
@@ -26,7 +26,7 @@ STAMP = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] "
 @pytest.fixture
 def switch_addr(tmp_path: Path) -> Iterator[str]:
     addr = f"unix:{tmp_path}/p4rt.sock"
-    server, bound = serve(Device(0, POOL), addr)
+    server, bound = serve(ServedDevice(0, POOL), addr)
     assert bound == addr
     yield addr
     server.stop(None)

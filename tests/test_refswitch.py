@@ -51,7 +51,7 @@ from scapy.layers.l2 import Ether
 
 from controller.entries import JobEntry, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.fabric import Device as FabricDevice
+from controller.fabric import ServedDevice as FabricDevice
 from controller.fabric import JobRole
 from controller.messages import Stats
 from controller.pipeline import device_config
@@ -66,7 +66,7 @@ from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, own
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from refswitch.main import main as refswitch_main
-from refswitch.server import Device, RefSwitchP4Runtime
+from refswitch.server import ServedDevice, RefSwitchP4Runtime
 from refswitch.tables import PARAMS, SPECS
 from runner.devices.netns import PACKET_OUTGOING, Namespace
 from runner.devices.refproc import RefSwitch
@@ -403,8 +403,8 @@ def test_the_switch_knows_every_table_and_action_of_the_program() -> None:
 
 
 @pytest.fixture
-def device(tmp_path: Path) -> Iterator[tuple[Device, str]]:
-    dev = Device(0, POOL)
+def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
+    dev = ServedDevice(0, POOL)
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
     addr = f"unix:{tmp_path}/p4rt.sock"
@@ -414,7 +414,7 @@ def device(tmp_path: Path) -> Iterator[tuple[Device, str]]:
     srv.stop(None)
 
 
-def test_p4runtime_rules(device: tuple[Device, str], program: tuple[Path, Path]) -> None:
+def test_p4runtime_rules(device: tuple[ServedDevice, str], program: tuple[Path, Path]) -> None:
     """Mastership, write refusals and pipeline checks, as BMv2 answers them."""
     _, addr = device
     with grpc.insecure_channel(addr) as channel, pytest.raises(grpc.RpcError) as err:
@@ -479,7 +479,7 @@ def raw_entry(sw: P4RuntimeSwitch, table: str, key: list[Any], priority: int) ->
 
 
 def test_ps_route_entries_as_bmv2_answers_them(
-    device: tuple[Device, str], program: tuple[Path, Path]
+    device: tuple[ServedDevice, str], program: tuple[Path, Path]
 ) -> None:
     """The ternary ``ps_route`` takes a priority, a don't-care shard left out
     and a value inside its mask; an exact table takes no priority; a job's
@@ -532,7 +532,7 @@ def run_steps(deliver: Callable[[int, bytes], dict[int, list[bytes]]], trace: li
         assert got == step.out, step.what
 
 
-def test_frames_in_process(device: tuple[Device, str], program: tuple[Path, Path]) -> None:
+def test_frames_in_process(device: tuple[ServedDevice, str], program: tuple[Path, Path]) -> None:
     """The trace through the switch's pipeline, without ports (no root)."""
     dev, addr = device
     sw = configured(addr, program)
@@ -715,7 +715,7 @@ def read_raw(
 
 
 def test_slot_registers_over_p4runtime(
-    device: tuple[Device, str], program: tuple[Path, Path]
+    device: tuple[ServedDevice, str], program: tuple[Path, Path]
 ) -> None:
     """After contributions went through esa.model, a Read of the slot
     registers answers the model's slots, every register and cell; one
@@ -750,7 +750,7 @@ def test_slot_registers_over_p4runtime(
 
 
 def test_the_run_timeline_reads_the_slots_over_p4runtime(
-    device: tuple[Device, str], program: tuple[Path, Path]
+    device: tuple[ServedDevice, str], program: tuple[Path, Path]
 ) -> None:
     """``make run``'s slot timeline on the reference switch: no slots while
     it has no pipeline, then each job's slots and the contributions in them."""
@@ -772,7 +772,7 @@ def test_the_run_timeline_reads_the_slots_over_p4runtime(
 
 
 def test_serve_without_a_bmv2_json_names_the_refused_pipeline(
-    device: tuple[Device, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    device: tuple[ServedDevice, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``esa-ctl serve --no-p4json`` whose pool the switch does not have: the
     switch refuses the pipeline and serve stops, saying so."""
