@@ -51,7 +51,7 @@ from scapy.layers.l2 import Ether
 
 from controller.entries import JobEntry, PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.fabric import ServedDevice as FabricDevice
+from controller.fabric import Device as FabricDevice
 from controller.fabric import JobRole
 from controller.messages import Stats
 from controller.pipeline import device_config
@@ -66,7 +66,7 @@ from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, own
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from refswitch.main import main as refswitch_main
-from refswitch.server import ServedDevice, RefSwitchP4Runtime
+from refswitch.server import RefSwitchP4Runtime, ServedDevice
 from refswitch.tables import PARAMS, SPECS
 from runner.devices.netns import PACKET_OUTGOING, Namespace
 from runner.devices.refproc import RefSwitch
