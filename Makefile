@@ -14,7 +14,7 @@ P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
 	@echo "make build   - compile p4src/ into build/esa.json and build/esa.p4info.txtpb (POOL=$(POOL))"
-	@echo "make gen     - regenerate p4src/include/{wire,codes}.p4 from esa/wire.py and esa/spec.py"
+	@echo "make gen     - regenerate p4src/include/{wire,codes,jobrow}.p4 from esa/wire.py, esa/spec.py and esa/jobrow.py"
 	@echo "make p4info  - regenerate p4src/esa.p4info.txtpb with p4c (after a change to p4src/)"
 	@echo "make test    - run the test suite (BMv2 tests skip, naming what is missing)"
 	@echo "make lint    - ruff and mypy"

@@ -29,7 +29,6 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.entries import (
-    JobEntry,
     PolicyEntry,
     PsRoute,
     Replica,
@@ -40,6 +39,7 @@ from controller.reconcile import reconcile
 from controller.switch import P4RuntimeSwitch
 from controller.topology import Host, ip_to_int, mac_to_int
 from esa import wire
+from esa.jobrow import JobEntry
 from esa.spec import Policy
 from esa.toolchain import compile_p4
 from runner.devices.bmv2 import missing_bmv2

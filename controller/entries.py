@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from esa.jobrow import JobEntry
 from esa.spec import DEFAULT_STALE_US, Policy, default_squat_us
 
 
@@ -20,27 +21,6 @@ class PolicyEntry:
     policy: Policy = Policy.ESA
     stale_us: int = DEFAULT_STALE_US
     squat_us: int = default_squat_us(Policy.ESA)
-
-
-@dataclass(frozen=True)
-class JobEntry:
-    """Action data of ``set_job``; ``ps_ports`` is its ``shard_mask`` (the
-    length less one) and ``ps_ports`` (packed, ``esa.spec.pack_ps_ports``).
-    ``fan_in`` counts the contributions summed on this switch: one per local
-    worker and one per child switch (its sum)."""
-
-    fan_in: int
-    worker_mask: int
-    prio: int
-    ps_ports: tuple[int, ...]
-    """the port of each shard's PS: a PS result or pull of chunk ``seq`` is
-    accepted from ``ps_ports[seq & (len - 1)]`` only (rule A4)."""
-    mgid_workers: int
-    part_base: int
-    part_size: int
-    up_port: int = 0
-    """where the switch sends a complete local sum (the device above); 0
-    where the job completes: its top, or the one switch."""
 
 
 @dataclass(frozen=True)

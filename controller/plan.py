@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from controller.entries import (
     Child,
     ChildKey,
-    JobEntry,
     L2Entry,
     Members,
     PolicyEntry,
@@ -54,6 +53,7 @@ from controller.priority import Admission, priorities
 from controller.state import JobRecord, State
 from controller.topology import Host, ip_to_int, mac_to_int
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
+from esa.jobrow import JobEntry
 from esa.spec import BCAST_MGID, PS_MEMBER, Policy, mgid_all, mgid_workers, rid
 
 BROADCAST_MAC = 0xFFFFFFFFFFFF
@@ -67,7 +67,7 @@ class JobPlan:
     workers: tuple[Host, ...]
     ps: tuple[Host, ...]
     """chunk ``seq`` belongs to ``ps[esa.job.ps_shard(seq, len(ps))]``."""
-    prio: int
+    priority: int
     part_base: int
     part_size: int
     role: JobRole | None = None
@@ -98,7 +98,7 @@ def job_entry(j: JobPlan) -> JobEntry:
     return JobEntry(
         fan_in=role.fan_in,
         worker_mask=role.worker_mask,
-        prio=j.prio,
+        priority=j.priority,
         ps_ports=tuple(ps.port for ps in j.ps),
         mgid_workers=mgid_workers(j.job),
         part_base=j.part_base,
@@ -198,7 +198,7 @@ def device_entries(
     here = [r for r in jobs if r.job in roles]
     summing = [r for r in here if not roles[r.job].transit]
     admissions = (Admission(r.job, r.priority, r.admitted_at) for r in jobs)
-    kept_levels = {j: e.prio for j, e in held.jobs.items()} | dict(levels or {})
+    kept_levels = {j: e.priority for j, e in held.jobs.items()} | dict(levels or {})
     prios = priorities(admissions, aging_period_s, kept_levels)
     order = [r.job for r in sorted(summing, key=lambda r: (r.admitted_at, r.job))]
     esa = state.policy.policy is Policy.ESA
@@ -213,7 +213,7 @@ def device_entries(
             job=rec.job,
             workers=tuple(seen[w] for w in rec.placement.workers),
             ps=tuple(seen[p] for p in rec.placement.ps),
-            prio=prios[rec.job],
+            priority=prios[rec.job],
             part_base=parts[rec.job][0],
             part_size=parts[rec.job][1],
             role=roles[rec.job],

@@ -1,4 +1,4 @@
-"""Job priorities: what the controller writes into each job's ``prio``.
+"""Job priorities: what the controller writes into each job's ``priority``.
 
 The switch compares priorities only when a contribution finds its slot held
 by another job: under the ESA policy it preempts the holder if its own job's

@@ -110,7 +110,7 @@ class Controller:
     def _levels(self) -> dict[int, int]:
         """The priority each job holds on the switches, taken once before a
         change so that every switch is planned from the same levels."""
-        return {j: e.prio for s in self.sessions.values() for j, e in s.applied.jobs.items()}
+        return {j: e.priority for s in self.sessions.values() for j, e in s.applied.jobs.items()}
 
     def _planner(self, state: State, device: str, levels: dict[int, int]) -> Planner:
         return functools.partial(

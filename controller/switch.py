@@ -21,7 +21,6 @@ from p4runtime_sh.context import P4Type
 from controller.entries import (
     Child,
     ChildKey,
-    JobEntry,
     L2Entry,
     Members,
     PolicyEntry,
@@ -32,6 +31,7 @@ from controller.entries import (
 )
 from controller.errors import SwitchError
 from controller.p4rt import Session, Unimplemented, pipeline_cookie
+from esa.jobrow import JobEntry
 from esa.p4names import (
     CHILDREN_TABLE,
     DROPS,
@@ -55,8 +55,6 @@ from esa.spec import (
     Event,
     Policy,
     counter_index,
-    pack_ps_ports,
-    unpack_ps_ports,
 )
 
 
@@ -289,7 +287,7 @@ class P4RuntimeSwitch(Switch):
         if value is None:
             return entry
         if isinstance(value, JobEntry):
-            action = self._action(SET_JOB, _job_args(value))
+            action = self._action(SET_JOB, value.args())
         elif isinstance(value, Child):
             action = self._action(SET_CHILD, {"bitmap": value.bitmap})
         elif isinstance(value, L2Entry):
@@ -404,7 +402,7 @@ class P4RuntimeSwitch(Switch):
     def read_entries(self) -> SwitchEntries:
         out = SwitchEntries(policy=self.read_policy(), groups=self.read_groups())
         for key, _, a in self._read_keyed(JOBS_TABLE):
-            out.jobs[key] = _job_from_args(a)
+            out.jobs[key] = JobEntry.from_args(a)
         for key, name, a in self._read_keyed(L2_TABLE):
             out.l2[key] = L2Entry(mgid=a["mgid"]) if name == FLOOD else L2Entry(port=a["port"])
         out.children = self._read_children()
@@ -475,30 +473,3 @@ class P4RuntimeSwitch(Switch):
             update.entity.counter_entry.data.packet_count = 0
             updates.append(update)
         self.session.write(updates)
-
-
-def _job_args(e: JobEntry) -> dict[str, int]:
-    return {
-        "fan_in": e.fan_in,
-        "worker_mask": e.worker_mask,
-        "prio": e.prio,
-        "shard_mask": len(e.ps_ports) - 1,
-        "ps_ports": pack_ps_ports(e.ps_ports),
-        "mgid_workers": e.mgid_workers,
-        "part_base": e.part_base,
-        "part_size": e.part_size,
-        "up_port": e.up_port,
-    }
-
-
-def _job_from_args(a: dict[str, int]) -> JobEntry:
-    return JobEntry(
-        fan_in=a["fan_in"],
-        worker_mask=a["worker_mask"],
-        prio=a["prio"],
-        ps_ports=unpack_ps_ports(a["ps_ports"], a["shard_mask"] + 1),
-        mgid_workers=a["mgid_workers"],
-        part_base=a["part_base"],
-        part_size=a["part_size"],
-        up_port=a["up_port"],
-    )

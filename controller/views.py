@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from controller.entries import JobEntry, PolicyEntry, SwitchEntries
+from controller.entries import PolicyEntry, SwitchEntries
 from controller.fabric import Device, Fabric
 from controller.messages import (
     HostInfo,
@@ -27,6 +27,7 @@ from controller.messages import (
 from controller.state import JobRecord, State
 from controller.switch import Counters
 from esa.job import Mode
+from esa.jobrow import JobEntry
 from esa.spec import Drop, Event, mgid_all, mgid_workers
 
 
@@ -39,7 +40,7 @@ def job_info(rec: JobRecord, top: str, entries: Mapping[str, JobEntry]) -> JobIn
         workers=rec.placement.workers,
         ps=rec.placement.ps,
         mode=rec.priority.mode.value,
-        priority=entry.prio if entry else None,
+        priority=entry.priority if entry else None,
         static_priority=rec.priority.priority if rec.priority.mode is Mode.STATIC else None,
         remaining=rec.priority.remaining if rec.priority.mode is Mode.AUTO else None,
         admitted_at=rec.admitted_at,

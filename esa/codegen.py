@@ -3,7 +3,9 @@
 ``python -m esa.codegen`` regenerates ``p4src/include/wire.p4`` (header types
 and wire constants, from ``esa.wire``), ``p4src/include/codes.p4`` (policies,
 verdicts, events, drop reasons and the slot registers, from ``esa.spec``)
-and ``docs/protocol.md`` (the byte layout and every code).  ``--check`` exits
+``p4src/include/jobrow.p4`` (the job table's row: ``set_job`` and the
+metadata fields it fills, from ``esa.jobrow``) and ``docs/protocol.md``
+(the byte layout and every code).  ``--check`` exits
 non-zero when a committed file differs from what the definitions give, so a
 hand edit of any of them fails the tests.
 """
@@ -16,7 +18,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from esa import spec, wire
+from esa import jobrow, spec, wire
 from esa.job import MAX_PS_SHARDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +136,44 @@ def codes_p4() -> str:
         *lanes,
         "",
         "#define ESA_SLOT_REGISTERS ESA_SLOT_STATE_REGISTERS ESA_LANE_REGISTERS",
+        "",
+        "#endif",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _macro(head: str, body: list[str]) -> str:
+    """``#define head`` over several lines."""
+    return " \\\n".join([f"#define {head}", *body])
+
+
+def jobrow_p4() -> str:
+    params = jobrow.PARAMS
+    args = [f"{p.type.name} {p.name}," for p in params]
+    args[-1] = args[-1].rstrip(",")
+    lines = [
+        BANNER.format(src="jobrow.py"),
+        "#ifndef ESA_JOBROW_P4",
+        "#define ESA_JOBROW_P4",
+        "",
+        "// The job table's row, one field per parameter of set_job:",
+        *(f"//   {p.name}: {p.doc}" for p in params),
+        "",
+        "// Its fields in job_meta_t.",
+        _macro("ESA_JOB_ROW_FIELDS", [f"    {p.type.name} {p.name};" for p in params]),
+        "",
+        "// The action: the row into J, the job_meta_t of the arriving packet.",
+        _macro(
+            "ESA_SET_JOB(J)",
+            [
+                "    action set_job(",
+                *(f"            {a}" for a in args),
+                "    ) {",
+                *(f"        J.{p.name} = {p.name};" for p in params),
+                "    }",
+            ],
+        ),
         "",
         "#endif",
         "",
@@ -292,6 +332,7 @@ def control_md() -> list[str]:
 GENERATED = {
     ROOT / "p4src" / "include" / "wire.p4": wire_p4,
     ROOT / "p4src" / "include" / "codes.p4": codes_p4,
+    ROOT / "p4src" / "include" / "jobrow.p4": jobrow_p4,
     ROOT / "docs" / "protocol.md": protocol_md,
 }
 
@@ -313,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(ROOT)}")
     if stale:
         print(
-            "out of date with esa/wire.py and esa/spec.py: "
+            "out of date with esa/wire.py, esa/spec.py and esa/jobrow.py: "
             + ", ".join(stale)
             + " (run `python -m esa.codegen`)",
             file=sys.stderr,

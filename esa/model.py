@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import enum
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
+from esa.jobrow import JobEntry
 from esa.spec import (
     COUNTER_SIZE,
     DEFAULT_POOL_SIZE,
@@ -96,7 +97,8 @@ class Output:
 
 @dataclass(frozen=True)
 class JobConfig:
-    """One row of the switch's job table (written by the controller)."""
+    """One row of the switch's job table (``esa.jobrow``, written by the
+    controller) as the rules read it, with the job's child switches."""
 
     fan_in: int
     worker_mask: int
@@ -114,6 +116,13 @@ class JobConfig:
     def __post_init__(self) -> None:
         if not valid_shards(len(self.ps_ports)):
             raise ValueError(f"{len(self.ps_ports)} PS ports: a job has 1, 2, 4 or 8 PS hosts")
+
+    @classmethod
+    def from_entry(cls, entry: JobEntry, children: tuple[tuple[int, int], ...] = ()) -> JobConfig:
+        """The job as a switch holds it: its ``jobs`` row, of whose fields the
+        model reads all but ``mgid_workers``, and its ``children`` entries."""
+        row = {f.name: getattr(entry, f.name) for f in fields(cls) if f.name != "children"}
+        return cls(**row, children=children)
 
     def child(self, port: int) -> int | None:
         """The bitmap of the child switch on ``port``, if one is there."""

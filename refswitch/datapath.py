@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from esa import wire
+from esa.jobrow import JobEntry
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel, route_key
 from esa.p4names import (
     CHILDREN_TABLE,
@@ -46,7 +47,7 @@ from esa.p4names import (
     REPLICAS_TABLE,
     SET_DST,
 )
-from esa.spec import PS_SHARD_BITS, Drop, Policy, unpack_ps_ports
+from esa.spec import PS_SHARD_BITS, Drop, Policy
 from esa.wire import PacketType
 from refswitch.tables import ActionCall, Key, Replicas, Tables
 
@@ -147,26 +148,18 @@ def _config(tables: Tables) -> tuple[Config, dict[int, JobConfig]]:
     children: dict[int, list[tuple[int, int]]] = {}
     for (job, port), c in e[CHILDREN_TABLE].items():
         children.setdefault(job, []).append((port, c.args["bitmap"]))
+    rows = {k[0]: JobEntry.from_args(c.args) for k, c in e[JOBS_TABLE].items()}
     jobs = {
-        k[0]: JobConfig(
-            fan_in=c.args["fan_in"],
-            worker_mask=c.args["worker_mask"],
-            priority=c.args["prio"],
-            ps_ports=unpack_ps_ports(c.args["ps_ports"], c.args["shard_mask"] + 1),
-            part_base=c.args["part_base"],
-            part_size=c.args["part_size"],
-            up_port=c.args["up_port"],
-            children=tuple(sorted(children.get(k[0], ()))),
-        )
-        for k, c in e[JOBS_TABLE].items()
+        job: JobConfig.from_entry(row, tuple(sorted(children.get(job, ()))))
+        for job, row in rows.items()
     }
-    mgid_workers = {k[0]: c.args["mgid_workers"] for k, c in e[JOBS_TABLE].items()}
+    mgid_workers = {job: row.mgid_workers for job, row in rows.items()}
     replicas = {
         k[0]: (_b(c.args["mac"], 6), _b(c.args["ip"], 4), _b(c.args["udp_port"], 2))
         for k, c in e[REPLICAS_TABLE].items()
         if c.action == SET_DST
     }
-    up_ports = {k[0]: c.args["up_port"] for k, c in e[JOBS_TABLE].items()}
+    up_ports = {job: row.up_port for job, row in rows.items()}
     routes = _routes(e[PS_TABLE])
     config = Config(l2, mgid_workers, up_ports, routes, replicas, dict(tables.groups))
     return config, jobs

@@ -28,6 +28,7 @@ import grpc
 from p4.config.v1 import p4info_pb2
 
 from controller.switch import Op
+from esa import jobrow
 from esa.job import valid_shards
 from esa.p4names import (
     CHILDREN_TABLE,
@@ -105,10 +106,7 @@ SPECS: dict[str, TableSpec] = {
 """The tables the reference switch executes (``esa.p4names.TABLES``)."""
 PARAMS: dict[str, tuple[str, ...]] = {
     SET_POLICY: ("policy", "stale_us", "squat_us"),
-    SET_JOB: (
-        "fan_in", "worker_mask", "prio", "shard_mask", "ps_ports",
-        "mgid_workers", "part_base", "part_size", "up_port",
-    ),
+    SET_JOB: jobrow.NAMES,
     UNKNOWN_JOB: (),
     SET_CHILD: ("bitmap",),
     TO_PORT: ("port",),

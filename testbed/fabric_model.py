@@ -81,16 +81,7 @@ def job_configs(entries: SwitchEntries) -> dict[int, JobConfig]:
     for key, child in entries.children.items():
         children.setdefault(key.job, []).append((key.port, child.bitmap))
     return {
-        job: JobConfig(
-            fan_in=e.fan_in,
-            worker_mask=e.worker_mask,
-            priority=e.prio,
-            ps_ports=e.ps_ports,
-            part_base=e.part_base,
-            part_size=e.part_size,
-            up_port=e.up_port,
-            children=tuple(sorted(children.get(job, ()))),
-        )
+        job: JobConfig.from_entry(e, tuple(sorted(children.get(job, ()))))
         for job, e in entries.jobs.items()
     }
 

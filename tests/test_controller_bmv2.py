@@ -239,7 +239,7 @@ def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) ->
     assert events(ctl, 2) == {"aggregated": 1, "preempt_won": 1}
 
     ctl.prio(PrioRequest(job=1, priority=9))
-    assert read_back(ctl).jobs[1].prio == 9
+    assert read_back(ctl).jobs[1].priority == 9
     bmv2.send(1, frame("h1", "h3", 1, seq1, 0b01, [7] * wire.K))
     (evicted,) = [parse(f) for f in bmv2.recv(6, timeout=LIMIT_S, want=1)]
     assert (evicted.ptype, evicted.job, evicted.seq, evicted.values) == (

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.entries import JobEntry, SwitchEntries
+from controller.entries import SwitchEntries
 from controller.fabric import Device, Fabric
 from controller.messages import AdmitRequest
 from controller.p4rt import Session
 from controller.service import Controller
 from controller.state import Store
 from controller.switch import P4RuntimeSwitch, Switch
+from esa.jobrow import JobEntry
 from esa.spec import mgid_workers
 from esa.toolchain import compile_p4
 from runner.paths import ROOT

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from controller.admin import serve
-from controller.entries import JobEntry, PolicyEntry
+from controller.entries import PolicyEntry
 from controller.errors import FailedPrecondition, NotFound, SwitchError, SwitchUnavailable
 from controller.fabric import Fabric
 from controller.memswitch import MemorySwitch
@@ -22,6 +22,7 @@ from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressReq
 from controller.plan import device_entries
 from controller.service import Controller
 from controller.state import Store
+from esa.jobrow import JobEntry
 from esa.spec import Drop, Event, Policy, counter_index, mgid_workers
 from runner.paths import ROOT
 from tests.test_controller_cli import esa_ctl_here
@@ -146,7 +147,7 @@ def test_a_restarted_switch_gets_the_priorities_the_others_hold(net: Net) -> Non
     net.ctl.progress(ProgressRequest(job=2, remaining=850_000))
 
     def prios(name: str) -> dict[int, int]:
-        return {j: e.prio for j, e in net.sw[name].read_entries().jobs.items()}
+        return {j: e.priority for j, e in net.sw[name].read_entries().jobs.items()}
 
     assert prios("t1") == prios("t2") == prios("s1")
     assert prios("s1")[4] > prios("s1")[2]

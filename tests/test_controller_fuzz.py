@@ -235,7 +235,7 @@ def test_legitimate_admission_after_the_fuzz(rig: Rig) -> None:
     free = min(set(range(2, 256)) - set(rig.ctl.state.jobs))
     job = rig.client.admit(AdmitRequest(job=free, workers=("h7", "h8"), ps=("h9",), priority=42))
     assert (job.job, job.workers, job.ps, job.priority) == (free, ("h7", "h8"), ("h9",), 42)
-    assert rig.sw.entries.jobs[free].prio == 42
+    assert rig.sw.entries.jobs[free].priority == 42
     assert in_agreement(rig)
     assert rig.client.remove(JobRef(job=free)) == Removed(job=free, removed=True)
     assert free not in rig.sw.entries.jobs

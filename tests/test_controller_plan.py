@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from controller.entries import (
     Child,
     ChildKey,
-    JobEntry,
     L2Entry,
     PolicyEntry,
     PsRoute,
@@ -30,6 +29,7 @@ from controller.switch import Kind, Op
 from controller.topology import Host, Topology, ip_to_int, mac_to_int
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Placement, Priority, ps_shard
+from esa.jobrow import JobEntry
 from esa.spec import BCAST_MGID, MGID_SHARD_STRIDE, PS_MEMBER, Policy, mgid_all, mgid_workers, rid
 
 
@@ -39,7 +39,7 @@ def hosts(n: int = 4) -> list[Host]:
 
 def test_desired_entries_of_one_job() -> None:
     h = hosts(4)
-    job = JobPlan(7, (h[0], h[1], h[2]), (h[3],), prio=9, part_base=0, part_size=1024)
+    job = JobPlan(7, (h[0], h[1], h[2]), (h[3],), priority=9, part_base=0, part_size=1024)
     e = desired(h, [job], PolicyEntry(Policy.ATP, 500))
     assert e.policy == PolicyEntry(Policy.ATP, 500)
     assert e.jobs == {7: JobEntry(3, 0b111, 9, (4,), 15, 0, 1024)}
@@ -60,7 +60,7 @@ def test_desired_entries_of_a_job_on_four_ps_hosts() -> None:
     """One route per shard, matching ``seq & 3``; one group per shard, of the
     workers and that shard's PS, so a result makes fan-in + 1 copies."""
     h = hosts(6)
-    job = JobPlan(7, (h[0], h[1]), tuple(h[2:6]), prio=9, part_base=0, part_size=8)
+    job = JobPlan(7, (h[0], h[1]), tuple(h[2:6]), priority=9, part_base=0, part_size=8)
     e = desired(h, [job], PolicyEntry())
     assert e.jobs[7].ps_ports == (3, 4, 5, 6)
     assert e.ps_routes == {

@@ -380,7 +380,7 @@ def test_reprioritise_rewrites_only_the_job_entry(rig: Rig) -> None:
     rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     n = len(rig.sw.batches)
     assert rig.call("Prio", job=1, priority=200)["priority"] == 200
-    assert rig.sw.entries.jobs[1].prio == 200
+    assert rig.sw.entries.jobs[1].priority == 200
     assert [[(c.kind.value, c.op.value, c.key) for c in b] for b in rig.sw.batches[n:]] == [
         [("jobs", "modify", 1)]
     ]
@@ -393,7 +393,7 @@ def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
     progress report of one job rewrites every other job whose rank moved."""
 
     def prios() -> dict[int, int]:
-        return {j: e.prio for j, e in rig.sw.entries.jobs.items()}
+        return {j: e.priority for j, e in rig.sw.entries.jobs.items()}
 
     def rewritten(since: int) -> set[int | ShardKey | ChildKey]:
         return {

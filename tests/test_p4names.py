@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from esa import p4names, spec
+from esa import jobrow, p4names, spec
 from esa.job import MAX_PS_SHARDS
+from esa.model import JobConfig
 from esa.toolchain import compile_p4
 from runner.paths import ROOT
 
@@ -67,3 +69,35 @@ def test_table_sizes_and_keys(p4info: p4info_pb2.P4Info) -> None:
         (m.name, m.bitwidth, m.match_type) for m in tables[p4names.CHILDREN_TABLE].match_fields
     ]
     assert child_key == [("job", 16, exact), ("port", spec.PORT_T.bits, exact)]
+
+
+def _set_job_params(info: p4info_pb2.P4Info) -> list[tuple[int, str, int]]:
+    action = next(a for a in info.actions if a.preamble.name == p4names.SET_JOB)
+    return [(p.id, p.name, p.bitwidth) for p in action.params]
+
+
+def test_set_job_is_the_job_row(p4info: p4info_pb2.P4Info) -> None:
+    """set_job's parameters, in order and width, are esa.jobrow's, in the
+    compiled program and in the committed P4Info; the jobs table runs it."""
+    want = [(i, p.name, p.type.bits) for i, p in enumerate(jobrow.PARAMS, 1)]
+    assert _set_job_params(p4info) == want
+    committed = (ROOT / "p4src" / "esa.p4info.txtpb").read_text()
+    assert _set_job_params(text_format.Parse(committed, p4info_pb2.P4Info())) == want
+    assert p4names.SET_JOB in p4names.TABLES[p4names.JOBS_TABLE]
+
+
+def test_job_entry_and_config_are_the_job_row() -> None:
+    """JobEntry holds every parameter (shard_mask in its ps_ports), the
+    model's JobConfig the row's fields it reads, and action data goes
+    through JobEntry unchanged both ways."""
+    entry_fields = [f.name for f in fields(jobrow.JobEntry)]
+    assert entry_fields == [n for n in jobrow.NAMES if n != "shard_mask"]
+    assert {f.name for f in fields(JobConfig)} - {"children"} <= set(entry_fields)
+    entry = jobrow.JobEntry(2, 0b11, 7, (3, 4, 5, 6), 5, 8, 16, up_port=9)
+    args = entry.args()
+    assert list(args) == list(jobrow.NAMES)
+    assert args["shard_mask"] == 3 and args["ps_ports"] == spec.pack_ps_ports((3, 4, 5, 6))
+    assert jobrow.JobEntry.from_args(args) == entry
+    assert JobConfig.from_entry(entry, ((1, 0b1),)) == JobConfig(
+        2, 0b11, 7, (3, 4, 5, 6), part_base=8, part_size=16, up_port=9, children=((1, 0b1),)
+    )

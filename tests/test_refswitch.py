@@ -49,7 +49,7 @@ from p4runtime_sh.context import P4Type
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import JobEntry, PolicyEntry, ShardKey, SwitchEntries
+from controller.entries import PolicyEntry, ShardKey, SwitchEntries
 from controller.errors import SwitchError, SwitchUnavailable
 from controller.fabric import Device as FabricDevice
 from controller.fabric import JobRole
@@ -60,6 +60,7 @@ from controller.reconcile import reconcile
 from controller.switch import P4RuntimeSwitch
 from controller.topology import Host, Topology
 from esa import p4names, wire
+from esa.jobrow import JobEntry
 from esa.model import FROM_PS, Packet, slot_hash
 from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key

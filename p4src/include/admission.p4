@@ -19,19 +19,8 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         size = 1;
     }
 
-    action set_job(bit<8> fan_in, bit<32> worker_mask, bit<8> prio, shard_t shard_mask,
-                   ps_ports_t ps_ports, bit<16> mgid_workers,
-                   bit<32> part_base, bit<32> part_size, port_t up_port) {
-        job.fan_in = fan_in;
-        job.worker_mask = worker_mask;
-        job.prio = prio;
-        job.shard_mask = shard_mask;
-        job.ps_ports = ps_ports;
-        job.mgid_workers = mgid_workers;
-        job.part_base = part_base;
-        job.part_size = part_size;
-        job.up_port = up_port;
-    }
+    // set_job(row): the job table's row into job (jobrow.p4, from esa/jobrow.py).
+    ESA_SET_JOB(job)
 
     action reject(drop_t reason) {
         outcome.dest = dest_t.DROP;

@@ -4,6 +4,7 @@
 
 #include "wire.p4"
 #include "codes.p4"
+#include "jobrow.p4"
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8> IPPROTO_UDP = 17;
@@ -53,15 +54,7 @@ struct job_meta_t {
     policy_t policy;
     usec_t stale_us;
     usec_t squat_us;
-    count_t fan_in;
-    bitmap_t worker_mask;
-    prio_t prio;
-    shard_t shard_mask;  // a chunk's PS shard is seq & shard_mask
-    ps_ports_t ps_ports;
-    mcast_grp_t mgid_workers;
-    slot_idx_t part_base;
-    slot_idx_t part_size;
-    port_t up_port;      // where a complete local sum goes; 0: the job completes here
+    ESA_JOB_ROW_FIELDS   // the job table's row (jobrow.p4)
 }
 
 // The chunk's slot and what was read from it.

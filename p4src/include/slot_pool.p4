@@ -102,7 +102,7 @@ control OtherChunkRules(in esa_h esa, in job_meta_t job, in slot_meta_t slot, in
             outcome.verdict = verdict_t.RECLAIM;
             outcome.victim_ev = stale ? event_t.STALE_RECLAIMED : event_t.IDLE_RECLAIMED;
         } else if (held && !stale && !idle && !retx && job.policy == policy_t.ESA &&
-                   job.prio > holder_prio) {
+                   job.priority > holder_prio) {
             op = SlotOp.TAKE;  // S11: preempt a lower-priority holder.
             outcome.verdict = verdict_t.PREEMPT;
             outcome.ev2 = event_t.PREEMPT_WON;
@@ -132,7 +132,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         slot_owner.write(slot.idx, esa.job ++ esa.seq);
         slot_bitmap.write(slot.idx, esa.bitmap);
         slot_count.write(slot.idx, 1);
-        slot_prio.write(slot.idx, job.prio);
+        slot_prio.write(slot.idx, job.priority);
         slot_ts.write(slot.idx, now);
         slot_state.write(slot.idx, esa.flags & FLAG_OVERFLOW);
     }
