@@ -79,17 +79,8 @@ def _add_priority(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = Parser(prog="esa-ctl", description=__doc__)
-    ap.add_argument(
-        "--admin",
-        type=admin_address,
-        default=os.environ.get("ESA_CTL_ADDR", DEFAULT_ADDR),
-        help="admin API address, unix:PATH or 127.0.0.1:PORT (serve takes 127.0.0.1:0: a "
-        f"free port, which it logs; env ESA_CTL_ADDR; default {DEFAULT_ADDR})",
-    )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``serve``: the controller's daemon, its switch, program and state."""
     p = sub.add_parser("serve", help="run the controller", description="Run the controller.")
     p.add_argument(
         "--switch",
@@ -162,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
         "each prefixed with its name and '=' when the topology has several",
     )
 
+
+def _add_job_commands(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``admit``, ``jobs``, ``prio``, ``progress``, ``remove``: a job's life."""
     p = sub.add_parser("admit", help="admit a job", description="Admit a job.")
     p.add_argument("job", type=JOB, help="job id, 1..255")
     p.add_argument(
@@ -202,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("job", type=JOB)
 
+
+def _add_policy(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``policy``: the slot policy and its timeouts, at run time."""
     p = sub.add_parser(
         "policy", help="switch the slot policy", description="Switch the slot policy at run time."
     )
@@ -227,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         "partitions under esa (default: unchanged)",
     )
 
+
+def _add_views(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``status``, ``stats``, ``slots``: what the controller and the switches show."""
     p = sub.add_parser(
         "status", help="controller and switch status", description="Show the status."
     )
@@ -256,6 +256,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_device(p, "slots")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="esa-ctl", description=__doc__)
+    ap.add_argument(
+        "--admin",
+        type=admin_address,
+        default=os.environ.get("ESA_CTL_ADDR", DEFAULT_ADDR),
+        help="admin API address, unix:PATH or 127.0.0.1:PORT (serve takes 127.0.0.1:0: a "
+        f"free port, which it logs; env ESA_CTL_ADDR; default {DEFAULT_ADDR})",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for add in (_add_serve, _add_job_commands, _add_policy, _add_views):
+        add(sub)
     return ap
 
 
