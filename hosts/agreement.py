@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from esa import wire
 from esa.wire import ControlType, RejectReason, ReportKind
 from hosts import payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.roster import Proc, Roster, State
 from hosts.transport import Addr
 
@@ -87,7 +87,7 @@ class Outcome:
     a call was agreed, in a new epoch (the PS then forgets the job's sums)."""
 
     replies: Replies = field(default_factory=list)
-    drop: Drop | None = None
+    drop: HostDrop | None = None
     agreed: bool = False
     new_epoch: bool = False
 
@@ -137,11 +137,11 @@ class CallBook:
         bitmaps of the PS's partial sums of an agreed call (for REPORT)."""
         p = self.roster.known(msg.nonce)
         if p is not None and (p.index != msg.worker or not p.window.fresh(msg.counter)):
-            return Outcome(drop=Drop.STRANGER if p.index != msg.worker else Drop.REPLAY)
+            return Outcome(drop=HostDrop.STRANGER if p.index != msg.worker else HostDrop.REPLAY)
         if msg.ctype in (ControlType.CALL, ControlType.RESUME):
             return self._on_call(msg, addr, now)
         if p is None:
-            return Outcome(drop=Drop.STRANGER)
+            return Outcome(drop=HostDrop.STRANGER)
         banned = self.roster.hear(p, msg, addr, now)
         out = Outcome(self._fail(banned, msg))
         if p.state is State.BANNED and p not in banned:
@@ -157,7 +157,7 @@ class CallBook:
 
     def _on_call(self, msg: payload.Control, addr: Addr, now: float) -> Outcome:
         if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
-            return Outcome(drop=Drop.CONTROL)
+            return Outcome(drop=HostDrop.CONTROL)
         table = self._against_table(msg)
         if table is not None:
             return Outcome([self._reject(msg, addr, table, None)])
@@ -168,7 +168,7 @@ class CallBook:
                 out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, p.index))
             return out
         if p.state is not State.HOLDER:
-            out.drop = None if p.state is State.CONTENDER else Drop.STRANGER
+            out.drop = None if p.state is State.CONTENDER else HostDrop.STRANGER
             return out
         a = Announcement.of(msg, addr)
         ag = self.agreement(msg.call)
@@ -185,7 +185,7 @@ class CallBook:
             out.replies.append(self._go(ag, a))
             return out
         if ag is None and self._is_past(msg, p):
-            out.drop = Drop.STALE
+            out.drop = HostDrop.STALE
             return out
         last = self.agreed[-1] if self.agreed else None
         if resume and (last is None or msg.call > last.call):

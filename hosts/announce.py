@@ -32,7 +32,7 @@ from esa import wire
 from esa.wire import ControlType, RejectReason
 from hosts import auth, payload
 from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.transport import Addr, Transport
 
 if TYPE_CHECKING:
@@ -168,23 +168,23 @@ class Announcer:
         try:
             m = payload.decode_control(buf, n)
         except payload.Malformed:
-            counters.dropped[Drop.CONTROL] += 1
+            counters.dropped[HostDrop.CONTROL] += 1
             return
         s = m.counter % self.shards
         who = (m.job, m.worker, m.nonce)
         if m.ctype not in ANSWERS or who != (self.w.job, self.w.index, self.nonce):
-            counters.dropped[Drop.STRANGER] += 1
+            counters.dropped[HostDrop.STRANGER] += 1
             return
         unsigned = m.ctype == ControlType.REJECT and m.code in UNSIGNED and not self.sessions[s]
         if not unsigned and not auth.authentic(buf, self.key):
-            counters.dropped[Drop.AUTH] += 1
+            counters.dropped[HostDrop.AUTH] += 1
             return
         if m.ctype == ControlType.CHALLENGE:
             self._on_challenge(m, s, c, now)
         elif not unsigned and m.session != self.sessions[s]:
-            counters.dropped[Drop.SESSION] += 1
+            counters.dropped[HostDrop.SESSION] += 1
         elif c is None or m.call != c.number:
-            counters.dropped[Drop.STALE] += 1
+            counters.dropped[HostDrop.STALE] += 1
         elif m.ctype == ControlType.REPORT:
             self.reports[s] = m
         elif m.ctype == ControlType.GO:
@@ -193,13 +193,13 @@ class Announcer:
             c.phase = FAILED
             self.failure = rejected(self.w, m, c, s)
         else:
-            counters.dropped[Drop.STALE] += 1
+            counters.dropped[HostDrop.STALE] += 1
 
     def _on_challenge(self, m: payload.Control, s: int, c: Call | None, now: float) -> None:
         """The PS of shard ``s`` has another session than the one this worker
         sent since ``since[s]``: it is new to the worker, or it restarted."""
         if m.counter < self.since[s] or m.session in (0, self.sessions[s]):
-            self.w.counters.dropped[Drop.STALE] += 1
+            self.w.counters.dropped[HostDrop.STALE] += 1
             return
         restarted = self.sessions[s] != 0
         self.sessions[s], self.since[s] = m.session, self.numbers[s] + self.shards
@@ -217,11 +217,11 @@ class Announcer:
         """Shard ``s`` agreed the call; every shard names the same offset."""
         shape = (m.base, m.chunks, m.length, m.digest)
         if shape != (c.base, c.n, c.size, c.digest) or c.offset not in (None, m.offset):
-            self.w.counters.dropped[Drop.STRANGER] += 1
+            self.w.counters.dropped[HostDrop.STRANGER] += 1
             return
         bit = 1 << s
         if c.phase not in (ANNOUNCING, STREAMING):
-            self.w.counters.dropped[Drop.STALE] += 1
+            self.w.counters.dropped[HostDrop.STALE] += 1
             return
         c.go |= bit
         c.offset, c.first = m.offset, (m.offset + c.base) % (1 << 32)

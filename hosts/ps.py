@@ -42,7 +42,7 @@ from esa.wire import Flag, PacketType
 from hosts import auth, payload, quant
 from hosts.agreement import Agreement, CallBook
 from hosts.budget import Budget
-from hosts.drops import Drop, new_drops
+from hosts.drops import HostDrop, new_drops
 from hosts.ps_control import ControlDesk
 from hosts.transport import Addr, Transport, wait_any
 
@@ -208,32 +208,32 @@ class ParameterServer:
 
     # -- receive ----------------------------------------------------------
 
-    def _drop(self, reason: Drop) -> None:
+    def _drop(self, reason: HostDrop) -> None:
         self.counters.dropped[reason] += 1
 
     def _count(self, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
 
-    def _check(self, h: payload.Header, spec: Workers) -> Drop | None:
+    def _check(self, h: payload.Header, spec: Workers) -> HostDrop | None:
         """Why a datagram of a known job is not what its sender would send."""
         allowed = SENDER_FLAGS.get(PacketType(h.ptype))
         if allowed is None:
-            return Drop.PTYPE
+            return HostDrop.PTYPE
         if h.flags & ~allowed:
-            return Drop.FLAGS
+            return HostDrop.FLAGS
         if h.bitmap == 0 or h.bitmap & ~spec.mask:
-            return Drop.BITMAP
+            return HostDrop.BITMAP
         if h.ptype == PacketType.RESULT and h.bitmap != spec.mask:
-            return Drop.BITMAP
+            return HostDrop.BITMAP
         if h.ptype == PacketType.FLOAT and not _one_bit(h.bitmap):
-            return Drop.BITMAP
+            return HostDrop.BITMAP
         if h.count != popcount(h.bitmap):
-            return Drop.COUNT
+            return HostDrop.COUNT
         if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
-            return Drop.SHARD
+            return HostDrop.SHARD
         book = self.books.get(h.job)
         if book is not None and not book.covers(h.seq):
-            return Drop.SEQ
+            return HostDrop.SEQ
         return None
 
     def handle(self, buf: bytearray, n: int, now: float) -> None:
@@ -241,14 +241,14 @@ class ParameterServer:
         try:
             h = payload.decode_header(buf, n)
         except payload.Malformed:
-            self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
+            self._drop(HostDrop.LENGTH if n != wire.PAYLOAD_BYTES else HostDrop.PTYPE)
             return
         spec = self.jobs.get(h.job)
         if spec is None:
-            self._drop(Drop.JOB)
+            self._drop(HostDrop.JOB)
             return
         reason = self._check(h, spec)
-        if reason is Drop.SHARD and h.ptype == PacketType.RESULT:
+        if reason is HostDrop.SHARD and h.ptype == PacketType.RESULT:
             self.counters.other_shard_results += 1
             return
         if reason is not None:
@@ -289,9 +289,9 @@ class ParameterServer:
                 self._close_float(key)
             self._finish(key, Answer(flags, payload))
         elif known.payload != payload and not known.flags & Flag.FLOAT:
-            self._drop(Drop.CONFLICT)
+            self._drop(HostDrop.CONFLICT)
         else:
-            self._drop(Drop.LATE)
+            self._drop(HostDrop.LATE)
 
     def _on_contribution(
         self,
@@ -311,7 +311,7 @@ class ParameterServer:
                 self.counters.answered_from_cache += 1
                 self._reply(key[0], known.payload, now)
             else:
-                self._drop(Drop.LATE)
+                self._drop(HostDrop.LATE)
             return
         p = self.partials.get(key)
         if p is None:
@@ -320,7 +320,7 @@ class ParameterServer:
             p = self.partials[key] = Partial(touched=now)
         retx = bool(h.flags & Flag.RETX)
         if p.bitmap & h.bitmap:
-            self._drop(Drop.OVERLAP)
+            self._drop(HostDrop.OVERLAP)
             if retx:
                 self._pull_soon(key, p, now)
             return
@@ -367,7 +367,7 @@ class ParameterServer:
                 return
             acc = self.float_sums[key] = FloatSum(touched=now)
         if h.bitmap in acc.parts:
-            self._drop(Drop.DUPLICATE)
+            self._drop(HostDrop.DUPLICATE)
             return
         acc.parts[h.bitmap] = quant.from_bits(values.astype(np.int32))
         acc.touched, acc.pulls = now, 0
@@ -415,7 +415,7 @@ class ParameterServer:
 
     def _may_open(self, key: Key) -> bool:
         if self.open[key[0]] >= self.max_open:
-            self._drop(Drop.BUDGET)
+            self._drop(HostDrop.BUDGET)
             return False
         self.open[key[0]] += 1
         return True

@@ -43,7 +43,7 @@ from hosts.calls import (
     bits,
     timed_out,
 )
-from hosts.drops import Drop, new_drops
+from hosts.drops import HostDrop, new_drops
 from hosts.rto import RetransmitTimeout
 from hosts.transport import Addr, Transport, wait_any
 
@@ -320,32 +320,32 @@ class Worker:
 
     # -- receive ----------------------------------------------------------
 
-    def _check(self, h: payload.Header) -> Drop | None:
+    def _check(self, h: payload.Header) -> HostDrop | None:
         """Why a datagram of this job is not what a switch or PS would send."""
         if h.ptype == PacketType.PULL:
             if h.flags:
-                return Drop.FLAGS
+                return HostDrop.FLAGS
             if h.bitmap & ~self.mask or h.bitmap == self.mask:
-                return Drop.BITMAP
-            return Drop.COUNT if h.count != bin(h.bitmap).count("1") else None
+                return HostDrop.BITMAP
+            return HostDrop.COUNT if h.count != bin(h.bitmap).count("1") else None
         allowed = RESULT_FLAGS.get(PacketType(h.ptype))
         if allowed is None:
-            return Drop.PTYPE
+            return HostDrop.PTYPE
         if h.flags not in allowed:
-            return Drop.FLAGS
+            return HostDrop.FLAGS
         if h.bitmap != self.mask:
-            return Drop.BITMAP
-        return Drop.COUNT if h.count != self.fan_in else None
+            return HostDrop.BITMAP
+        return HostDrop.COUNT if h.count != self.fan_in else None
 
     def handle(self, buf: bytearray, n: int, now: float) -> None:
         self.counters.received += 1
         try:
             h = payload.decode_header(buf, n)
         except payload.Malformed:
-            self._drop(Drop.LENGTH if n != wire.PAYLOAD_BYTES else Drop.PTYPE)
+            self._drop(HostDrop.LENGTH if n != wire.PAYLOAD_BYTES else HostDrop.PTYPE)
             return
         if h.job != self.job:
-            self._drop(Drop.JOB)
+            self._drop(HostDrop.JOB)
             return
         reason = self._check(h)
         if reason is not None:
@@ -353,17 +353,17 @@ class Worker:
             return
         found = self._find(h.seq)
         if found is None:
-            self._drop(Drop.STALE)
+            self._drop(HostDrop.STALE)
             return
         c, i = found
         if c.phase != STREAMING:
-            self._drop(Drop.EARLY if c.phase == ANNOUNCING else Drop.STALE)
+            self._drop(HostDrop.EARLY if c.phase == ANNOUNCING else HostDrop.STALE)
         elif h.ptype == PacketType.PULL:
             self._on_pull(h, c, i, now)
         else:
             self._on_result(h, c, i, payload.values_view(buf), now)
 
-    def _drop(self, reason: Drop) -> None:
+    def _drop(self, reason: HostDrop) -> None:
         self.counters.dropped[reason] += 1
 
     def _find(self, seq: int) -> tuple[Call, int] | None:
@@ -382,17 +382,17 @@ class Worker:
         A switch's sum (RESULT, or the PS's answer to ATP's held one, flagged
         HOLD) of a chunk resent since shows the timeout was spurious."""
         if c.state[i] == DONE:
-            self._drop(Drop.DUPLICATE)
+            self._drop(HostDrop.DUPLICATE)
             return
         if h.flags & FLOAT:
             if c.state[i] != FLOATING:
-                self._drop(Drop.UNASKED)
+                self._drop(HostDrop.UNASKED)
                 return
             c.out[i] = quant.from_bits(values.astype(np.int32))
             self.counters.results_float += 1
         elif h.flags & OVERFLOW:
             if c.state[i] == FLOATING:
-                self._drop(Drop.DUPLICATE)
+                self._drop(HostDrop.DUPLICATE)
             else:
                 self.counters.overflowed += 1
                 self._send_float(c, i, 0, now)

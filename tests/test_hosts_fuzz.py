@@ -23,7 +23,7 @@ from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
 from hosts import auth, payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
 from tests.test_hosts_agreement import Mailbox
@@ -291,7 +291,7 @@ def test_junk_between_iterations_is_dropped_for_its_reason() -> None:
     assert r.crashes == [] and (r.sums, r.mismatches) == (6, 0)
     assert sum(r.sent.values()) == 1200
     assert r.ps == dict(r.expected["ps"])
-    assert {k: v for k, v in r.workers.items() if k != Drop.DUPLICATE and v} == dict(
+    assert {k: v for k, v in r.workers.items() if k != HostDrop.DUPLICATE and v} == dict(
         r.expected["workers"]
     )
 
