@@ -362,7 +362,7 @@ def test_data_outside_the_agreed_calls_is_dropped() -> None:
     seqs = (at, at + 1, at + 2, at + (1 << 31), at - 1)
     data.inbox.extend(pkt(T.FALLBACK, 1, seq % (1 << 32), 0b01, vec(0)) for seq in seqs)
     send(ps, ctl)
-    assert sorted(ps.partials) == [(1, at), (1, at + 1)]
+    assert sorted(ps.sums.partials) == [(1, at), (1, at + 1)]
     assert ps.counters.dropped[HostDrop.SEQ] == 3
     send(ps, ctl, (w0.call(1, length=64, base=2), 0), (w1.call(1, length=64, base=2), 1))
     send(ps, ctl, (w0.call(2, length=64, base=4), 0), (w1.call(2, length=64, base=4), 1))

@@ -258,7 +258,7 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
     p = c.ps.counters
     assert (p.float_completed, p.completed, p.pulls_sent) == (0, 1, 2)
     assert p.floats == w0.float_sent and p.dropped[HostDrop.DUPLICATE] == w0.float_sent - 1
-    assert c.ps.float_sums == {} and c.ps.partials == {}
+    assert c.ps.sums.floats == {} and c.ps.sums.partials == {}
 
 
 @pytest.mark.parametrize("seed", range(4))

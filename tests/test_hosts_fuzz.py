@@ -172,7 +172,7 @@ def test_ps_survives_junk_and_sums_the_next_call_exactly(
     sums = {h.seq - OFFSET: v for h, v, _ in data.sent if h.ptype == T.PS_RESULT}
     want = {s: [sum(vals(i, s)[j] for i in range(FAN_IN)) for j in range(K)] for s in range(8, 12)}
     assert sums == want
-    assert ps.open[1] == sum(k[0] == 1 for k in [*ps.partials, *ps.float_sums])
+    assert ps.sums.open[1] == sum(k[0] == 1 for k in [*ps.sums.partials, *ps.sums.floats])
 
 
 def go_for(w: Worker, ctype: int = C.GO) -> tuple[bytes, tuple[str, int]]:
