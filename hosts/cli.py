@@ -19,8 +19,8 @@ from esa import wire
 from esa.job import MAX_PS_SHARDS, valid_shards
 from hosts import auth
 from hosts.errors import AllreduceError
+from hosts.member import FLOAT32_MAX
 from hosts.transport import Addr, UdpTransport, parse_addr
-from hosts.worker import FLOAT32_MAX
 
 
 class Failure(Exception):

@@ -94,7 +94,7 @@ def test_a_lost_chunk_does_not_slow_the_others() -> None:
     for now in (0.125, 0.25, 0.375):
         w.poll(now)
     assert [seq for _, seq, flags in sent(rec) if flags] == [0, 0, 0]
-    assert w.timeout.value == 0.125 and w.inflight == {0: 0.5}
+    assert w.timeout.value == 0.125 and w.stream.inflight.deadlines == {0: 0.5}
 
 
 def test_timeout_adapts_to_the_time_to_a_sum() -> None:
@@ -191,7 +191,7 @@ def test_pull_resends_contributions_the_ps_lacks() -> None:
     assert rec.sent[0][1] == quant.quantise(x, 1.0, w.scale).values[1].tolist()
     assert len(rec.sent) == 1
     assert (w.counters.pulls_answered, w.counters.dropped[HostDrop.STALE]) == (1, 1)
-    assert list(w.inflight) == [0]
+    assert list(w.stream.inflight) == [0]
 
 
 def test_pull_for_an_unsent_chunk_sends_it_once_as_retx() -> None:
