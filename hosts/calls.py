@@ -150,8 +150,9 @@ def timed_out(
     answer; ``reports`` None: the worker has no control channel)."""
     missing: set[int] | None = None
     whys = []
-    for s in waiting if reports is not None else []:
-        why, lacking = _missing(reports.get(s))
+    answers = [] if reports is None else [(s, reports.get(s)) for s in waiting]
+    for s, report in answers:
+        why, lacking = _missing(report)
         if lacking is not None:
             missing = (missing or set()) | set(lacking)
         whys.append(why if w.shards == 1 else f"PS shard {s}: {why}")
