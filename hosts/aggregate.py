@@ -16,7 +16,7 @@ import numpy.typing as npt
 from esa.job import Workers
 from esa.wire import Flag, PacketType
 from hosts import payload, quant
-from hosts.agreement import Agreement
+from hosts.announcements import Agreement
 from hosts.counters import PSCounters
 from hosts.drops import HostDrop
 from hosts.ps_outbox import Outbox

@@ -26,7 +26,8 @@ from dataclasses import replace
 from esa import wire
 from esa.wire import ControlType, RejectReason
 from hosts import auth, payload
-from hosts.agreement import Agreement, CallBook
+from hosts.agreement import CallBook
+from hosts.announcements import Agreement
 from hosts.drops import HostDrop
 from hosts.transport import Addr, Transport
 
