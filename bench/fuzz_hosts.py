@@ -31,7 +31,7 @@ from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag, PacketType
 from hosts import payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
@@ -71,7 +71,7 @@ def _mutated(good: Make) -> Make:
     return make
 
 
-def ps_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
+def ps_kinds(fan_in: int) -> dict[str, tuple[Make, HostDrop | None]]:
     """Junk for the PS's ESA port: how to make it, and the reason it must be dropped for."""
     mask = (1 << fan_in) - 1
     to_ps = [T.FALLBACK, T.PARTIAL, T.FLOAT]
@@ -102,18 +102,18 @@ def ps_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
         return _esa(r.choice(to_ps), 0, JOB, s, bit(r), 1)
 
     return {
-        "length": (_length, Drop.LENGTH),
-        "ptype": (ptype, Drop.PTYPE),
-        "job": (job, Drop.JOB),
-        "flags": (flags, Drop.FLAGS),
-        "bitmap": (bitmap, Drop.BITMAP),
-        "count": (count, Drop.COUNT),
-        "seq": (far, Drop.SEQ),
+        "length": (_length, HostDrop.LENGTH),
+        "ptype": (ptype, HostDrop.PTYPE),
+        "job": (job, HostDrop.JOB),
+        "flags": (flags, HostDrop.FLAGS),
+        "bitmap": (bitmap, HostDrop.BITMAP),
+        "count": (count, HostDrop.COUNT),
+        "seq": (far, HostDrop.SEQ),
         "mutated": (_mutated(near), None),
     }
 
 
-def worker_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
+def worker_kinds(fan_in: int) -> dict[str, tuple[Make, HostDrop | None]]:
     """Junk for a worker's ESA port."""
     mask = (1 << fan_in) - 1
     results = [T.RESULT, T.PS_RESULT]
@@ -143,13 +143,13 @@ def worker_kinds(fan_in: int) -> dict[str, tuple[Make, Drop | None]]:
         return _esa(r.choice(results), 0, JOB, s, mask, fan_in)
 
     return {
-        "length": (_length, Drop.LENGTH),
-        "ptype": (ptype, Drop.PTYPE),
-        "job": (job, Drop.JOB),
-        "flags": (flags, Drop.FLAGS),
-        "bitmap": (bitmap, Drop.BITMAP),
-        "count": (count, Drop.COUNT),
-        "stale": (stale, Drop.STALE),
+        "length": (_length, HostDrop.LENGTH),
+        "ptype": (ptype, HostDrop.PTYPE),
+        "job": (job, HostDrop.JOB),
+        "flags": (flags, HostDrop.FLAGS),
+        "bitmap": (bitmap, HostDrop.BITMAP),
+        "count": (count, HostDrop.COUNT),
+        "stale": (stale, HostDrop.STALE),
         "mutated": (_mutated(near), None),
     }
 
@@ -171,7 +171,7 @@ class Recorder(UdpTransport):
 
 def control_kinds(
     to_ps: bool, fan_in: int, recorded: list[bytes] | None = None
-) -> dict[str, tuple[Make, Drop | None]]:
+) -> dict[str, tuple[Make, HostDrop | None]]:
     """Junk for a control port: garbage, and well-formed messages of a
     process nobody knows (a random nonce) for the last finished call, not
     sealed with the job's key: the PS drops them as ``auth``, a worker, whose
@@ -185,13 +185,13 @@ def control_kinds(
         )
         return payload.encode_control(msg)
 
-    kinds: dict[str, tuple[Make, Drop | None]] = {
-        "length": (lambda r, s: r.randbytes(r.randrange(wire.CONTROL_BYTES)), Drop.CONTROL),
-        "magic": (lambda r, s: b"\0\0" + r.randbytes(wire.CONTROL_BYTES - 2), Drop.CONTROL),
-        "stranger": (stranger, Drop.AUTH if to_ps else Drop.STRANGER),
+    kinds: dict[str, tuple[Make, HostDrop | None]] = {
+        "length": (lambda r, s: r.randbytes(r.randrange(wire.CONTROL_BYTES)), HostDrop.CONTROL),
+        "magic": (lambda r, s: b"\0\0" + r.randbytes(wire.CONTROL_BYTES - 2), HostDrop.CONTROL),
+        "stranger": (stranger, HostDrop.AUTH if to_ps else HostDrop.STRANGER),
     }
     if recorded is not None:
-        kinds["replayed"] = (lambda r, s: r.choice(recorded), Drop.REPLAY)
+        kinds["replayed"] = (lambda r, s: r.choice(recorded), HostDrop.REPLAY)
     return kinds
 
 
@@ -199,7 +199,7 @@ def control_kinds(
 class Target:
     name: str
     addr: Addr
-    kinds: dict[str, tuple[Make, Drop | None]]
+    kinds: dict[str, tuple[Make, HostDrop | None]]
     taken: Callable[[], int]
     """datagrams the target has handled so far."""
 

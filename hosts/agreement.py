@@ -26,59 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from esa import wire
+from esa.job import Workers
 from esa.wire import ControlType, RejectReason, ReportKind
 from hosts import payload, quant
-from hosts.drops import Drop
+from hosts.announcements import SEQ_MOD, Agreement, Announcement, differs
+from hosts.answers import Answers
+from hosts.drops import HostDrop
 from hosts.roster import Roster, RosterState, WorkerProcess
 from hosts.transport import Addr
 
-SEQ_MOD = 1 << 32
 Replies = list[tuple[payload.Control, Addr]]
-
-
-@dataclass
-class Announcement:
-    worker: int
-    nonce: int
-    addr: Addr
-    call: int
-    base: int
-    """relative to the epoch's offset."""
-    chunks: int
-    length: int
-    digest: int
-    offset: int
-    """RESUME: the offset of the epoch the call was agreed in (0 on CALL)."""
-
-    @classmethod
-    def of(cls, msg: payload.Control, addr: Addr) -> Announcement:
-        return cls(
-            msg.worker, msg.nonce, addr, msg.call, msg.base, msg.chunks, msg.length, msg.digest,
-            msg.offset,
-        )  # fmt: skip
-
-    def shape(self) -> tuple[int, int, int, int, int]:
-        return self.call, self.base, self.chunks, self.length, self.digest
-
-
-@dataclass
-class Agreement:
-    """A call announced alike by the holders of every index (or adopted from
-    a RESUME), its epoch's ``offset`` and its members' announcements."""
-
-    call: int
-    base: int
-    chunks: int
-    length: int
-    digest: int
-    offset: int
-    members: dict[int, Announcement]
-
-    def covers(self, seq: int) -> bool:
-        return (seq - self.offset - self.base) % SEQ_MOD < self.chunks
-
-    def shape(self) -> tuple[int, int, int, int, int]:
-        return self.call, self.base, self.chunks, self.length, self.digest
 
 
 @dataclass
@@ -87,19 +44,9 @@ class Outcome:
     a call was agreed, in a new epoch (the PS then forgets the job's sums)."""
 
     replies: Replies = field(default_factory=list)
-    drop: Drop | None = None
+    drop: HostDrop | None = None
     agreed: bool = False
     new_epoch: bool = False
-
-
-def _differs(a: Announcement, b: Announcement) -> RejectReason:
-    if a.call != b.call:
-        return RejectReason.CALL
-    if a.length != b.length or a.chunks != b.chunks:
-        return RejectReason.LENGTH
-    if a.base != b.base or a.offset != b.offset:
-        return RejectReason.BASE
-    return RejectReason.CONFIG
 
 
 class CallBook:
@@ -107,6 +54,7 @@ class CallBook:
 
     def __init__(self, job: int, fan_in: int, mask: int) -> None:
         self.job, self.fan_in, self.mask = job, fan_in, mask
+        self.answers = Answers(job, Workers(fan_in, mask))
         self.workers = frozenset(i for i in range(wire.MAX_WORKERS) if mask >> i & 1)
         self.roster = Roster()
         self.agreed: list[Agreement] = []
@@ -137,15 +85,17 @@ class CallBook:
         bitmaps of the PS's partial sums of an agreed call (for REPORT)."""
         p = self.roster.known(msg.nonce)
         if p is not None and (p.index != msg.worker or not p.window.fresh(msg.counter)):
-            return Outcome(drop=Drop.STRANGER if p.index != msg.worker else Drop.REPLAY)
+            return Outcome(drop=HostDrop.STRANGER if p.index != msg.worker else HostDrop.REPLAY)
         if msg.ctype in (ControlType.CALL, ControlType.RESUME):
             return self._on_call(msg, addr, now)
         if p is None:
-            return Outcome(drop=Drop.STRANGER)
+            return Outcome(drop=HostDrop.STRANGER)
         banned = self.roster.hear(p, msg, addr, now)
         out = Outcome(self._fail(banned, msg))
         if p.state is RosterState.BANNED and p not in banned:
-            out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, msg.worker))
+            out.replies.append(
+                self.answers.reject(msg, addr, RejectReason.DUPLICATE, None, msg.worker)
+            )
         elif p.state is RosterState.GONE:
             self._withdraw(p)
         elif msg.ctype == ControlType.STATUS:
@@ -157,18 +107,20 @@ class CallBook:
 
     def _on_call(self, msg: payload.Control, addr: Addr, now: float) -> Outcome:
         if msg.length == 0 or msg.chunks != quant.chunks(msg.length):
-            return Outcome(drop=Drop.CONTROL)
-        table = self._against_table(msg)
+            return Outcome(drop=HostDrop.CONTROL)
+        table = self.answers.against_table(msg)
         if table is not None:
-            return Outcome([self._reject(msg, addr, table, None)])
+            return Outcome([self.answers.reject(msg, addr, table, None)])
         p, banned = self.roster.claim(msg, addr, now)
         out = Outcome(self._fail(banned, msg))
         if p.state is RosterState.BANNED:
             if p not in banned:
-                out.replies.append(self._reject(msg, addr, RejectReason.DUPLICATE, None, p.index))
+                out.replies.append(
+                    self.answers.reject(msg, addr, RejectReason.DUPLICATE, None, p.index)
+                )
             return out
         if p.state is not RosterState.HOLDER:
-            out.drop = None if p.state is RosterState.CONTENDER else Drop.STRANGER
+            out.drop = None if p.state is RosterState.CONTENDER else HostDrop.STRANGER
             return out
         a = Announcement.of(msg, addr)
         ag = self.agreement(msg.call)
@@ -179,13 +131,13 @@ class CallBook:
             if a.shape() != ag.shape() or (resume and a.offset != ag.offset):
                 peer = next((x for x in ag.members.values() if x.worker != a.worker), m)
                 assert peer is not None
-                out.replies.append(self._reject(msg, addr, _differs(a, peer), peer))
+                out.replies.append(self.answers.reject(msg, addr, differs(a, peer), peer))
                 return out
             ag.members[msg.worker] = a
-            out.replies.append(self._go(ag, a))
+            out.replies.append(self.answers.go(ag, a))
             return out
         if ag is None and self._is_past(msg, p):
-            out.drop = Drop.STALE
+            out.drop = HostDrop.STALE
             return out
         last = self.agreed[-1] if self.agreed else None
         if resume and (last is None or msg.call > last.call):
@@ -208,10 +160,10 @@ class CallBook:
         }
         for q in self.pending.values():
             if q.worker != a.worker and q.shape() != a.shape():
-                reason = _differs(a, q)
+                reason = differs(a, q)
                 if reason is not RejectReason.CALL:
                     self.pending[a.worker] = a
-                out.replies.append(self._reject_announcement(a, reason, q))
+                out.replies.append(self.answers.reject_announcement(a, reason, q))
                 return
         self.pending[a.worker] = a
         if set(self.pending) == self.workers:
@@ -228,7 +180,7 @@ class CallBook:
                 if q.shape() == a.shape() and q.offset in (0, a.offset):
                     ag.members[i] = q
                 else:
-                    out.replies.append(self._reject_announcement(q, _differs(q, a), a))
+                    out.replies.append(self.answers.reject_announcement(q, differs(q, a), a))
         self.pending.pop(a.worker, None)
         self._record(ag, out, adopted=True)
         return out
@@ -247,7 +199,7 @@ class CallBook:
         for i, q in joiners.items():
             del self.pending[i]
             ag.members[i] = q
-            out.replies.append(self._go(ag, q))
+            out.replies.append(self.answers.go(ag, q))
 
     def _record(self, ag: Agreement, out: Outcome, adopted: bool = False) -> None:
         """Keep ``ag``; a call that does not continue the last agreed one
@@ -269,7 +221,7 @@ class CallBook:
             ag.offset = wire.epoch_offset(self.job, {i: m.nonce for i, m in ag.members.items()})
         self.agreed = [*self.agreed[-1:], ag] if continues else [ag]
         out.agreed, out.new_epoch = True, not continues
-        out.replies += [self._go(ag, ag.members[i]) for i in sorted(ag.members)]
+        out.replies += [self.answers.go(ag, ag.members[i]) for i in sorted(ag.members)]
 
     def _is_past(self, msg: payload.Control, p: WorkerProcess) -> bool:
         """A delayed CALL of a call its process is long past."""
@@ -295,7 +247,7 @@ class CallBook:
             if nonce not in told:
                 told.add(nonce)
                 to = payload.Control(ControlType.CALL, 0, self.job, worker, 0, nonce, call)
-                replies.append(self._reject(to, addr, RejectReason.DUPLICATE, None, index))
+                replies.append(self.answers.reject(to, addr, RejectReason.DUPLICATE, None, index))
 
         for b in banned:
             if b.nonce == msg.nonce:
@@ -341,45 +293,3 @@ class CallBook:
             ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
             mask=announced, missing=missing, partials=partials,
         )  # fmt: skip
-
-    def _against_table(self, msg: payload.Control) -> RejectReason | None:
-        if msg.worker not in self.workers:
-            return RejectReason.WORKER
-        if msg.fan_in != self.fan_in:
-            return RejectReason.FAN_IN
-        if msg.mask != self.mask:
-            return RejectReason.MASK
-        return None
-
-    def _go(self, ag: Agreement, m: Announcement) -> tuple[payload.Control, Addr]:
-        msg = payload.Control(
-            ControlType.GO, 0, self.job, m.worker, 0, m.nonce, ag.call, ag.base, ag.chunks,
-            ag.length, self.fan_in, self.mask, 0, 0, ag.digest, ag.offset,
-        )  # fmt: skip
-        return msg, m.addr
-
-    def _reject_announcement(
-        self, a: Announcement, reason: RejectReason, peer: Announcement
-    ) -> tuple[payload.Control, Addr]:
-        msg = payload.Control(ControlType.CALL, 0, self.job, a.worker, 0, a.nonce, a.call)
-        return self._reject(msg, a.addr, reason, peer)
-
-    def _reject(
-        self,
-        msg: payload.Control,
-        addr: Addr,
-        reason: RejectReason,
-        peer: Announcement | None,
-        index: int | None = None,
-    ) -> tuple[payload.Control, Addr]:
-        """A REJECT to ``msg``'s sender carrying what it differs from: the
-        peer's announcement, or (peer None) its own call with the PS's table;
-        ``index``: the worker index run twice (DUPLICATE)."""
-        src = msg if peer is None else peer
-        who = wire.NO_PEER if peer is None else peer.worker
-        reply = payload.Control(
-            ControlType.REJECT, reason, self.job, msg.worker, who if index is None else index,
-            msg.nonce, src.call, src.base, src.chunks, src.length, self.fan_in, self.mask, 0, 0,
-            src.digest,
-        )  # fmt: skip
-        return reply, addr

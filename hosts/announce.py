@@ -26,17 +26,15 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
 from hosts import auth, payload
 from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
-from hosts.drops import Drop
-from hosts.transport import Addr, Transport
-
-if TYPE_CHECKING:
-    from hosts.worker import Worker
+from hosts.counters import WorkerCounters
+from hosts.drops import HostDrop
+from hosts.member import Member
+from hosts.transport import Transport
 
 MAX_CALL_RTO = 1.0
 """Upper bound of the interval between a CALL's resends, seconds."""
@@ -53,12 +51,16 @@ UNSIGNED = frozenset((int(RejectReason.UNKNOWN_JOB), int(RejectReason.KEY)))
 
 
 class Announcer:
-    """The control channel of worker ``w`` to its job's PS hosts at ``addrs``
-    (one per shard), its messages sealed with ``key``."""
+    """The control channel of worker ``w`` to its job's PS hosts (at
+    ``w.control_addrs``), its messages sealed with ``key``, counted in
+    ``counters``; ``rto``: the first interval between a CALL's resends."""
 
-    def __init__(self, w: Worker, control: Transport, addrs: tuple[Addr, ...], key: bytes) -> None:
-        self.w, self.control, self.addrs, self.key = w, control, addrs, key
-        self.shards = len(addrs)
+    def __init__(
+        self, w: Member, counters: WorkerCounters, control: Transport, key: bytes, rto: float
+    ) -> None:
+        self.w, self.counters, self.control, self.key = w, counters, control, key
+        self.addrs, self.rto = w.control_addrs, rto
+        self.shards = len(self.addrs)
         self.full = (1 << self.shards) - 1
         self.nonce = secrets.randbits(32)
         """tells this process's messages from another's with the same index."""
@@ -94,7 +96,7 @@ class Announcer:
                     if not c.go >> s & 1:
                         kind = ControlType.RESUME if c.resume >> s & 1 else ControlType.CALL
                         self._send(s, self._about(c, kind))
-                        self.w.counters.calls_sent += 1
+                        self.counters.calls_sent += 1
                 self.next_call = now + self.call_rto
                 self.call_rto = min(2 * self.call_rto, MAX_CALL_RTO)
             wake = self.next_call
@@ -163,28 +165,28 @@ class Announcer:
             self.handle(self.buf, got[0], c, now)
 
     def handle(self, buf: bytearray, n: int, c: Call | None, now: float) -> None:
-        counters = self.w.counters
+        counters = self.counters
         counters.control_received += 1
         try:
             m = payload.decode_control(buf, n)
         except payload.Malformed:
-            counters.dropped[Drop.CONTROL] += 1
+            counters.dropped[HostDrop.CONTROL] += 1
             return
         s = m.counter % self.shards
         who = (m.job, m.worker, m.nonce)
         if m.ctype not in ANSWERS or who != (self.w.job, self.w.index, self.nonce):
-            counters.dropped[Drop.STRANGER] += 1
+            counters.dropped[HostDrop.STRANGER] += 1
             return
         unsigned = m.ctype == ControlType.REJECT and m.code in UNSIGNED and not self.sessions[s]
         if not unsigned and not auth.authentic(buf, self.key):
-            counters.dropped[Drop.AUTH] += 1
+            counters.dropped[HostDrop.AUTH] += 1
             return
         if m.ctype == ControlType.CHALLENGE:
             self._on_challenge(m, s, c, now)
         elif not unsigned and m.session != self.sessions[s]:
-            counters.dropped[Drop.SESSION] += 1
+            counters.dropped[HostDrop.SESSION] += 1
         elif c is None or m.call != c.number:
-            counters.dropped[Drop.STALE] += 1
+            counters.dropped[HostDrop.STALE] += 1
         elif m.ctype == ControlType.REPORT:
             self.reports[s] = m
         elif m.ctype == ControlType.GO:
@@ -193,13 +195,13 @@ class Announcer:
             c.phase = FAILED
             self.failure = rejected(self.w, m, c, s)
         else:
-            counters.dropped[Drop.STALE] += 1
+            counters.dropped[HostDrop.STALE] += 1
 
     def _on_challenge(self, m: payload.Control, s: int, c: Call | None, now: float) -> None:
         """The PS of shard ``s`` has another session than the one this worker
         sent since ``since[s]``: it is new to the worker, or it restarted."""
         if m.counter < self.since[s] or m.session in (0, self.sessions[s]):
-            self.w.counters.dropped[Drop.STALE] += 1
+            self.counters.dropped[HostDrop.STALE] += 1
             return
         restarted = self.sessions[s] != 0
         self.sessions[s], self.since[s] = m.session, self.numbers[s] + self.shards
@@ -211,17 +213,17 @@ class Announcer:
             c.resume |= bit
         if restarted:
             c.restarted |= bit
-        self.next_call, self.call_rto = now, self.w.timeout.floor
+        self.next_call, self.call_rto = now, self.rto
 
     def _on_go(self, m: payload.Control, s: int, c: Call, now: float) -> None:
         """Shard ``s`` agreed the call; every shard names the same offset."""
         shape = (m.base, m.chunks, m.length, m.digest)
         if shape != (c.base, c.n, c.size, c.digest) or c.offset not in (None, m.offset):
-            self.w.counters.dropped[Drop.STRANGER] += 1
+            self.counters.dropped[HostDrop.STRANGER] += 1
             return
         bit = 1 << s
         if c.phase not in (ANNOUNCING, STREAMING):
-            self.w.counters.dropped[Drop.STALE] += 1
+            self.counters.dropped[HostDrop.STALE] += 1
             return
         c.go |= bit
         c.offset, c.first = m.offset, (m.offset + c.base) % (1 << 32)

@@ -8,8 +8,6 @@ raises: one line that names the job, the call and what the user must fix.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import numpy.typing as npt
 
@@ -17,9 +15,7 @@ from esa import wire
 from esa.wire import RejectReason, ReportKind
 from hosts import payload, quant
 from hosts.errors import AllreduceTimeout, CallRejected
-
-if TYPE_CHECKING:
-    from hosts.worker import Worker
+from hosts.member import Member
 
 SEQ_MOD = 1 << 32
 
@@ -82,6 +78,15 @@ class Call:
         i = (seq - self.first) % SEQ_MOD
         return i if i < self.n else None
 
+    def waiting(self, m: Member) -> list[int]:
+        """The shards of worker ``m``'s PS hosts the call waits for: those
+        whose GO it lacks and, once it streams, those that owe a chunk's sum."""
+        shards = {s for s in range(m.shards) if not self.go >> s & 1}
+        if self.phase != ANNOUNCING:
+            undone = (self.first + i for i in range(self.n) if self.state[i] != DONE)
+            shards |= {m.shard_of(seq % SEQ_MOD) for seq in undone}
+        return sorted(shards)
+
 
 def bits(mask: int) -> list[int]:
     return [i for i in range(wire.MAX_WORKERS) if mask >> i & 1]
@@ -98,7 +103,7 @@ def shard_list(shards: list[int], of: int) -> str:
     return f"PS shards {', '.join(map(str, shards))} of {of}"
 
 
-def rejected(w: Worker, m: payload.Control, c: Call, shard: int) -> CallRejected:
+def rejected(w: Member, m: payload.Control, c: Call, shard: int) -> CallRejected:
     """The exception for the REJECT ``m`` of call ``c`` by the PS of ``shard``."""
     peer = None if m.peer == wire.NO_PEER else m.peer
     try:
@@ -114,7 +119,7 @@ def rejected(w: Worker, m: payload.Control, c: Call, shard: int) -> CallRejected
 
 
 def _why(
-    w: Worker, reason: RejectReason, m: payload.Control, c: Call, peer: int | None, shard: int
+    w: Member, reason: RejectReason, m: payload.Control, c: Call, peer: int | None, shard: int
 ) -> str:
     ps = "{}:{}".format(*w.control_addrs[shard])
     return {
@@ -138,15 +143,16 @@ def _why(
 
 
 def timed_out(
-    w: Worker, c: Call, waiting: list[int], reports: dict[int, payload.Control | None]
+    w: Member, c: Call, waiting: list[int], reports: dict[int, payload.Control | None] | None
 ) -> AllreduceTimeout:
     """The exception for call ``c``, given up at its deadline while waiting
     for the PS hosts of these shards, with each one's report on it (None: no
-    answer; none at all without a control channel)."""
+    answer; ``reports`` None: the worker has no control channel)."""
     missing: set[int] | None = None
     whys = []
-    for s in waiting if w.control is not None else []:
-        why, lacking = _missing(reports.get(s))
+    answers = [] if reports is None else [(s, reports.get(s)) for s in waiting]
+    for s, report in answers:
+        why, lacking = _missing(report)
         if lacking is not None:
             missing = (missing or set()) | set(lacking)
         whys.append(why if w.shards == 1 else f"PS shard {s}: {why}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 
 
-class Drop(str, enum.Enum):
+class HostDrop(str, enum.Enum):
     LENGTH = "length"
     """not the size of an ESA payload."""
     PTYPE = "ptype"
@@ -60,4 +60,4 @@ class Drop(str, enum.Enum):
 
 def new_drops() -> dict[str, int]:
     """A zero counter for every reason, keyed by the reason's name."""
-    return {d.value: 0 for d in Drop}
+    return {d.value: 0 for d in HostDrop}

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from esa.arguments import number
 from hosts import auth
 from hosts.errors import AllreduceError
+from hosts.member import FLOAT32_MAX
 from hosts.transport import Addr, UdpTransport
-from hosts.worker import FLOAT32_MAX
 
 
 class Failure(Exception):

@@ -26,8 +26,9 @@ from dataclasses import replace
 from esa import wire
 from esa.wire import ControlType, RejectReason
 from hosts import auth, payload
-from hosts.agreement import Agreement, CallBook
-from hosts.drops import Drop
+from hosts.agreement import CallBook
+from hosts.announcements import Agreement
+from hosts.drops import HostDrop
 from hosts.transport import Addr, Transport
 
 FROM_WORKERS = frozenset(
@@ -63,7 +64,7 @@ class ControlDesk:
         forget: Callable[[int], None],
         held: Callable[[int, Agreement], list[int]],
         count: Callable[[str], None],
-        drop: Callable[[Drop], None],
+        drop: Callable[[HostDrop], None],
         session: int | None = None,
     ) -> None:
         self.transport, self.books, self.keys = transport, books, keys
@@ -81,27 +82,27 @@ class ControlDesk:
         try:
             msg = payload.decode_control(buf, n)
         except payload.Malformed:
-            self.drop(Drop.CONTROL)
+            self.drop(HostDrop.CONTROL)
             return
         if msg.ctype not in FROM_WORKERS or msg.counter == 0:
-            self.drop(Drop.CONTROL)
+            self.drop(HostDrop.CONTROL)
             return
         book = self.books.get(msg.job)
         announce = msg.ctype in (ControlType.CALL, ControlType.RESUME)
         if book is None:
-            self.drop(Drop.JOB)
+            self.drop(HostDrop.JOB)
             if announce:
                 self._unsigned(msg, addr, RejectReason.UNKNOWN_JOB, now)
             return
         key = self.keys[msg.job]
         if not auth.authentic(buf, key):
-            self.drop(Drop.AUTH)
+            self.drop(HostDrop.AUTH)
             if announce:
                 self._unsigned(msg, addr, RejectReason.KEY, now)
             return
         if msg.session != self.session:
             if msg.session:
-                self.drop(Drop.SESSION)
+                self.drop(HostDrop.SESSION)
             challenge = payload.Control(
                 ControlType.CHALLENGE, 0, msg.job, msg.worker, 0, msg.nonce, msg.call,
                 counter=msg.counter,

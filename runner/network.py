@@ -127,7 +127,7 @@ class Network:
 
 
 @dataclass(frozen=True)
-class Member:
+class HostRole:
     """One part of a job on one host."""
 
     host: Host
@@ -154,15 +154,15 @@ class JobHosts:
     """A job's parts on the topology: worker ``i`` on ``workers[i]``, PS
     shard ``i`` on ``ps[i]``."""
 
-    workers: tuple[Member, ...]
-    ps: tuple[Member, ...]
+    workers: tuple[HostRole, ...]
+    ps: tuple[HostRole, ...]
     top: str
     """the switch where its sums complete."""
     switch_addr: str
     """the top's address, where its PSes send what they complete."""
 
     @property
-    def members(self) -> tuple[Member, ...]:
+    def members(self) -> tuple[HostRole, ...]:
         return (*self.workers, *self.ps)
 
     @property
@@ -316,8 +316,8 @@ def assign(scenario: Scenario, topo: Network) -> dict[int, JobHosts]:
             f"has {len(topo.hosts)}: use a larger topology or fewer jobs"
         )
 
-    def members(names: tuple[str, ...], role: str) -> tuple[Member, ...]:
-        return tuple(Member(topo.host(h), f"{role}{i}", i) for i, h in enumerate(names))
+    def members(names: tuple[str, ...], role: str) -> tuple[HostRole, ...]:
+        return tuple(HostRole(topo.host(h), f"{role}{i}", i) for i, h in enumerate(names))
 
     out = {}
     for job in scenario.jobs:

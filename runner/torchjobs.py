@@ -45,7 +45,7 @@ from dataclasses import replace
 from typing import Any
 
 from esa.job import JobSpec
-from runner.network import JobHosts, Member
+from runner.network import HostRole, JobHosts
 from runner.report import JobResult
 from runner.scenario import TORCH, Scenario, is_script_file, with_specs
 from runner.world import PY
@@ -91,7 +91,7 @@ def train_args(job: JobSpec) -> list[str]:
     ]  # fmt: skip
 
 
-def ddp_env(s: Scenario, job: JobSpec, hosts: JobHosts, me: Member) -> dict[str, str]:
+def ddp_env(s: Scenario, job: JobSpec, hosts: JobHosts, me: HostRole) -> dict[str, str]:
     """What ``torchrun`` would set for worker ``me`` of ``job``, and its ``ESA_*`` settings."""
     return {
         "RANK": str(me.index),
@@ -125,7 +125,7 @@ def script_command(s: Scenario, job: JobSpec) -> list[str]:
     return [PY, "-m", s.script, *s.script_args]
 
 
-def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, me: Member) -> list[str]:
+def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, me: HostRole) -> list[str]:
     """``script_command`` under ``WORKER`` with ``ddp_env``, counting the
     example's epochs or a script's steps (at most ``iterations`` for a job
     with a size hint)."""

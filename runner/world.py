@@ -48,7 +48,7 @@ from runner.capture import Capture
 from runner.devices.bmv2 import THRIFT_PORT
 from runner.devices.nodes import Bmv2MininetSwitch, RefMininetSwitch
 from runner.devices.thrift import RegisterReader
-from runner.network import Member, Network, assign
+from runner.network import HostRole, Network, assign
 from runner.paths import ROOT
 from runner.scenario import LinkShape, Scenario
 from runner.switches import BMV2, Program
@@ -198,7 +198,7 @@ class World:
     def host(self, name: str) -> Host:
         return self.net.get(name)
 
-    def members(self) -> list[Member]:
+    def members(self) -> list[HostRole]:
         return [m for hosts in self.jobs.values() for m in hosts.members]
 
     # -- links --

@@ -14,7 +14,7 @@ from esa import wire
 from esa.job import Workers
 from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
 from hosts import auth, payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
 from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
@@ -178,7 +178,7 @@ def test_an_unknown_job_or_key_is_told_without_an_authenticator() -> None:
         (C.REJECT, R.KEY, 0, NO, addr(1)),
     ]
     assert [payload.decode_control(r, len(r)).mac for r in ctl.raw] == [0, 0]
-    assert dropped(ps) == {Drop.JOB: 1, Drop.AUTH: 1}
+    assert dropped(ps) == {HostDrop.JOB: 1, HostDrop.AUTH: 1}
     assert ps.books[1].snapshot() == server()[0].books[1].snapshot()
 
 
@@ -191,7 +191,7 @@ def test_a_process_of_another_session_is_challenged() -> None:
     assert [(m.ctype, m.session, m.counter, m.nonce) for m, _ in ctl.sent] == [
         (C.CHALLENGE, SESSION, 1, 1000), (C.CHALLENGE, SESSION, 2, 1000),
     ]  # fmt: skip
-    assert dropped(ps) == {Drop.SESSION: 1}, "a first message (session 0) is no drop"
+    assert dropped(ps) == {HostDrop.SESSION: 1}, "a first message (session 0) is no drop"
     assert ps.books[1].roster.procs == {} and ps.counters.challenges_sent == 2
     w0.session = SESSION
     send(ps, ctl, (w0.call(), 0), (Proc(1).call(), 1))
@@ -212,7 +212,7 @@ def test_forged_replayed_and_mutated_messages_change_nothing() -> None:
     attacks = [*first, bytes(flipped), stranger.call(), stranger.msg(C.BYE), w0.call(session=9)]
     send(ps, ctl, *[(a, 5) for a in attacks])
     assert book.snapshot() == before
-    assert dropped(ps) == {Drop.REPLAY: 2, Drop.AUTH: 3, Drop.SESSION: 1}
+    assert dropped(ps) == {HostDrop.REPLAY: 2, HostDrop.AUTH: 3, HostDrop.SESSION: 1}
     assert ctl.take() == [(C.REJECT, R.KEY, 0, NO, addr(5)), (C.REJECT, R.KEY, 0, NO, addr(5)),
                           (C.CHALLENGE, 0, 0, 0, addr(5))]  # fmt: skip
 
@@ -279,7 +279,7 @@ def test_a_new_run_is_accepted_once_the_old_processes_said_bye() -> None:
     assert ctl.raw and payload.decode_control(ctl.raw[-1], wire.CONTROL_BYTES).offset == offset(ps)
     data.inbox.append(pkt(T.FALLBACK, 1, first, 1, vec(5), flags=Flag.RETX))
     send(ps, ctl, now=0.2)
-    assert data.sent == [] and dropped(ps) == {Drop.SEQ: 1}, "the old epoch's seqs are fenced"
+    assert data.sent == [] and dropped(ps) == {HostDrop.SEQ: 1}, "the old epoch's seqs are fenced"
 
 
 def test_a_killed_processs_index_is_taken_once_it_was_silent_for_the_ttl() -> None:
@@ -351,7 +351,7 @@ def test_a_delayed_copy_of_a_past_call_is_dropped() -> None:
         both(ps, ctl, n, [w0, w1])
     ctl.take()
     send(ps, ctl, (w0.call(0), 0))
-    assert ctl.take() == [] and dropped(ps) == {Drop.STALE: 1}
+    assert ctl.take() == [] and dropped(ps) == {HostDrop.STALE: 1}
 
 
 def test_data_outside_the_agreed_calls_is_dropped() -> None:
@@ -362,14 +362,14 @@ def test_data_outside_the_agreed_calls_is_dropped() -> None:
     seqs = (at, at + 1, at + 2, at + (1 << 31), at - 1)
     data.inbox.extend(pkt(T.FALLBACK, 1, seq % (1 << 32), 0b01, vec(0)) for seq in seqs)
     send(ps, ctl)
-    assert sorted(ps.partials) == [(1, at), (1, at + 1)]
-    assert ps.counters.dropped[Drop.SEQ] == 3
+    assert sorted(ps.sums.partials) == [(1, at), (1, at + 1)]
+    assert ps.counters.dropped[HostDrop.SEQ] == 3
     send(ps, ctl, (w0.call(1, length=64, base=2), 0), (w1.call(1, length=64, base=2), 1))
     send(ps, ctl, (w0.call(2, length=64, base=4), 0), (w1.call(2, length=64, base=4), 1))
     assert offset(ps) == at, "an epoch keeps its offset"
     data.inbox.append(pkt(T.FALLBACK, 1, at + 1, 0b10, vec(0)))
     send(ps, ctl)
-    assert ps.counters.dropped[Drop.SEQ] == 4, "two agreed calls are kept: 1 and 2"
+    assert ps.counters.dropped[HostDrop.SEQ] == 4, "two agreed calls are kept: 1 and 2"
 
 
 def test_a_restarted_ps_adopts_the_call_in_progress_from_a_resume() -> None:
@@ -428,7 +428,7 @@ def test_status_reports_who_is_missing() -> None:
     assert ctl.sent[-1][0].code == ReportKind.UNKNOWN_CALL
     sent = len(ctl.sent)
     send(ps, ctl, (Proc(2, nonce=1, fan_in=3, mask=7).msg(C.STATUS), 2))
-    assert len(ctl.sent) == sent and dropped(ps) == {Drop.STRANGER: 1}
+    assert len(ctl.sent) == sent and dropped(ps) == {HostDrop.STRANGER: 1}
 
 
 def test_malformed_control_messages_are_dropped() -> None:
@@ -439,7 +439,7 @@ def test_malformed_control_messages_are_dropped() -> None:
                  go, Proc(0).call(counter=0)):  # fmt: skip
         ctl.inbox.append((data, addr(0)))
     send(ps, ctl, (Proc(0).call(chunks=3), 0))
-    assert dropped(ps) == {Drop.CONTROL: 8} and ctl.sent == []
+    assert dropped(ps) == {HostDrop.CONTROL: 8} and ctl.sent == []
     assert ps.counters.control_received == 8
 
 
@@ -449,7 +449,7 @@ def test_a_bye_frees_a_pending_index() -> None:
     send(ps, ctl, (w0.call(), 0), (w0.msg(C.BYE), 0))
     assert ps.books[1].pending == {} and ps.books[1].roster.holders == {}
     send(ps, ctl, (w0.call(), 0))
-    assert ctl.take() == [] and dropped(ps) == {Drop.STRANGER: 1}
+    assert ctl.take() == [] and dropped(ps) == {HostDrop.STRANGER: 1}
 
 
 @given(st.lists(st.integers(0, 200), max_size=60))

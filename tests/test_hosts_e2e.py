@@ -19,7 +19,7 @@ from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
 from hosts import payload, quant
 from hosts.drivers import IterDriver
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
 from testbed import simnet
@@ -113,7 +113,14 @@ def expected(inputs: Tensors, scale: float) -> npt.NDArray[np.float32]:
     return out.ravel()[: inputs[0].size]
 
 
-JUNK = (Drop.LENGTH, Drop.PTYPE, Drop.JOB, Drop.BITMAP, Drop.COUNT, Drop.FLAGS)
+JUNK = (
+    HostDrop.LENGTH,
+    HostDrop.PTYPE,
+    HostDrop.JOB,
+    HostDrop.BITMAP,
+    HostDrop.COUNT,
+    HostDrop.FLAGS,
+)
 """Drop reasons only a datagram no host or switch would send can cause."""
 
 
@@ -209,12 +216,12 @@ def test_pull_recovers_a_result_lost_to_a_worker_and_the_ps() -> None:
     ]
     w0, w1 = (c.drivers[1, i].worker.counters for i in range(2))
     assert (w0.retransmitted, w0.pulls_answered, w0.results_switch) == (1, 1, 2)
-    assert w0.dropped[Drop.DUPLICATE] == 1
+    assert w0.dropped[HostDrop.DUPLICATE] == 1
     assert (w1.pulls_answered, w1.results_switch, w1.results_ps) == (0, 1, 1)
     p = c.ps.counters
     assert (p.merged, p.completed, p.pulls_sent, p.switch_results) == (2, 1, 1, 1)
     assert p.fallbacks == w1.retransmitted + 1
-    assert p.dropped[Drop.OVERLAP] == w1.retransmitted - 1
+    assert p.dropped[HostDrop.OVERLAP] == w1.retransmitted - 1
 
 
 class Forger:
@@ -250,8 +257,8 @@ def test_a_forged_overflow_neither_stalls_nor_splits_a_sum() -> None:
     assert (w0.overflowed, w0.results_float) == (1, 0)
     p = c.ps.counters
     assert (p.float_completed, p.completed, p.pulls_sent) == (0, 1, 2)
-    assert p.floats == w0.float_sent and p.dropped[Drop.DUPLICATE] == w0.float_sent - 1
-    assert c.ps.float_sums == {} and c.ps.partials == {}
+    assert p.floats == w0.float_sent and p.dropped[HostDrop.DUPLICATE] == w0.float_sent - 1
+    assert c.ps.sums.floats == {} and c.ps.sums.partials == {}
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -280,7 +287,7 @@ def test_two_ps_shards_sum_exactly_under_loss(policy: Policy, seed: int) -> None
     check_exact(c, JOBS, iters=3)
     assert [ps.counters.float_completed for ps in c.pses] == [0, len(JOBS)]
     for s, ps in enumerate(c.pses):
-        assert junk(ps.counters.dropped) == {} and ps.counters.dropped[Drop.SHARD] == 0
+        assert junk(ps.counters.dropped) == {} and ps.counters.dropped[HostDrop.SHARD] == 0
         assert ps.counters.other_shard_results == 0
         assert {seq % 2 for _, seq in ps.done} == {s}
 

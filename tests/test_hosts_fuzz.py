@@ -23,7 +23,7 @@ from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
 from hosts import auth, payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
 from tests.test_hosts_agreement import Mailbox
@@ -172,7 +172,7 @@ def test_ps_survives_junk_and_sums_the_next_call_exactly(
     sums = {h.seq - OFFSET: v for h, v, _ in data.sent if h.ptype == T.PS_RESULT}
     want = {s: [sum(vals(i, s)[j] for i in range(FAN_IN)) for j in range(K)] for s in range(8, 12)}
     assert sums == want
-    assert ps.open[1] == sum(k[0] == 1 for k in [*ps.partials, *ps.float_sums])
+    assert ps.sums.open[1] == sum(k[0] == 1 for k in [*ps.sums.partials, *ps.sums.floats])
 
 
 def go_for(w: Worker, ctype: int = C.GO) -> tuple[bytes, tuple[str, int]]:
@@ -291,7 +291,7 @@ def test_junk_between_iterations_is_dropped_for_its_reason() -> None:
     assert r.crashes == [] and (r.sums, r.mismatches) == (6, 0)
     assert sum(r.sent.values()) == 1200
     assert r.ps == dict(r.expected["ps"])
-    assert {k: v for k, v in r.workers.items() if k != Drop.DUPLICATE and v} == dict(
+    assert {k: v for k, v in r.workers.items() if k != HostDrop.DUPLICATE and v} == dict(
         r.expected["workers"]
     )
 

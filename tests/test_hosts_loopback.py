@@ -21,7 +21,7 @@ from esa import model
 from esa.job import Workers
 from esa.spec import Policy
 from hosts import quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
@@ -125,7 +125,7 @@ def test_two_workers_and_their_ps_shards_sum_exactly(shards: int) -> None:
         int(s == float_shard) for s in range(shards)
     ]
     for s, ps in enumerate(pses):
-        assert junk(ps.counters.dropped) == {} and ps.counters.dropped[Drop.SHARD] == 0
+        assert junk(ps.counters.dropped) == {} and ps.counters.dropped[HostDrop.SHARD] == 0
         assert ps.counters.calls_agreed == 3
         assert {seq % shards for _, seq in ps.done} <= {s}
 

@@ -14,7 +14,7 @@ from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
 from hosts import payload, quant
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.transport import Addr, Bytes
 
@@ -113,8 +113,8 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
             have |= bitmap
             expect_merged += 1
     c = ps.counters
-    assert (c.merged, c.dropped[Drop.OVERLAP]) == (expect_merged, expect_rejected)
-    assert c.answered_from_cache + c.dropped[Drop.LATE] == expect_after
+    assert (c.merged, c.dropped[HostDrop.OVERLAP]) == (expect_merged, expect_rejected)
+    assert c.answered_from_cache + c.dropped[HostDrop.LATE] == expect_after
     results = [(h, v) for h, v, _ in rec.sent if h.ptype == T.PS_RESULT]
     if have != mask:
         assert results == [] and c.completed == 0
@@ -130,7 +130,7 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
     ps, rec = server({1: 2})
     feed(ps, rec, pkt(T.FALLBACK, 1, 5, 0b01, vec(1)))
     feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100)))
-    assert ps.partials == {} and rec.sent == []
+    assert ps.sums.partials == {} and rec.sent == []
     feed(ps, rec, pkt(T.FALLBACK, 1, 5, 0b10, vec(2), flags=Flag.RETX))
     feed(ps, rec, pkt(T.PARTIAL, 1, 5, 0b10, vec(2)))
     assert [(h.ptype, h.seq, h.bitmap, h.count, v, a) for h, v, a in rec.sent] == [
@@ -138,7 +138,7 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
     ]
     c = ps.counters
     assert (c.switch_results, c.answered_from_cache, c.completed) == (1, 1, 0)
-    assert c.dropped[Drop.LATE] == 1
+    assert c.dropped[HostDrop.LATE] == 1
 
 
 def test_held_result_is_acknowledged_with_the_same_sum() -> None:
@@ -185,7 +185,7 @@ def test_stalled_partial_is_pulled_then_abandoned() -> None:
     ps.poll(4.0)
     pulls = [(h.ptype, h.job, h.seq, h.bitmap, h.count) for h, _, _ in rec.sent]
     assert pulls == [(T.PULL, 1, 4, 0b010, 1)] * 2
-    assert ps.partials == {} and ps.counters.abandoned == 1
+    assert ps.sums.partials == {} and ps.counters.abandoned == 1
 
 
 def test_progress_rearms_the_stall_timer() -> None:
@@ -222,12 +222,12 @@ def test_float_recovery_sums_in_worker_bit_order() -> None:
     h, v, _ = rec.sent[-1]
     assert h == payload.Header(T.PS_RESULT, Flag.FLOAT, 1, 2, 0b111, 3)
     assert v == quant.float_bits(total).tolist()
-    assert ps.partials == {} and ps.float_sums == {} and ps.open == {1: 0}
+    assert ps.sums.partials == {} and ps.sums.floats == {} and ps.sums.open == {1: 0}
     feed(ps, rec, pkt(T.FALLBACK, 1, 2, 0b100, vec(0), flags=Flag.RETX))
     feed(ps, rec, pkt(T.FLOAT, 1, 2, 0b100, quant.float_bits(floats[2])))
     assert rec.sent[-2:] == [rec.sent[1], rec.sent[1]]
     c = ps.counters
-    assert (c.floats, c.dropped[Drop.DUPLICATE], c.float_completed) == (5, 1, 1)
+    assert (c.floats, c.dropped[HostDrop.DUPLICATE], c.float_completed) == (5, 1, 1)
     assert c.answered_from_cache == 2
 
 
@@ -239,7 +239,7 @@ def test_float_for_an_exact_sum_is_answered_with_it() -> None:
     feed(ps, rec, pkt(T.FLOAT, 1, 3, 0b01, vec(0)))
     assert rec.sent[1] == rec.sent[0]
     assert rec.sent[0][0] == payload.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
-    assert ps.float_sums == {} and ps.counters.answered_from_cache == 1
+    assert ps.sums.floats == {} and ps.counters.answered_from_cache == 1
 
 
 def test_float_for_an_unknown_chunk_pulls_the_int_contributions() -> None:
@@ -258,7 +258,7 @@ def test_float_for_an_unknown_chunk_pulls_the_int_contributions() -> None:
     h, v, _ = rec.sent[-1]
     assert h == payload.Header(T.PS_RESULT, 0, 1, 4, 0b11, 2)
     assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
-    assert ps.float_sums == {} and ps.partials == {} and ps.open == {1: 0}
+    assert ps.sums.floats == {} and ps.sums.partials == {} and ps.sums.open == {1: 0}
 
 
 def test_stuck_float_recovery_is_abandoned() -> None:
@@ -267,7 +267,7 @@ def test_stuck_float_recovery_is_abandoned() -> None:
     for now in (1.0, 2.0, 3.0):
         ps.poll(now)
     assert [h.ptype for h, _, _ in rec.sent] == [T.PULL, T.PULL]
-    assert ps.float_sums == {} and ps.open == {1: 0} and ps.counters.abandoned == 1
+    assert ps.sums.floats == {} and ps.sums.open == {1: 0} and ps.counters.abandoned == 1
 
 
 def test_result_cache_is_bounded_lru() -> None:
@@ -292,25 +292,27 @@ def test_every_field_is_checked_against_the_job() -> None:
     bad_type = bytearray(good)
     bad_type[wire.field_offsets()["ptype"][0]] = 99
     cases = {
-        Drop.LENGTH: [b"", b"x" * 10, good + b"\0", good[:-1]],
-        Drop.PTYPE: [bytes(bad_type), raw(T.CONTRIB, 1, 0, 1, 1), raw(T.PULL, 1, 0, 1, 1),
-                     raw(T.PS_RESULT, 1, 0, 3, 2)],
-        Drop.JOB: [raw(T.FALLBACK, 7, 0, 1, 1), raw(T.FALLBACK, 0, 0, 1, 1)],
-        Drop.BITMAP: [raw(T.FALLBACK, 1, 0, 0b111, 3), raw(T.FALLBACK, 1, 0, 0b100, 1),
-                      raw(T.PARTIAL, 1, 0, 0, 0), raw(T.RESULT, 1, 0, 0b01, 1),
-                      raw(T.FLOAT, 1, 0, 0b11, 2)],
-        Drop.COUNT: [raw(T.FALLBACK, 1, 0, 1, 255), raw(T.FALLBACK, 1, 0, 1, 0),
-                     raw(T.PARTIAL, 1, 0, 0b11, 1), raw(T.RESULT, 1, 0, 0b11, 3)],
-        Drop.FLAGS: [raw(T.FALLBACK, 1, 0, 1, 1, Flag.FLOAT), raw(T.PARTIAL, 1, 0, 1, 1, Flag.RETX),
-                     raw(T.RESULT, 1, 0, 3, 2, Flag.RETX), raw(T.FLOAT, 1, 0, 1, 1, Flag.OVERFLOW),
-                     raw(T.FALLBACK, 1, 0, 1, 1, 0x80)],
+        HostDrop.LENGTH: [b"", b"x" * 10, good + b"\0", good[:-1]],
+        HostDrop.PTYPE: [bytes(bad_type), raw(T.CONTRIB, 1, 0, 1, 1), raw(T.PULL, 1, 0, 1, 1),
+                         raw(T.PS_RESULT, 1, 0, 3, 2)],
+        HostDrop.JOB: [raw(T.FALLBACK, 7, 0, 1, 1), raw(T.FALLBACK, 0, 0, 1, 1)],
+        HostDrop.BITMAP: [raw(T.FALLBACK, 1, 0, 0b111, 3), raw(T.FALLBACK, 1, 0, 0b100, 1),
+                          raw(T.PARTIAL, 1, 0, 0, 0), raw(T.RESULT, 1, 0, 0b01, 1),
+                          raw(T.FLOAT, 1, 0, 0b11, 2)],
+        HostDrop.COUNT: [raw(T.FALLBACK, 1, 0, 1, 255), raw(T.FALLBACK, 1, 0, 1, 0),
+                         raw(T.PARTIAL, 1, 0, 0b11, 1), raw(T.RESULT, 1, 0, 0b11, 3)],
+        HostDrop.FLAGS: [raw(T.FALLBACK, 1, 0, 1, 1, Flag.FLOAT),
+                         raw(T.PARTIAL, 1, 0, 1, 1, Flag.RETX),
+                         raw(T.RESULT, 1, 0, 3, 2, Flag.RETX),
+                         raw(T.FLOAT, 1, 0, 1, 1, Flag.OVERFLOW),
+                         raw(T.FALLBACK, 1, 0, 1, 1, 0x80)],
     }  # fmt: skip
     for datagrams in cases.values():
         feed(ps, rec, *datagrams)
     c = ps.counters
     assert c.received == sum(len(d) for d in cases.values())
     assert {r: n for r, n in c.dropped.items() if n} == {r: len(d) for r, d in cases.items()}
-    assert rec.sent == [] and ps.partials == {} and c.merged == 0
+    assert rec.sent == [] and ps.sums.partials == {} and c.merged == 0
 
 
 def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> None:
@@ -319,7 +321,7 @@ def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> Non
     ps, rec = server({1: 2})
     feed(ps, rec, raw(T.FALLBACK, 1, 0, 0b01, 200), raw(T.FALLBACK, 1, 0, 0b10, 200))
     feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b01, vec(1)), pkt(T.FALLBACK, 1, 0, 0b10, vec(2)))
-    assert ps.counters.dropped[Drop.COUNT] == 2
+    assert ps.counters.dropped[HostDrop.COUNT] == 2
     [(h, v, _)] = rec.sent
     assert h == payload.Header(T.PS_RESULT, 0, 1, 0, 0b11, 2)
     assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
@@ -327,21 +329,21 @@ def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> Non
 
 def test_open_chunks_are_bounded_per_job() -> None:
     ps, rec = server({1: 2, 2: 2})
-    ps.max_open = 3
+    ps.sums.max_open = 3
     feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 0b01, vec(0)) for seq in range(5)])
     feed(ps, rec, pkt(T.FALLBACK, 2, 0, 0b01, vec(0)))
-    assert sorted(ps.partials) == [(1, 0), (1, 1), (1, 2), (2, 0)]
-    assert ps.counters.dropped[Drop.BUDGET] == 2 and ps.open == {1: 3, 2: 1}
+    assert sorted(ps.sums.partials) == [(1, 0), (1, 1), (1, 2), (2, 0)]
+    assert ps.counters.dropped[HostDrop.BUDGET] == 2 and ps.sums.open == {1: 3, 2: 1}
     feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b10, vec(0)))
     feed(ps, rec, pkt(T.FALLBACK, 1, 3, 0b01, vec(0)))
-    assert ps.open == {1: 3, 2: 1} and (1, 3) in ps.partials
+    assert ps.sums.open == {1: 3, 2: 1} and (1, 3) in ps.sums.partials
 
 
 def test_replies_junk_can_cause_are_budgeted_per_job() -> None:
     """``budget`` replies per worker per ``stall``: a job of two workers may
     cause two pulls at once, then one more per half a stall."""
     ps, rec = server({1: 2}, stall=1.0)
-    ps.budgets[1] = type(ps.budgets[1])(rate=2.0, burst=2.0)
+    ps.outbox.budgets[1] = type(ps.outbox.budgets[1])(rate=2.0, burst=2.0)
     feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 0b01, vec(0)) for seq in range(4)], now=0.0)
     ps.poll(1.0)
     assert ps.counters.pulls_sent == 2 and ps.counters.suppressed == 2
@@ -359,7 +361,7 @@ def test_a_retransmission_into_an_incomplete_chunk_pulls_at_once() -> None:
     feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b010, vec(0), flags=Flag.RETX), now=0.2)
     feed(ps, rec, pkt(T.FALLBACK, 1, 6, 0b001, vec(0), flags=Flag.RETX), now=0.4)
     assert [(h.ptype, h.bitmap, h.count) for h, _, _ in rec.sent] == [(T.PULL, 0b011, 2)] * 2
-    assert ps.counters.dropped[Drop.OVERLAP] == 2
+    assert ps.counters.dropped[HostDrop.OVERLAP] == 2
 
 
 # -- one PS of several per job ------------------------------------------------
@@ -379,9 +381,9 @@ def test_a_shard_takes_only_its_chunks_and_ignores_other_shards_sums() -> None:
     )  # fmt: skip
     assert [(h.ptype, h.seq) for h, _, _ in rec.sent] == [(T.PS_RESULT, 1)]
     c = ps.counters
-    assert {r: n for r, n in c.dropped.items() if n} == {Drop.SHARD: 3}
+    assert {r: n for r, n in c.dropped.items() if n} == {HostDrop.SHARD: 3}
     assert (c.completed, c.switch_results, c.other_shard_results) == (1, 1, 2)
-    assert list(ps.done) == [(1, 1), (1, 3)] and ps.partials == {} and ps.float_sums == {}
+    assert list(ps.done) == [(1, 1), (1, 3)] and ps.sums.partials == {} and ps.sums.floats == {}
 
 
 @given(st.sampled_from([1, 2, 4, 8]), st.data())
@@ -394,7 +396,7 @@ def test_a_shard_completes_exactly_the_seqs_whose_low_bits_name_it(
     feed(ps, rec, *[pkt(T.FALLBACK, 1, seq, 1, vec(0)) for seq in seqs])
     mine = [seq for seq in seqs if seq % shards == shard]
     assert [h.seq for h, _, _ in rec.sent] == mine
-    assert ps.counters.dropped[Drop.SHARD] == len(seqs) - len(mine)
+    assert ps.counters.dropped[HostDrop.SHARD] == len(seqs) - len(mine)
 
 
 @pytest.mark.parametrize(("shard", "shards"), [(0, 3), (2, 2), (-1, 2), (0, 16)])

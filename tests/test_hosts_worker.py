@@ -14,7 +14,7 @@ from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
 from hosts import auth, payload, quant
 from hosts.calls import ANNOUNCING, STREAMING
-from hosts.drops import Drop
+from hosts.drops import HostDrop
 from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.transport import Addr, Bytes
 from hosts.worker import Worker
@@ -94,7 +94,7 @@ def test_a_lost_chunk_does_not_slow_the_others() -> None:
     for now in (0.125, 0.25, 0.375):
         w.poll(now)
     assert [seq for _, seq, flags in sent(rec) if flags] == [0, 0, 0]
-    assert w.timeout.value == 0.125 and w.inflight == {0: 0.5}
+    assert w.timeout.value == 0.125 and w.stream.inflight.deadlines == {0: 0.5}
 
 
 def test_timeout_adapts_to_the_time_to_a_sum() -> None:
@@ -162,14 +162,15 @@ def test_results_delivered_exactly_once_and_seqs_continue_across_calls() -> None
     assert w.done
     assert np.array_equal(w.result(), quant.dequantise(total, w.scale).ravel()[: x.size])
     c = w.counters
-    assert (c.delivered, c.results_switch, c.results_ps, c.dropped[Drop.DUPLICATE]) == (3, 2, 1, 2)
+    duplicates = c.dropped[HostDrop.DUPLICATE]
+    assert (c.delivered, c.results_switch, c.results_ps, duplicates) == (3, 2, 1, 2)
     rec.sent.clear()
     w.begin(tensor(2, seed=1))
     w.poll(0.2)
     assert sent(rec) == [(T.CONTRIB, 3, 0), (T.CONTRIB, 4, 0)]
     rec.inbox.append(result(9, total[0]))
     w.poll(0.3)
-    assert w.counters.dropped[Drop.STALE] == 1
+    assert w.counters.dropped[HostDrop.STALE] == 1
 
 
 def test_pull_resends_contributions_the_ps_lacks() -> None:
@@ -189,8 +190,8 @@ def test_pull_resends_contributions_the_ps_lacks() -> None:
     assert rec.sent[0][0] == payload.Header(T.CONTRIB, Flag.RETX, 3, 1, 0b10, 1)
     assert rec.sent[0][1] == quant.quantise(x, 1.0, w.scale).values[1].tolist()
     assert len(rec.sent) == 1
-    assert (w.counters.pulls_answered, w.counters.dropped[Drop.STALE]) == (1, 1)
-    assert list(w.inflight) == [0]
+    assert (w.counters.pulls_answered, w.counters.dropped[HostDrop.STALE]) == (1, 1)
+    assert list(w.stream.inflight) == [0]
 
 
 def test_pull_for_an_unsent_chunk_sends_it_once_as_retx() -> None:
@@ -231,7 +232,8 @@ def test_overflow_recovery_through_float() -> None:
     assert w.done
     assert w.result()[:K].tolist() == summed.tolist()
     c = w.counters
-    assert (c.overflowed, c.float_sent, c.results_float, c.dropped[Drop.DUPLICATE]) == (1, 2, 1, 1)
+    duplicates = c.dropped[HostDrop.DUPLICATE]
+    assert (c.overflowed, c.float_sent, c.results_float, duplicates) == (1, 2, 1, 1)
 
 
 def raw(ptype: int, job: int, bitmap: int, count: int, flags: int = 0) -> bytes:
@@ -244,16 +246,17 @@ def test_every_field_is_checked_against_the_job() -> None:
     w.poll(0.0)
     good = result(0, [0] * K)
     cases = {
-        Drop.LENGTH: [b"", good[:-1], good + b"1"],
-        Drop.PTYPE: [bytes(wire.PAYLOAD_BYTES), raw(T.FALLBACK, 3, 1, 1), raw(T.CONTRIB, 3, 1, 1),
-                     raw(T.PARTIAL, 3, 3, 2), raw(T.FLOAT, 3, 1, 1)],
-        Drop.JOB: [raw(T.RESULT, 4, 3, 2)],
-        Drop.BITMAP: [raw(T.RESULT, 3, 1, 1), raw(T.PULL, 3, 3, 2), raw(T.PULL, 3, 4, 1),
-                      raw(T.PS_RESULT, 3, 7, 3)],
-        Drop.COUNT: [raw(T.RESULT, 3, 3, 1), raw(T.PULL, 3, 1, 2), raw(T.PS_RESULT, 3, 3, 255)],
-        Drop.FLAGS: [raw(T.RESULT, 3, 3, 2, Flag.FLOAT), raw(T.RESULT, 3, 3, 2, Flag.HOLD),
-                     raw(T.PS_RESULT, 3, 3, 2, Flag.OVERFLOW | Flag.FLOAT),
-                     raw(T.PULL, 3, 1, 1, Flag.RETX), raw(T.RESULT, 3, 3, 2, 0x40)],
+        HostDrop.LENGTH: [b"", good[:-1], good + b"1"],
+        HostDrop.PTYPE: [bytes(wire.PAYLOAD_BYTES), raw(T.FALLBACK, 3, 1, 1),
+                         raw(T.CONTRIB, 3, 1, 1),
+                         raw(T.PARTIAL, 3, 3, 2), raw(T.FLOAT, 3, 1, 1)],
+        HostDrop.JOB: [raw(T.RESULT, 4, 3, 2)],
+        HostDrop.BITMAP: [raw(T.RESULT, 3, 1, 1), raw(T.PULL, 3, 3, 2), raw(T.PULL, 3, 4, 1),
+                          raw(T.PS_RESULT, 3, 7, 3)],
+        HostDrop.COUNT: [raw(T.RESULT, 3, 3, 1), raw(T.PULL, 3, 1, 2), raw(T.PS_RESULT, 3, 3, 255)],
+        HostDrop.FLAGS: [raw(T.RESULT, 3, 3, 2, Flag.FLOAT), raw(T.RESULT, 3, 3, 2, Flag.HOLD),
+                         raw(T.PS_RESULT, 3, 3, 2, Flag.OVERFLOW | Flag.FLOAT),
+                         raw(T.PULL, 3, 1, 1, Flag.RETX), raw(T.RESULT, 3, 3, 2, 0x40)],
     }  # fmt: skip
     for datagrams in cases.values():
         rec.inbox.extend(datagrams)
@@ -386,8 +389,8 @@ def test_answers_for_another_process_shape_session_or_key_are_ignored() -> None:
     w.poll(0.1)
     assert rec.sent == [] and w.cur is not None and w.cur.phase == ANNOUNCING
     assert {r: n for r, n in w.counters.dropped.items() if n} == {
-        Drop.STRANGER: 6, Drop.STALE: 1, Drop.SESSION: 1, Drop.AUTH: 1, Drop.CONTROL: 1,
-        Drop.EARLY: 1,
+        HostDrop.STRANGER: 6, HostDrop.STALE: 1, HostDrop.SESSION: 1, HostDrop.AUTH: 1,
+        HostDrop.CONTROL: 1, HostDrop.EARLY: 1,
     }  # fmt: skip
 
 
@@ -403,7 +406,7 @@ def test_a_stale_challenge_is_ignored() -> None:
     ctl.inbox.append(old)
     w.poll(0.1)
     assert w.agent is not None and w.agent.sessions == [SESSION]
-    assert w.counters.dropped[Drop.STALE] == 1
+    assert w.counters.dropped[HostDrop.STALE] == 1
 
 
 def test_a_rejected_call_raises_once_and_sends_nothing() -> None:
@@ -441,7 +444,8 @@ def test_an_unknown_job_is_taken_unauthenticated_only_from_a_ps_without_a_sessio
     greeted(w, ctl, 0.2)
     ctl.inbox.append((unsigned[:12] + bytes([0, 0, 0, 1]) + unsigned[16:] + bytes(8), PS))
     w.poll(0.3)
-    assert w.counters.dropped[Drop.AUTH] == 1 and w.cur is not None and w.cur.phase == ANNOUNCING
+    assert w.counters.dropped[HostDrop.AUTH] == 1
+    assert w.cur is not None and w.cur.phase == ANNOUNCING
 
 
 def test_a_key_the_ps_can_not_authenticate_is_named() -> None:
@@ -545,7 +549,7 @@ def test_a_float_sum_the_worker_did_not_ask_for_is_dropped() -> None:
     w.poll(0.0)
     rec.inbox.append(result(0, [0] * K, T.PS_RESULT, Flag.FLOAT))
     w.poll(0.1)
-    assert not w.done and w.counters.dropped[Drop.UNASKED] == 1
+    assert not w.done and w.counters.dropped[HostDrop.UNASKED] == 1
 
 
 def test_a_forged_overflow_does_not_wedge_a_chunk() -> None:

@@ -30,7 +30,6 @@ SAME_IDEA = {
     "priority.py": "sim.priority applies controller.priority's rules to simulated jobs",
     "main.py": "a program's entry point (esa-refswitch, make run)",
     "__main__.py": "python -m of a package",
-    "Drop": "the drop reasons of whoever drops: the switch (esa.spec) and the hosts",
 }
 """Module and class names two product modules share, with the reason they
 are the same idea."""

@@ -17,7 +17,7 @@ from esa.job import JobSpec, Placement
 from runner import network as topo
 from runner import scenario as scn
 from runner.faults import parse_fault
-from runner.network import JobHosts, Member
+from runner.network import HostRole, JobHosts
 from runner.scenario import LinkShape, RunJob, Scenario
 
 
@@ -193,9 +193,11 @@ def test_jobs_take_hosts_in_order_workers_then_ps() -> None:
     t = topo.parse(small(8), "t")
     jobs = topo.assign(Scenario(jobs=(_job(1), _job(2, 3))), t)
     assert _roles(jobs) == {1: (["h1", "h2"], ["h3"]), 2: (["h4", "h5", "h6"], ["h7"])}
-    assert jobs[2].workers[2] == Member(Host("h6", 16, "02:00:00:00:01:06", "10.1.0.6"), "j2w2", 2)
+    assert jobs[2].workers[2] == HostRole(
+        Host("h6", 16, "02:00:00:00:01:06", "10.1.0.6"), "j2w2", 2
+    )
     assert jobs[2].ps == (
-        Member(Host("h7", 17, "02:00:00:00:01:07", "10.1.0.7", wire.UDP_PORT), "j2ps0", 0),
+        HostRole(Host("h7", 17, "02:00:00:00:01:07", "10.1.0.7", wire.UDP_PORT), "j2ps0", 0),
     )
     assert jobs[2].placement == Placement(("h4", "h5", "h6"), ("h7",))
     assert jobs[2].ps_addresses == f"10.1.0.7:{wire.UDP_PORT}"

@@ -311,7 +311,7 @@ def ps_state(ps: ParameterServer) -> tuple[object, ...]:
         tuple(b.snapshot() for b in ps.books.values()),
         ps.session,
         tuple(ps.done),
-        tuple((k, p.bitmap) for k, p in ps.partials.items()),
+        tuple((k, p.bitmap) for k, p in ps.sums.partials.items()),
     )
 
 
