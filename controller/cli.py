@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -21,7 +22,6 @@ import grpc
 from controller import codec
 from controller.address import admin_address, check_admin_addr
 from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
-from controller.codec import MAX_INT
 from controller.errors import ControllerError, InvalidRequest
 from controller.formats import (
     format_jobs,
@@ -41,16 +41,24 @@ from controller.messages import (
 )
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.serve import ThriftCli, run_serve
-from controller.validate import MAX_PART_SIZE, PS_COUNTS, devices
+from controller.validate import MAX_PART_SIZE, check_volume, devices
 from esa import arguments, wire
-from esa.arguments import Parser, command_line, host_list, integer, nonempty, seconds, usage_line
-from esa.job import MAX_PRIORITY, valid_shards
+from esa.arguments import (
+    Parser,
+    checked,
+    command_line,
+    host_list,
+    integer,
+    nonempty,
+    seconds,
+    usage_line,
+)
+from esa.job import MAX_PRIORITY, PS_COUNTS, valid_shards
 from esa.schemes import POLICY_NAMES
 from esa.spec import DEFAULT_SQUAT_US
 
 MAX_INTERVAL_S = 3600.0
 """The longest interval a watching command takes."""
-BYTES = "0..2^63-1"
 _FOR_DEVICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})=(.*)$", re.DOTALL)
 
 
@@ -73,7 +81,7 @@ def _add_priority(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--size",
-        type=integer("size", 0, MAX_INT, BYTES),
+        type=checked("size", partial(check_volume, "size")),
         help="auto priority (SRPT with aging) from the bytes the job still has to aggregate",
     )
 
@@ -187,7 +195,9 @@ def _add_job_commands(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument("job", type=arguments.JOB_ID)
     p.add_argument(
-        "remaining", type=integer("remaining", 0, MAX_INT, BYTES), help="bytes still to aggregate"
+        "remaining",
+        type=checked("remaining", partial(check_volume, "remaining")),
+        help="bytes still to aggregate",
     )
 
     p = sub.add_parser(

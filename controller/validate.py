@@ -13,7 +13,9 @@ directly).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
+from controller.codec import MAX_INT
 from controller.entries import PolicyEntry
 from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
 from controller.messages import AdmitRequest, PolicyRequest
@@ -21,7 +23,7 @@ from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
 from esa.job import (
-    MAX_PS_SHARDS,
+    PS_COUNTS,
     Mode,
     Placement,
     Priority,
@@ -34,9 +36,6 @@ from esa.schemes import POLICY_NAMES
 from esa.spec import Policy, check_squat_us, check_stale_us, default_squat_us
 
 MIN_WORKERS = 2
-_COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
-PS_COUNTS = f"a job has {', '.join(_COUNTS[:-1])} or {_COUNTS[-1]} PS hosts"
-"""what a refused PS count is told (the counts ``esa.job.valid_shards`` accepts)."""
 MAX_PART_SIZE = 2**32 - 1
 """a slot index is 32 bits wide; the pool size bounds it further."""
 
@@ -47,6 +46,13 @@ def checked(check: Callable[[object], int], value: object) -> int:
         return check(value)
     except ValueError as e:
         raise InvalidRequest(str(e)) from None
+
+
+def check_volume(what: str, volume: object) -> int:
+    """Bytes a job still has to aggregate (a size hint, a progress report):
+    0..2^63-1, what the state file stores; the one check of that range, for
+    esa-ctl's arguments and the controller's requests."""
+    return check_range(what, volume, 0, MAX_INT, "0..2^63-1")
 
 
 def job_id(job: object) -> int:
@@ -67,9 +73,7 @@ def job_priority(priority: int | None, size: int | None) -> Priority:
         raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
     if priority is not None:
         return Priority.static(checked(check_priority, priority))
-    if not isinstance(size, int) or size < 0:
-        raise InvalidRequest(f"size hint {size!r} must be a number of bytes >= 0")
-    return Priority.auto(size)
+    return Priority.auto(checked(partial(check_volume, "size hint"), size))
 
 
 def auto_job(rec: JobRecord) -> JobRecord:

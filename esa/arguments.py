@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from esa import wire
-from esa.job import MAX_PS_SHARDS, check_job_id, check_priority, valid_shards
+from esa.job import MAX_PS_SHARDS, SHARD_COUNTS, check_job_id, check_priority, valid_shards
 from esa.ranges import check_range
 from esa.spec import check_squat_us, check_stale_us
 
@@ -149,7 +149,7 @@ SEED = integer("seed", 0, (1 << 63) - 1)
 SHARD = integer("shard", 0, MAX_PS_SHARDS - 1)
 DEVICE_ID = integer("device id", 0, 2**64 - 1, "0..2^64-1")
 POOL_SIZE = integer("pool size", 1, 2**63 - 1, "1..2^63-1")
-SHARDS_TEXT = f"1, 2, 4 or 8 (a power of two up to {MAX_PS_SHARDS})"
+SHARDS_TEXT = f"{SHARD_COUNTS} (a power of two up to {MAX_PS_SHARDS})"
 
 
 def shards(text: str) -> int:

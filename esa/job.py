@@ -99,6 +99,13 @@ def valid_shards(n: int) -> bool:
     return 1 <= n <= MAX_PS_SHARDS and n & (n - 1) == 0
 
 
+_COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
+SHARD_COUNTS = f"{', '.join(_COUNTS[:-1])} or {_COUNTS[-1]}"
+"""The PS shard counts ``valid_shards`` accepts, as a message shows them."""
+PS_COUNTS = f"a job has {SHARD_COUNTS} PS hosts"
+"""What a refused PS count is told."""
+
+
 def ps_shard(seq: int, shards: int) -> int:
     """Which of a job's ``shards`` PS hosts owns chunk ``seq``: its low bits.
     The worker addresses the chunk there, the switch routes an evicted or
@@ -121,8 +128,7 @@ class Placement:
             raise ValueError(f"a job has 1..{wire.MAX_WORKERS} workers, got {len(self.workers)}")
         if not valid_shards(len(self.ps)):
             raise ValueError(
-                f"a job has 1, 2, 4 or 8 PS hosts (a power of two up to {MAX_PS_SHARDS}), "
-                f"got {len(self.ps)}"
+                f"{PS_COUNTS} (a power of two up to {MAX_PS_SHARDS}), got {len(self.ps)}"
             )
         names = self.workers + self.ps
         dup = sorted({n for n in names if names.count(n) > 1})
