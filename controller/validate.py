@@ -40,7 +40,7 @@ MAX_PART_SIZE = 2**32 - 1
 """a slot index is 32 bits wide; the pool size bounds it further."""
 
 
-def checked(check: Callable[[object], int], value: object) -> int:
+def valid(check: Callable[[object], int], value: object) -> int:
     """``check(value)``, its ``ValueError`` the request's ``InvalidRequest``."""
     try:
         return check(value)
@@ -56,7 +56,7 @@ def check_volume(what: str, volume: object) -> int:
 
 
 def job_id(job: object) -> int:
-    return checked(check_job_id, job)
+    return valid(check_job_id, job)
 
 
 def known_job(job: object, jobs: Mapping[int, JobRecord]) -> JobRecord:
@@ -72,8 +72,8 @@ def job_priority(priority: int | None, size: int | None) -> Priority:
     if (priority is None) == (size is None):
         raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
     if priority is not None:
-        return Priority.static(checked(check_priority, priority))
-    return Priority.auto(checked(partial(check_volume, "size hint"), size))
+        return Priority.static(valid(check_priority, priority))
+    return Priority.auto(valid(partial(check_volume, "size hint"), size))
 
 
 def auto_job(rec: JobRecord) -> JobRecord:
@@ -134,12 +134,12 @@ def policy_change(
     stale timeout and the partition size stay as they were unless given, the
     squat timeout is the policy's default unless given (0 turns it off)."""
     policy = policy_name(req.policy)
-    stale_us = checked(check_stale_us, current.stale_us if req.stale_us is None else req.stale_us)
-    squat_us = checked(
+    stale_us = valid(check_stale_us, current.stale_us if req.stale_us is None else req.stale_us)
+    squat_us = valid(
         check_squat_us, default_squat_us(policy) if req.squat_us is None else req.squat_us
     )
     size = part_size if req.part_size is None else req.part_size
-    size = checked(lambda n: check_range("partition size", n, 0, pool_size), size)
+    size = valid(lambda n: check_range("partition size", n, 0, pool_size), size)
     return PolicyEntry(policy, stale_us, squat_us), size
 
 
