@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -21,7 +22,6 @@ import grpc
 from controller import codec
 from controller.address import admin_address, check_admin_addr
 from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
-from controller.codec import MAX_INT
 from controller.errors import ControllerError, InvalidRequest
 from controller.formats import (
     format_jobs,
@@ -41,17 +41,24 @@ from controller.messages import (
 )
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.serve import ThriftCli, run_serve
-from controller.validate import MAX_PART_SIZE, MAX_STALE_US, PS_COUNTS, devices
+from controller.validate import MAX_PART_SIZE, check_volume, devices
 from esa import arguments, wire
-from esa.arguments import Parser, command_line, host_list, integer, nonempty, seconds, usage_line
-from esa.job import valid_shards
+from esa.arguments import (
+    Parser,
+    checked,
+    command_line,
+    host_list,
+    integer,
+    nonempty,
+    seconds,
+    usage_line,
+)
+from esa.job import MAX_PRIORITY, PS_COUNTS, valid_shards
 from esa.schemes import POLICY_NAMES
-from esa.spec import DEFAULT_SQUAT_US, MAX_PRIORITY
+from esa.spec import DEFAULT_SQUAT_US
 
 MAX_INTERVAL_S = 3600.0
 """The longest interval a watching command takes."""
-JOB = integer("job id", 1, wire.MAX_JOB_ID)
-BYTES = "0..2^63-1"
 _FOR_DEVICE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})=(.*)$", re.DOTALL)
 
 
@@ -69,12 +76,12 @@ def _add_priority(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument(
         "--priority",
-        type=arguments.priority,
+        type=arguments.PRIORITY,
         help=f"static priority 0..{MAX_PRIORITY} (higher = more urgent)",
     )
     g.add_argument(
         "--size",
-        type=integer("size", 0, MAX_INT, BYTES),
+        type=checked("size", partial(check_volume, "size")),
         help="auto priority (SRPT with aging) from the bytes the job still has to aggregate",
     )
 
@@ -157,7 +164,7 @@ def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
 def _add_job_commands(sub: argparse._SubParsersAction[Parser]) -> None:
     """``admit``, ``jobs``, ``prio``, ``progress``, ``remove``: a job's life."""
     p = sub.add_parser("admit", help="admit a job", description="Admit a job.")
-    p.add_argument("job", type=JOB, help="job id, 1..255")
+    p.add_argument("job", type=arguments.JOB_ID, help=f"job id, 1..{wire.MAX_JOB_ID}")
     p.add_argument(
         "--workers",
         nargs="+",
@@ -178,7 +185,7 @@ def _add_job_commands(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_device(p, "jobs")
 
     p = sub.add_parser("prio", help="change a job's priority", description="Re-prioritise a job.")
-    p.add_argument("job", type=JOB)
+    p.add_argument("job", type=arguments.JOB_ID)
     _add_priority(p)
 
     p = sub.add_parser(
@@ -186,15 +193,17 @@ def _add_job_commands(sub: argparse._SubParsersAction[Parser]) -> None:
         help="report an auto job's remaining bytes",
         description="Report the bytes an auto-priority job still has to aggregate.",
     )
-    p.add_argument("job", type=JOB)
+    p.add_argument("job", type=arguments.JOB_ID)
     p.add_argument(
-        "remaining", type=integer("remaining", 0, MAX_INT, BYTES), help="bytes still to aggregate"
+        "remaining",
+        type=checked("remaining", partial(check_volume, "remaining")),
+        help="bytes still to aggregate",
     )
 
     p = sub.add_parser(
         "remove", help="remove a job", description="Remove a job: its entries and groups are freed."
     )
-    p.add_argument("job", type=JOB)
+    p.add_argument("job", type=arguments.JOB_ID)
 
 
 def _add_policy(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -205,12 +214,12 @@ def _add_policy(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("policy", choices=POLICY_NAMES)
     p.add_argument(
         "--stale-us",
-        type=integer("stale timeout", 1, MAX_STALE_US, "1..2^48-1"),
+        type=arguments.STALE_US,
         help="stale-slot timeout in microseconds",
     )
     p.add_argument(
         "--squat-us",
-        type=integer("squat timeout", 0, MAX_STALE_US, "0..2^48-1"),
+        type=arguments.SQUAT_US,
         help="idle timeout of an incomplete partial in microseconds, 0 = off "
         f"(default: {DEFAULT_SQUAT_US} under esa, 0 under atp and static)",
     )
@@ -236,7 +245,7 @@ def _add_views(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "stats", help="per-job switch counters", description="Per-job counters from the switch."
     )
-    p.add_argument("--job", type=JOB, help="only this job")
+    p.add_argument("--job", type=arguments.JOB_ID, help="only this job")
     _add_device(p, "counters")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--watch", action="store_true", help="refresh until interrupted")

@@ -197,14 +197,14 @@ class Controller:
         with self.lock:
             rec = validate.known_job(req.job, self.state.jobs)
             return self._put_job(
-                replace(rec, priority=validate.priority_spec(req.priority, req.size))
+                replace(rec, priority=validate.job_priority(req.priority, req.size))
             )
 
     def progress(self, req: ProgressRequest) -> JobInfo:
         """An auto job reports the bytes it still has to aggregate."""
         with self.lock:
             rec = validate.auto_job(validate.known_job(req.job, self.state.jobs))
-            return self._put_job(replace(rec, priority=validate.priority_spec(None, req.remaining)))
+            return self._put_job(replace(rec, priority=validate.job_priority(None, req.remaining)))
 
     def policy(self, req: PolicyRequest) -> PolicyState:
         """Switch the policy (``validate.policy_change`` says what is kept)."""

@@ -12,35 +12,51 @@ directly).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
+from controller.codec import MAX_INT
 from controller.entries import PolicyEntry
 from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
 from controller.messages import AdmitRequest, PolicyRequest
 from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
-from esa.job import MAX_PS_SHARDS, Mode, Placement, Priority, valid_shards
+from esa.job import (
+    PS_COUNTS,
+    Mode,
+    Placement,
+    Priority,
+    check_job_id,
+    check_priority,
+    valid_shards,
+)
+from esa.ranges import check_range
 from esa.schemes import POLICY_NAMES
-from esa.spec import Policy, check_priority, default_squat_us
+from esa.spec import Policy, check_squat_us, check_stale_us, default_squat_us
 
 MIN_WORKERS = 2
-_COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
-PS_COUNTS = f"a job has {', '.join(_COUNTS[:-1])} or {_COUNTS[-1]} PS hosts"
-"""what a refused PS count is told (the counts ``esa.job.valid_shards`` accepts)."""
-MAX_STALE_US = 2**48 - 1
 MAX_PART_SIZE = 2**32 - 1
 """a slot index is 32 bits wide; the pool size bounds it further."""
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+def valid(check: Callable[[object], int], value: object) -> int:
+    """``check(value)``, its ``ValueError`` the request's ``InvalidRequest``."""
+    try:
+        return check(value)
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+
+
+def check_volume(what: str, volume: object) -> int:
+    """Bytes a job still has to aggregate (a size hint, a progress report):
+    0..2^63-1, what the state file stores; the one check of that range, for
+    esa-ctl's arguments and the controller's requests."""
+    return check_range(what, volume, 0, MAX_INT, "0..2^63-1")
 
 
 def job_id(job: object) -> int:
-    if isinstance(job, int) and not isinstance(job, bool) and 1 <= job <= wire.MAX_JOB_ID:
-        return job
-    raise InvalidRequest(f"job id {job!r} is out of range (1..{wire.MAX_JOB_ID})")
+    return valid(check_job_id, job)
 
 
 def known_job(job: object, jobs: Mapping[int, JobRecord]) -> JobRecord:
@@ -51,18 +67,13 @@ def known_job(job: object, jobs: Mapping[int, JobRecord]) -> JobRecord:
     return jobs[job]
 
 
-def priority_spec(priority: int | None, size: int | None) -> Priority:
+def job_priority(priority: int | None, size: int | None) -> Priority:
     """A static priority or an SRPT size hint: exactly one of them."""
     if (priority is None) == (size is None):
         raise InvalidRequest("give either a priority (static) or a size hint in bytes (auto)")
     if priority is not None:
-        try:
-            return Priority.static(check_priority(priority))
-        except ValueError as e:
-            raise InvalidRequest(str(e)) from None
-    if not isinstance(size, int) or size < 0:
-        raise InvalidRequest(f"size hint {size!r} must be a number of bytes >= 0")
-    return Priority.auto(size)
+        return Priority.static(valid(check_priority, priority))
+    return Priority.auto(valid(partial(check_volume, "size hint"), size))
 
 
 def auto_job(rec: JobRecord) -> JobRecord:
@@ -95,7 +106,7 @@ def admission(
         )
     if not valid_shards(len(req.ps)):
         raise InvalidRequest(f"job {job} has {len(req.ps)} PS hosts; {PS_COUNTS}")
-    spec = priority_spec(req.priority, req.size)
+    priority = job_priority(req.priority, req.size)
     workers = [topology.resolve(w).name for w in req.workers]
     ps = [topology.resolve(p).name for p in req.ps]
     for names, what in ((workers, "worker(s)"), (ps, "PS host(s)")):
@@ -105,7 +116,7 @@ def admission(
     both = sorted(set(workers) & set(ps))
     if both:
         raise InvalidRequest(f"job {job}: {', '.join(both)} cannot be both worker and PS")
-    return JobRecord(job, Placement(tuple(workers), tuple(ps)), spec, now)
+    return JobRecord(job, Placement(tuple(workers), tuple(ps)), priority, now)
 
 
 def policy_name(name: object) -> Policy:
@@ -123,15 +134,12 @@ def policy_change(
     stale timeout and the partition size stay as they were unless given, the
     squat timeout is the policy's default unless given (0 turns it off)."""
     policy = policy_name(req.policy)
-    stale_us = current.stale_us if req.stale_us is None else req.stale_us
-    if not _is_int(stale_us) or not 0 < stale_us <= MAX_STALE_US:
-        raise InvalidRequest(f"stale timeout {stale_us!r} us is out of range (1..2^48-1)")
-    squat_us = default_squat_us(policy) if req.squat_us is None else req.squat_us
-    if not _is_int(squat_us) or not 0 <= squat_us <= MAX_STALE_US:
-        raise InvalidRequest(f"squat timeout {squat_us!r} us is out of range (0..2^48-1)")
+    stale_us = valid(check_stale_us, current.stale_us if req.stale_us is None else req.stale_us)
+    squat_us = valid(
+        check_squat_us, default_squat_us(policy) if req.squat_us is None else req.squat_us
+    )
     size = part_size if req.part_size is None else req.part_size
-    if not _is_int(size) or not 0 <= size <= pool_size:
-        raise InvalidRequest(f"partition size {size!r} is out of range (0..{pool_size})")
+    size = valid(lambda n: check_range("partition size", n, 0, pool_size), size)
     return PolicyEntry(policy, stale_us, squat_us), size
 
 

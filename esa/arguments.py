@@ -5,7 +5,10 @@ Each type parses one argument and refuses, naming the argument and the
 reason, a value the program would refuse anyway, so a malformed command
 ends with one line and exit status 2 before it opens a file, a socket or
 reaches the controller.  The ranges come from the facts they check
-(``esa.wire``, ``esa.job``, ``esa.spec``), not from the programs.
+(``esa.wire``, ``esa.job``, ``esa.spec``), not from the programs; where the
+controller or a program checks the same range again, both call its one
+check (``esa.job.check_priority``, ``esa.job.check_job_id``,
+``esa.spec.check_stale_us``, ...).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from esa import wire
-from esa.job import MAX_PS_SHARDS, valid_shards
-from esa.spec import check_priority
+from esa.job import MAX_PS_SHARDS, SHARD_COUNTS, check_job_id, check_priority, valid_shards
+from esa.ranges import check_range
+from esa.spec import check_squat_us, check_stale_us
 
 
 def usage_line(prog: str, message: str) -> str:
@@ -34,25 +38,35 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, usage_line(self.prog, message))
 
 
-def integer(what: str, lo: float, hi: float, bounds: str = "") -> Callable[[str], int]:
-    """An integer in ``lo..hi``, decimal or with a 0x, 0o or 0b prefix;
-    ``bounds`` is how the range is shown."""
+def _int(what: str, text: str) -> int:
+    """``text`` as an integer, decimal or with a 0x, 0o or 0b prefix."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} {text!r} is not an integer") from None
+
+
+def checked(what: str, check: Callable[[int], int]) -> Callable[[str], int]:
+    """An integer (decimal or with a 0x, 0o or 0b prefix) that ``check``
+    accepts: the range check the controller or the program runs itself, its
+    ``ValueError`` the message."""
 
     def parse(text: str) -> int:
         try:
-            n = int(text)
-        except ValueError:
-            try:
-                n = int(text, 0)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{what} {text!r} is not an integer") from None
-        if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError(
-                f"{what} {n} is out of range ({bounds or f'{lo}..{hi}'})"
-            )
-        return n
+            return check(_int(what, text))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
+
+
+def integer(what: str, lo: int, hi: int, bounds: str = "") -> Callable[[str], int]:
+    """An integer in ``lo..hi`` (``esa.ranges.check_range``); ``bounds`` is
+    how the range is shown."""
+    return checked(what, lambda n: check_range(what, n, lo, hi, bounds))
 
 
 def number(
@@ -123,15 +137,10 @@ def host_list(raw: list[str]) -> tuple[str, ...]:
     return tuple(h for item in raw for h in item.split(",") if h)
 
 
-def priority(text: str) -> int:
-    """A static priority (``esa.job.check_priority``)."""
-    try:
-        return check_priority(integer("priority", -math.inf, math.inf)(text))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-JOB_ID = integer("job", 1, wire.MAX_JOB_ID)
+PRIORITY = checked("priority", check_priority)
+JOB_ID = checked("job id", check_job_id)
+STALE_US = checked("stale timeout", check_stale_us)
+SQUAT_US = checked("squat timeout", check_squat_us)
 FAN_IN = integer("fan-in", 1, wire.MAX_WORKERS)
 WORKER_INDEX = integer("index", 0, wire.MAX_WORKERS - 1)
 MASK = integer("mask", 1, (1 << wire.MAX_WORKERS) - 1)
@@ -140,7 +149,7 @@ SEED = integer("seed", 0, (1 << 63) - 1)
 SHARD = integer("shard", 0, MAX_PS_SHARDS - 1)
 DEVICE_ID = integer("device id", 0, 2**64 - 1, "0..2^64-1")
 POOL_SIZE = integer("pool size", 1, 2**63 - 1, "1..2^63-1")
-SHARDS_TEXT = f"1, 2, 4 or 8 (a power of two up to {MAX_PS_SHARDS})"
+SHARDS_TEXT = f"{SHARD_COUNTS} (a power of two up to {MAX_PS_SHARDS})"
 
 
 def shards(text: str) -> int:

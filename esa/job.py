@@ -9,6 +9,24 @@ import enum
 from dataclasses import dataclass
 
 from esa import wire
+from esa.ranges import check_range
+
+MAX_PRIORITY = 255
+"""Priorities run 0..MAX_PRIORITY; a higher number is more urgent."""
+
+
+def check_priority(priority: object) -> int:
+    """``priority`` if it is a static priority (an int in 0..MAX_PRIORITY);
+    the one check of that range, for the command line, the controller and
+    the scenario files."""
+    return check_range("priority", priority, 0, MAX_PRIORITY)
+
+
+def check_job_id(job: object) -> int:
+    """``job`` if it is a job id (an int in 1..``wire.MAX_JOB_ID``); the one
+    check of that range, for the command lines, the controller and the
+    scenario files."""
+    return check_range("job id", job, 1, wire.MAX_JOB_ID)
 
 
 def popcount(x: int) -> int:
@@ -81,6 +99,13 @@ def valid_shards(n: int) -> bool:
     return 1 <= n <= MAX_PS_SHARDS and n & (n - 1) == 0
 
 
+_COUNTS = [str(n) for n in range(1, MAX_PS_SHARDS + 1) if valid_shards(n)]
+SHARD_COUNTS = f"{', '.join(_COUNTS[:-1])} or {_COUNTS[-1]}"
+"""The PS shard counts ``valid_shards`` accepts, as a message shows them."""
+PS_COUNTS = f"a job has {SHARD_COUNTS} PS hosts"
+"""What a refused PS count is told."""
+
+
 def ps_shard(seq: int, shards: int) -> int:
     """Which of a job's ``shards`` PS hosts owns chunk ``seq``: its low bits.
     The worker addresses the chunk there, the switch routes an evicted or
@@ -103,8 +128,7 @@ class Placement:
             raise ValueError(f"a job has 1..{wire.MAX_WORKERS} workers, got {len(self.workers)}")
         if not valid_shards(len(self.ps)):
             raise ValueError(
-                f"a job has 1, 2, 4 or 8 PS hosts (a power of two up to {MAX_PS_SHARDS}), "
-                f"got {len(self.ps)}"
+                f"{PS_COUNTS} (a power of two up to {MAX_PS_SHARDS}), got {len(self.ps)}"
             )
         names = self.workers + self.ps
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -127,7 +151,7 @@ class JobSpec:
     """gradient length per iteration, in values (one per parameter)."""
     iterations: int
     priority: int | None = None
-    """static priority 0..255 (higher is more urgent); None: the controller's
+    """static priority 0..MAX_PRIORITY (higher is more urgent); None: the controller's
     automatic (SRPT) rank from the remaining volume."""
     arrival_s: float = 0.0
     compute_s: float = 0.0
@@ -138,14 +162,16 @@ class JobSpec:
     """what the job trains, for reports (a model name)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.job <= wire.MAX_JOB_ID:
-            raise ValueError(f"job id {self.job} is outside 1..{wire.MAX_JOB_ID}")
+        check_job_id(self.job)
         if not 1 <= self.workers <= wire.MAX_WORKERS:
             raise ValueError(f"job {self.job}: workers must be 1..{wire.MAX_WORKERS}")
         if self.values < 1 or self.iterations < 1:
             raise ValueError(f"job {self.job}: values and iterations must be >= 1")
-        if self.priority is not None and not 0 <= self.priority <= 255:
-            raise ValueError(f"job {self.job}: priority must be 0..255, got {self.priority}")
+        if self.priority is not None:
+            try:
+                check_priority(self.priority)
+            except ValueError as e:
+                raise ValueError(f"job {self.job}: {e}") from None
         if self.arrival_s < 0 or self.compute_s < 0 or not 0 <= self.jitter < 1:
             raise ValueError(
                 f"job {self.job}: arrival_s and compute_s must be >= 0, jitter in [0, 1)"
@@ -169,7 +195,7 @@ class JobSpec:
     def worker_set(self) -> Workers:
         return Workers.of(self.workers)
 
-    def priority_spec(self, iters_done: int = 0) -> Priority:
+    def declared_priority(self, iters_done: int = 0) -> Priority:
         """What the job tells the controller: its static priority, or its
         remaining volume for the automatic rank."""
         if self.priority is None:

@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field, fields, replace
 
 from esa import wire
-from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
+from esa.job import MAX_PS_SHARDS, PS_COUNTS, ps_shard, valid_shards
 from esa.jobrow import JobEntry
 from esa.spec import (
     COUNTER_SIZE,
@@ -115,7 +115,7 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         if not valid_shards(len(self.ps_ports)):
-            raise ValueError(f"{len(self.ps_ports)} PS ports: a job has 1, 2, 4 or 8 PS hosts")
+            raise ValueError(f"{len(self.ps_ports)} PS ports: {PS_COUNTS}")
 
     @classmethod
     def from_entry(cls, entry: JobEntry, children: tuple[tuple[int, int], ...] = ()) -> JobConfig:

@@ -14,21 +14,10 @@ from dataclasses import dataclass
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS
+from esa.ranges import check_range
 
 DEFAULT_POOL_SIZE = 1024
 """Aggregator slots compiled into the switch (``make build POOL=n`` changes it)."""
-
-MAX_PRIORITY = 255
-"""Priorities run 0..MAX_PRIORITY; a higher number is more urgent."""
-
-
-def check_priority(priority: object) -> int:
-    """``priority`` if it is a static priority (an int in 0..MAX_PRIORITY);
-    the one check of that range, for the command line and the controller."""
-    if not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
-        raise ValueError(f"priority {priority!r} is out of range (0..{MAX_PRIORITY})")
-    return priority
-
 
 DEFAULT_STALE_US = 20_000
 """A slot untouched this long (microseconds) may be reclaimed by any job,
@@ -40,6 +29,21 @@ untouched this long may be taken by any other chunk, its partial going to its
 PS as on a preemption.  A few round trips of a loaded software switch; 0 turns
 the rule off (the default of the ATP and STATIC policies, whose published
 designs have no such rule)."""
+
+MAX_STALE_US = 2**48 - 1
+"""The longest stale or squat timeout: the switch's 48-bit timestamps."""
+
+
+def check_stale_us(stale_us: object) -> int:
+    """A stale timeout, 1..MAX_STALE_US microseconds; the one check of that
+    range, for the command line and the controller."""
+    return check_range("stale timeout", stale_us, 1, MAX_STALE_US, "1..2^48-1")
+
+
+def check_squat_us(squat_us: object) -> int:
+    """A squat timeout, 0..MAX_STALE_US microseconds (0: off); the one check
+    of that range, for the command line and the controller."""
+    return check_range("squat timeout", squat_us, 0, MAX_STALE_US, "0..2^48-1")
 
 
 class Policy(enum.IntEnum):

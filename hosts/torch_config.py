@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from esa import wire
 from esa.arguments import parse_addr
-from esa.job import valid_shards
+from esa.job import PS_COUNTS, valid_shards
 from hosts.auth import read_key
 from hosts.transport import Addr
 
@@ -82,7 +82,7 @@ class EsaConfig:
             (1 <= self.job <= wire.MAX_JOB_ID, f"job must be 1..{wire.MAX_JOB_ID}"),
             (1 <= self.fan_in <= wire.MAX_WORKERS, f"fan-in must be 1..{wire.MAX_WORKERS}"),
             (0 <= self.index < self.fan_in, "worker index must be 0..fan-in - 1"),
-            (valid_shards(len(self.ps)), "a job has 1, 2, 4 or 8 PS hosts"),
+            (valid_shards(len(self.ps)), PS_COUNTS),
             (
                 self.control is None or len(self.control) == len(self.ps),
                 "one control address per PS host",

@@ -155,7 +155,9 @@ class DataPath:
 def parse_iface(text: str) -> tuple[int, str]:
     port, sep, iface = text.partition("@")
     if not sep or not port.isdigit() or not iface or not 0 <= int(port) < DROP_PORT:
-        raise argparse.ArgumentTypeError(f"expected PORT@IFACE with PORT 0..510, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected PORT@IFACE with PORT 0..{DROP_PORT - 1}, got {text!r}"
+        )
     return int(port), iface
 
 

@@ -20,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from esa.arguments import Parser
+from esa import arguments
 from esa.toolchain import missing_binaries
 from runner import network as topo_mod
 from runner import scenario as scn
@@ -46,14 +46,17 @@ def missing(scenario: scn.Scenario, topo: Network, kind: SwitchKind, pcap: bool)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = Parser(prog="make run", description=__doc__.splitlines()[0])
+    ap = arguments.Parser(prog="make run", description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", type=Path, default=scn.DEFAULT)
     ap.add_argument(
         "--out", type=Path, help="results directory (default results/run; with --cli results/cli)"
     )
     ap.add_argument("--quiet", action="store_true", help="no live progress display")
     ap.add_argument(
-        "--repeat", type=int, default=1, help="rounds of all policies; tables show the means"
+        "--repeat",
+        type=arguments.COUNT,
+        default=1,
+        help="rounds of all policies; tables show the means",
     )
     ap.add_argument(
         "--switch",

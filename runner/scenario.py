@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.validate import MIN_WORKERS
-from esa import wire
+from esa import arguments, wire
 from esa.job import JobSpec, Placement
 from esa.schemes import DEFAULT_RUN_SCHEMES, RUN_SCHEMES, Memory, Ranking, Scheme
-from esa.spec import Policy
+from esa.spec import Policy, check_squat_us
 from runner.faults import Fault, FaultKind, parse_fault
 from runner.paths import ROOT
 
@@ -258,8 +258,11 @@ def check(s: Scenario) -> Scenario:
         raise _error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
     if s.pool_size < 1 or s.window < 1:
         raise _error("pool_size and window must be positive")
-    if s.squat_us is not None and not 0 <= s.squat_us < 2**48:
-        raise _error("squat_us must be 0..2^48-1 (0 = off) or absent (the policy's default)")
+    if s.squat_us is not None:
+        try:
+            check_squat_us(s.squat_us)
+        except ValueError as e:
+            raise _error(f"squat_us: {e}; 0 = off, absent = the policy's default") from None
     if not 0 <= s.part_size <= s.pool_size:
         raise _error(f"part_size must be 0..pool_size ({s.pool_size}); 0 = equal split")
     if s.timeout_s <= 0 or s.sample_s <= 0 or s.rto_s <= 0:
@@ -369,17 +372,23 @@ def _fault_arg(text: str) -> Fault:
 
 
 def add_overrides(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--pool", type=int, help="slots in the switch")
+    ap.add_argument("--pool", type=arguments.POOL_SIZE, help="slots in the switch")
     ap.add_argument("--policies", help=f"comma-separated subset of {','.join(POLICIES)}")
-    ap.add_argument("--iterations", type=int, help="iterations of every job")
+    ap.add_argument("--iterations", type=arguments.COUNT, help="iterations of every job")
     ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
     ap.add_argument(
         "--part-size", type=int, help="static (SwitchML) partition size, slots (0: equal split)"
     )
     ap.add_argument(
-        "--squat-us", type=int, help="squat timeout for every policy, us (0: off; default: each's)"
+        "--squat-us",
+        type=arguments.SQUAT_US,
+        help="squat timeout for every policy, us (0: off; default: each's)",
     )
-    ap.add_argument("--timeout", type=float, help="the workers' allreduce deadline, seconds")
+    ap.add_argument(
+        "--timeout",
+        type=arguments.seconds("timeout"),
+        help="the workers' allreduce deadline, seconds",
+    )
     ap.add_argument(
         "--topology",
         help="topology: a name in mininet/topologies/ or a file (default: the scenario's)",

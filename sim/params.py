@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from esa import wire
-from esa.job import valid_shards
+from esa.job import SHARD_COUNTS, valid_shards
 from esa.schemes import SIM_SCHEMES, Scheme
 from esa.spec import DEFAULT_STALE_US, Policy
 
@@ -127,7 +127,7 @@ class Net:
 
     def __post_init__(self) -> None:
         if not valid_shards(self.ps_shards):
-            raise ValueError(f"ps_shards must be 1, 2, 4 or 8, got {self.ps_shards}")
+            raise ValueError(f"ps_shards must be {SHARD_COUNTS}, got {self.ps_shards}")
         if self.esa_home_size < 0:
             raise ValueError(f"esa_home_size must be >= 0, got {self.esa_home_size}")
 

@@ -4,7 +4,7 @@ The rule is ``controller.priority``'s (the real system's): auto jobs ranked
 by remaining bytes (SRPT), ties by admission order, aging by admission time,
 and the rank mapped to distinct levels; static jobs keep their number.  This
 module only decides what the controller would be told: a job declares its
-mode (``esa.job.JobSpec.priority_spec``) at admission and, with
+mode (``esa.job.JobSpec.declared_priority``) at admission and, with
 ``Net.report_progress``, reports what is left at each iteration boundary.
 A rank depends on every running job, so the caller recomputes all
 priorities when a job is admitted, finishes or reports progress, and writes
@@ -42,7 +42,7 @@ def job_priorities(
         done = done if net.report_progress else 0
         if auto:
             return Priority.auto(spec.remaining_bytes(done))
-        return spec.priority_spec(done)
+        return spec.declared_priority(done)
 
     return priorities(
         (Admission(spec.job, declared(spec, done), at) for spec, done, at in running), aging, held

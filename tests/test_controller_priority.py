@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from controller.partition import partition
 from controller.priority import AUTO_BOTTOM, AUTO_TOP, SWAP_MARGIN, Admission, priorities
-from esa.job import Priority
-from esa.spec import MAX_PRIORITY
+from esa.job import MAX_PRIORITY, Priority
 
 BAND = AUTO_TOP - AUTO_BOTTOM + 1
 AGING = st.sampled_from([0.5, 10.0, 3600.0])

@@ -331,7 +331,7 @@ def test_unknown_policy_and_bad_stale_refused(rig: Rig) -> None:
     refused(
         rig,
         grpc.StatusCode.INVALID_ARGUMENT,
-        "stale timeout 0 us is out of range (1..2^48-1)",
+        "stale timeout 0 is out of range (1..2^48-1)",
         "Policy",
         policy="atp",
         stale_us=0,

@@ -107,12 +107,12 @@ def test_job_timing_fields() -> None:
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        (_job(job=0), r"job id 0 is outside 1\.\.255"),
+        (_job(job=0), r"job id 0 is out of range \(1\.\.255\)"),
         (_job(workers=1), r"job 1: workers must be 2\.\.32"),
         (_job(workers=33), r"job 1: workers must be 2\.\.32"),
         (_job(values=0), "job 1: values and iterations must be >= 1"),
         (_job(iterations=0), "job 1: values and iterations must be >= 1"),
-        (_job(priority=256), r"job 1: priority must be 0\.\.255, got 256"),
+        (_job(priority=256), r"job 1: priority 256 is out of range \(0\.\.255\)"),
         (_job(colour=1), r"job entry has unknown field\(s\): colour"),
         (_job(arrival_s=-1), JOB_TIMES),
         (_job(compute_s=-0.1), JOB_TIMES),
