@@ -110,14 +110,16 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
 
 
 def test_a_job_on_two_ps_hosts(tmp_path: Path) -> None:
-    """shards.json, shortened: job 1's chunks go to the PS on h5 or h6 by their
-    low bit (one PS process per shard), each PS takes the switch's sums of its
-    own chunks only, and every sum is exact."""
+    """shards.json, shortened, on a pool of one slot so that both jobs'
+    chunks fall back (with the scenario's 16 slots, whether job 1 ever
+    reaches its PS hosts depends on which job holds the slots): job 1's
+    chunks go to the PS on h5 or h6 by their low bit (one PS process per
+    shard), each PS takes its own chunks only, and every sum is exact."""
     out = tmp_path / "run"
     res = subprocess.run(
         [*RUN, "--out", str(out), "--switch", "model", "--scenario",
          str(scn.SCENARIOS / "shards.json"), "--policies", "esa", "--iterations", "2",
-         "--scale", "0.25"],
+         "--scale", "0.25", "--pool", "1", "--part-size", "0"],
         capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
