@@ -177,7 +177,7 @@ class FluidSim:
 
     def _advance(self, j: FluidJob) -> None:
         if j.phase is Phase.STREAM:
-            j.phase, j.t_next = Phase.TAIL, self.now + j.flow.latency + j.flow.queue
+            j.phase, j.t_next = Phase.TAIL, self.now + self._tail(j.flow)
             self.dirty = True
             return
         if j.phase is Phase.TAIL:
@@ -197,6 +197,13 @@ class FluidSim:
             streaming = [k.flow for k in self.jobs.values() if k.phase is Phase.STREAM]
             j.parked = park_slots(j.flow.prio, streaming, self._parked(), self.paths)
         self.dirty = True
+
+    def _tail(self, flow: Flow) -> float:
+        """ns from the stream's end (its chunks sent at the solved rate) to
+        its last result: one chunk latency where the line rate binds; where
+        the window or a queue binds, the rate already counts each chunk's
+        wait, and what remains is the time to send the last window."""
+        return min(flow.latency + flow.queue, flow.window * self.paths.tx)
 
     def _end_iteration(self, j: FluidJob) -> None:
         j.it += 1

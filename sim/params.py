@@ -161,12 +161,21 @@ class Net:
         return RTO_RTTS * self.rtt_ns(Scheme.ATP)
 
     def bdp_window(self, scheme: Scheme) -> int:
-        """Packets a worker must have outstanding to stream at line rate;
-        for ``IDEAL``, a bound, the largest of any scheme's, so that no
-        window holds it back where another scheme's would not."""
+        """Packets a worker must have outstanding to stream at line rate
+        over the slowest path its chunks take; for ``IDEAL``, a bound, the
+        largest of any scheme's, so that no window holds it back where
+        another scheme's would not.
+
+        An ESA chunk that falls back or is evicted completes through its PS,
+        as every ATP chunk does, so ESA's window covers that path: a window
+        sized for the switch path alone binds as soon as some chunks take
+        the longer one.  It costs no switch memory where the workers start
+        together, as a slot is held only while a chunk's contributions
+        arrive; out of step, the early workers park more of it."""
         if scheme is Scheme.IDEAL:
             return max(self.bdp_window(s) for s in SIM_SCHEMES if s is not Scheme.IDEAL)
-        return math.ceil(self.rtt_ns(scheme) / self.pkt_ns)
+        path = Scheme.ATP if scheme.policy is Policy.ESA else scheme
+        return math.ceil(self.rtt_ns(path) / self.pkt_ns)
 
     def window_for(self, scheme: Scheme) -> int:
         return self.window if self.window > 0 else self.bdp_window(scheme)

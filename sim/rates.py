@@ -35,7 +35,10 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   and the window over the mean chunk latency (Little's law);
 * with ``Net.switch_pkt_ns`` the switch is one shared server: when the
   streaming jobs together offer it more packets than it serves, every rate
-  is scaled down by the same factor.
+  is capped at the same share of what it asked, and the shared pool solved
+  again under the caps: a stream the switch slows keeps its chunks in
+  flight longer (its window fills the switch's queue), which under ATP
+  holds its slots that much longer.
 
 STATIC jobs never collide: each streams through its own partition, with a
 window of at most the partition.
@@ -44,6 +47,7 @@ window of at most the partition.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,6 +106,8 @@ class Flow:
     """slots it keeps from other chunks."""
     to_ps: float = 0.0
     """share of its chunks that complete at the PS."""
+    cap: float = math.inf
+    """chunks per ns a busy switch (``Net.switch_pkt_ns``) leaves it."""
 
 
 @dataclass(frozen=True)
@@ -318,13 +324,22 @@ def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: SolveC
 
 def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: Net) -> None:
     """Set ``rate``, ``latency``, ``held`` and ``to_ps`` of every flow."""
+    for f in flows:
+        f.cap = math.inf
     if paths.static:
         solve_static(flows, paths, net)
     else:
         solve_shared(flows, parked, paths)
-    if net.switch_pkt_ns > 0:  # else the switch serves any load
-        per_chunk = [f.workers + (1.0 if paths.atp else f.to_ps) for f in flows]
-        share_switch(flows, per_chunk, net)
+    if net.switch_pkt_ns <= 0:  # the switch serves any load
+        return
+    for _ in range(0 if paths.static else ROUNDS):
+        busy = switch_busy(flows, paths, net)
+        if busy <= 1 + CONVERGED:
+            return
+        for f in flows:
+            f.cap = f.rate / busy
+        solve_shared(flows, parked, paths)
+    share_switch(flows, paths, net)
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -373,7 +388,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
         for f in flows:
             f.window, f.held, f.to_ps, f.queue = w, 0.0, 0.0, 0.0
             f.latency = paths.lat_ok + f.lag_max
-            f.rate = min(1 / tx, paths.shards / paths.ps_cost, w / f.latency)
+            f.rate = min(1 / tx, f.cap, paths.shards / paths.ps_cost, w / f.latency)
         return
     prios = [f.prio for f in flows] + [p for p, _ in parked]
     levels = sorted(set(prios)) if paths.ranked else [0]
@@ -398,7 +413,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
     atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
     damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
     damp_held, damp_ps = damp_rate[:], damp_rate[:]
-    line_rate = 1 / tx
+    line_rate = [min(1 / tx, f.cap) for f in flows]
     f_b, new_to_ps, span = [0.0] * n, [0.0] * n, [0.0] * n
     d_rate, d_held, d_ps = [0.0] * n, [0.0] * n, [0.0] * n
     """each flow's last step, whose sign tells an oscillation"""
@@ -446,7 +461,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
             ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
             # the least of the line rate, the PS bound and the window (Little's law)
-            new = ps_bound if ps_bound < line_rate else line_rate
+            new = ps_bound if ps_bound < line_rate[i] else line_rate[i]
             new = w / lat[i] if w / lat[i] < new else new
             step = abs(new - r) / new
             moved = step if step > moved else moved
@@ -497,15 +512,30 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
         # a gain that makes any fixed-step iteration circle.  A root finder
         # on the round's map takes it from there: Powell's hybrid method, then
         # Newton-Krylov, Levenberg-Marquardt and DF-SANE where one stalls.
-        def residual(x: np.ndarray) -> np.ndarray:
-            put(x)
+        # Alike flows share their unknowns: a round maps alike states to
+        # alike states, but a root finder's steps need not, and could land
+        # alike jobs on different answers where the map has several roots.
+        kind: dict[tuple[float, ...], int] = {}
+        cls = [kind.setdefault(flow_kind(f), i) for i, f in enumerate(flows)]
+        reps = sorted(set(cls))
+        pick = np.array([b * n + i for b in range(4) for i in reps])
+        widen = np.array([b * len(reps) + reps.index(c) for b in range(4) for c in cls])
+
+        def residual(
+            x: np.ndarray, pick: np.ndarray = pick, widen: np.ndarray = widen
+        ) -> np.ndarray:
+            put(x[widen])
             sweep(damped=False)
-            out: np.ndarray = state() - x
+            out: np.ndarray = state()[pick] - x
             return out
 
-        start = state()
-        for method in ROOT_METHODS:
-            put(optimize.root(residual, start, method=method).x)
+        # from where the rounds ended, and from halfway to where one more
+        # full round takes them: the rounds circle around the root
+        here = state()
+        sweep(damped=False)
+        starts = (here[pick], (here[pick] + state()[pick]) / 2)
+        for start, method in itertools.product(starts, ROOT_METHODS):
+            put(optimize.root(residual, start, method=method).x[widen])
             moved = sweep(damped=False)
             if moved < CONVERGED:
                 break
@@ -517,6 +547,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
         f.window = w
         f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
         f.queue = holds[i][2]
+
+
+def flow_kind(f: Flow) -> tuple[float, ...]:
+    """What the solve knows of a flow before it starts: flows of one kind
+    are alike to it."""
+    return (f.workers, f.prio, f.skew, f.lag_spread, f.lag_max, f.part, f.cap)
 
 
 def halve(damp: float) -> float:
@@ -538,13 +574,18 @@ def level_sums(lvl: list[int], x: list[float], n_lv: int) -> list[float]:
     return out
 
 
-def share_switch(flows: list[Flow], per_chunk: list[float], net: Net) -> None:
-    """Scale the rates down to the switch's capacity; ``per_chunk`` is the
-    packets the switch processes per chunk of each job (its N contributions
-    plus the PS result that comes back through it: every chunk under ATP,
-    the share that went to the PS otherwise)."""
-    load = sum(f.rate * n for f, n in zip(flows, per_chunk, strict=True))
-    busy = load * net.switch_pkt_ns
+def switch_busy(flows: list[Flow], paths: SolveConstants, net: Net) -> float:
+    """The share of the switch's time the flows ask for: per chunk, its N
+    contributions plus the PS result that comes back through it (every
+    chunk under ATP, the share that went to the PS otherwise)."""
+    per_chunk = [f.workers + (1.0 if paths.atp else f.to_ps) for f in flows]
+    return sum(f.rate * n for f, n in zip(flows, per_chunk, strict=True)) * net.switch_pkt_ns
+
+
+def share_switch(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
+    """Scale the rates down to the switch's capacity; each chunk then waits
+    its window's time in the switch's queue."""
+    busy = switch_busy(flows, paths, net)
     if busy <= 1.0:
         return
     for f in flows:

@@ -103,6 +103,19 @@ class Summary:
         """ESA-SRPT's mean JCT over ESA-equal's (< 1: priorities pay)."""
         return self.ratio(Scheme.ESA_SRPT, Scheme.ESA_EQUAL)
 
+    @property
+    def gain_ceiling(self) -> float:
+        """The most any scheme could show as ``esa_gain``: the best
+        baseline's mean JCT over ``ideal``'s (no memory limit at all)."""
+        return self.ratio(self.best(BASELINES), Scheme.IDEAL)
+
+    @property
+    def priority_floor(self) -> float:
+        """The least any priority rule could show as ``priority_gain``:
+        ``ideal``'s mean JCT over ESA-equal's.  Priorities only move memory
+        between jobs, and no placement of memory beats an unlimited pool."""
+        return self.ratio(Scheme.IDEAL, Scheme.ESA_EQUAL)
+
 
 def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]:
     jct: dict[tuple[str, str, int], list[float]] = defaultdict(list)
@@ -161,11 +174,13 @@ def goals(summaries: list[Summary]) -> list[str]:
         best = max(hot, key=lambda s: s.esa_gain)
         behind = [s.point.name for s in hot if s.esa_gain <= 1.0]
         ok = not behind and best.esa_gain >= CONTENDED_AHEAD
+        ceiling = max(s.gain_ceiling for s in hot)
         lines.append(
             f"where BDP x jobs > pool ({len(hot)} points): best baseline / {esa} "
             f"{min(gains):.3f} .. {max(gains):.3f} (best at {best.point.name}, against "
             f"{best.best(BASELINES).value}); goal > 1 everywhere and >= {CONTENDED_AHEAD} at the "
-            f"best: {verdict(ok)}" + (f"; ESA not ahead at {', '.join(behind)}" if behind else "")
+            f"best (the most any scheme could show, best baseline / ideal: {ceiling:.3f}): "
+            f"{verdict(ok)}" + (f"; ESA not ahead at {', '.join(behind)}" if behind else "")
         )
     if cold:
         worst = min(cold, key=lambda s: s.esa_gain)
@@ -178,9 +193,11 @@ def goals(summaries: list[Summary]) -> list[str]:
     prio = [s.priority_gain for s in summaries]
     worse = [s.point.name for s in summaries if s.priority_gain > 1 + TIE]
     pays = min((s.priority_gain for s in hot), default=1.0)
+    floor = min((s.priority_floor for s in hot), default=1.0)
     lines.append(
         f"ESA-SRPT / ESA-equal: {min(prio):.3f} .. {max(prio):.3f}, best where BDP x jobs > "
-        f"pool {pays:.3f}; goal <= 1 everywhere and <= {PRIORITY_PAYS} at the best: "
+        f"pool {pays:.3f}; goal <= 1 everywhere and <= {PRIORITY_PAYS} at the best (the least "
+        f"any rule could show, ideal / ESA-equal: {floor:.3f}): "
         f"{verdict(not worse and pays <= PRIORITY_PAYS)}"
         + (f"; priorities cost at {', '.join(worse)}" if worse else "")
     )

@@ -64,7 +64,11 @@ def test_fluid_shares_a_slow_switch_like_the_packet_model(scheme: Scheme) -> Non
     net = replace(calibrate.US_SKEW.net, switch_pkt_ns=2_000.0)
     exact = mean_jct(run_scenario(jobs, 1024, scheme, net, model="packet"))
     coarse = mean_jct(run_scenario(jobs, 1024, scheme, net, model="fluid"))
-    assert abs(coarse / exact - 1) <= TOLERANCE
+    low = TOLERANCE
+    if scheme is Scheme.ATP:  # ATP's windows outgrow the pool: ATP_OPTIMISM's case
+        assert net.window_for(scheme) * len(jobs) > 1024
+        low = ATP_OPTIMISM
+    assert -low <= coarse / exact - 1 <= TOLERANCE
     unbound = mean_jct(run_scenario(jobs, 1024, scheme, calibrate.US_SKEW.net, model="fluid"))
     assert coarse > 2 * unbound
 
@@ -85,25 +89,32 @@ def test_a_job_alone_takes_compute_plus_line_rate_streams() -> None:
             assert ideal < jct < ideal * 1.01
 
 
+@pytest.mark.parametrize("scheme", [Scheme.ESA, Scheme.ATP])
+def test_a_window_bound_stream_ends_when_its_last_window_is_answered(scheme: Scheme) -> None:
+    """A window of 8 chunks on a path whose bandwidth-delay product is far
+    larger: the stream runs at 8 chunks per round trip, and its last chunk
+    is answered one window's send time after the rate says it is sent, not
+    a whole round trip (the packet model, chunk by chunk, agrees to 0.1 %)."""
+    net = Net(barrier=True, window=8, jitter_ns=0.0)
+    assert net.bdp_window(scheme) > 30 * net.window
+    job = JobSpec(1, 4, 32 * 2000, 3, compute_s=1e-4)
+    exact = mean_jct(run_scenario([job], 4096, scheme, net, model="packet"))
+    coarse = mean_jct(run_scenario([job], 4096, scheme, net, model="fluid"))
+    assert abs(coarse / exact - 1) <= 1e-3
+
+
 POOLS = (1, 16, 256, 4096)
 
 
-KNOWN_VIOLATIONS = [
-    pytest.param(seed, 8, marks=pytest.mark.xfail(strict=True, reason=reason))
-    for seed, reason in (
-        (
-            112,
-            "ESA-equal 1.1 % slower with 16 slots than with 1, all from stranding: a "
-            "chunk that fell back finds a free slot more often, and its partial waits for "
-            "the PS's pull (ESA's one marker per slot; docs/simulator.md)",
-        ),
-    )
-]
+SEED_112 = pytest.param(112, 8, id="112-8")
+"""Once 1.1 % slower for ESA-equal with 16 slots than with 1, from stranding
+under ESA's one marker per slot, while ESA's window was sized for the
+switch path alone and bound as chunks fell back (docs/simulator.md)."""
 
 
 @pytest.mark.parametrize(
     ("seed", "shards"),
-    [pytest.param(s, n) for s in (0, 1) for n in (1, 2, 8)] + KNOWN_VIOLATIONS,
+    [pytest.param(s, n) for s in (0, 1) for n in (1, 2, 8)] + [SEED_112],
 )
 def test_more_memory_never_slows_a_scheme_and_one_slot_never_beats_no_aggregation(
     seed: int, shards: int

@@ -77,6 +77,8 @@ def test_the_goals_are_judged_as_stated() -> None:
     assert ok[0].contended and not ok[1].contended
     assert ok[0].esa_gain == 1.2
     assert "against static-bdp" in lines[0]
+    assert "the most any scheme could show, best baseline / ideal: 2.400" in lines[0]
+    assert "the least any rule could show, ideal / ESA-equal: 0.446" in lines[2]
 
     bad = [
         a_summary("hot", 1024, 10.0, means(10.0, 10.5, equal=11.0, atp=10.2)),
