@@ -70,7 +70,9 @@ def mininet_job(
         hosts = world.jobs[spec.job]
         ctl = Ctl(world.admin)
         try:
-            ctl.policy("esa", scenario.stale_us, scenario.squat_us, scenario.part_size)
+            ctl.policy(
+                "esa", scenario.stale_us, scenario.squat_us, scenario.part_size, scenario.layout
+            )
             ctl.admit(spec, hosts.placement)
             pses: dict[str, subprocess.Popen[str]] = {}
             try:

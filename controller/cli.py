@@ -39,6 +39,7 @@ from controller.messages import (
     ProgressRequest,
     Status,
 )
+from controller.partition import LAYOUT_NAMES
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.serve import ThriftCli, run_serve
 from controller.validate import MAX_PART_SIZE, check_volume, devices
@@ -227,10 +228,19 @@ def _add_policy(sub: argparse._SubParsersAction[Parser]) -> None:
         "--part-size",
         type=integer("partition size", 0, MAX_PART_SIZE, f"0..{MAX_PART_SIZE}"),
         help="partitions of this many slots, given to jobs in admission order "
-        "(a job's bandwidth-delay product in chunks, as SwitchML sizes them); "
-        "esa streams a job through its partition and hashes a job without one "
-        "over the pool; 0 = an equal split among all jobs under static, no "
-        "partitions under esa (default: unchanged)",
+        "(under esa in priority order; a job's bandwidth-delay product in "
+        "chunks, as SwitchML sizes them); esa streams a job through its "
+        "partition, its home, and hashes a job without one over the pool; "
+        "0 = an equal split among the jobs, under static and esa alike "
+        "(default: unchanged)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=LAYOUT_NAMES,
+        help="where esa places chunks: homes (partitions, as --part-size cuts them; "
+        "the default, for hosts milliseconds apart, as around a software switch) or "
+        "hashed (every job over the whole pool, for hosts microseconds apart) "
+        "(default: unchanged)",
     )
 
 
@@ -378,6 +388,7 @@ def _policy(client: AdminClient, args: argparse.Namespace) -> None:
         stale_us=args.stale_us,
         squat_us=args.squat_us,
         part_size=args.part_size,
+        layout=args.layout,
     )
     print(format_policy(client.policy(req)))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controller.messages import JobInfo, PolicyState, Slots, Stats, Status, SwitchSlots
+from controller.partition import Layout
 from esa.spec import Policy
 
 ALL = "all"
@@ -105,8 +106,10 @@ def _stats_by_switch(stats: Stats, job: int | None) -> str:
     return "\n".join(lines)
 
 
-def _parts(policy: str, size: int) -> str:
+def _parts(policy: str, size: int, layout: str) -> str:
     if Policy[policy.upper()] is Policy.ESA:
+        if Layout(layout) is Layout.HASHED:
+            return "every job hashed over the pool (layout hashed)"
         homes = f"homes of {size} slots" if size else "homes: equal split"
         return f"{homes}, by priority; a job without one hashed over the pool"
     return f"static partitions of {size} slots" if size else "static partitions: equal split"
@@ -115,7 +118,7 @@ def _parts(policy: str, size: int) -> str:
 def format_policy(p: PolicyState) -> str:
     return (
         f"policy {p.policy}, stale timeout {p.stale_us} us, "
-        f"squat timeout {p.squat_us} us, {_parts(p.policy, p.part_size)}"
+        f"squat timeout {p.squat_us} us, {_parts(p.policy, p.part_size, p.layout)}"
     )
 
 
@@ -139,7 +142,7 @@ def format_status(s: Status) -> str:
         [
             *head,
             f"policy:   {s.policy} (stale timeout {s.stale_us} us, "
-            f"squat timeout {s.squat_us} us, {_parts(s.policy, s.part_size)})",
+            f"squat timeout {s.squat_us} us, {_parts(s.policy, s.part_size, s.layout)})",
             f"pool:     {s.pool_size} slots" + (" per switch" if len(s.switches) > 1 else ""),
             f"jobs:     {s.jobs}",
             f"entries:  {s.entries}",

@@ -115,13 +115,16 @@ class JobList:
 
 @dataclass(frozen=True)
 class PolicyRequest:
-    """Unchanged when absent: ``stale_us`` and ``part_size``; ``squat_us``
-    takes the policy's default (``esa.spec.default_squat_us``), 0 is off."""
+    """Unchanged when absent: ``stale_us``, ``part_size`` and ``layout``;
+    ``squat_us`` takes the policy's default (``esa.spec.default_squat_us``),
+    0 is off."""
 
     policy: str
     stale_us: int | None = None
     squat_us: int | None = None
     part_size: int | None = None
+    layout: str | None = None
+    """ESA's layout, ``controller.partition.LAYOUT_NAMES``."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,8 @@ class PolicyState:
     squat_us: int
     part_size: int
     """static partitions of this many slots; 0: an equal split."""
+    layout: str
+    """ESA's layout: homes (its partitions) or every job hashed."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ class Status:
     stale_us: int
     squat_us: int
     part_size: int
+    layout: str
     pool_size: int
     jobs: int
     entries: int

@@ -22,6 +22,17 @@ Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
 The caller's order is admission order, except under ESA, where it is
 priority order (highest first): memory goes to the most urgent jobs.
 
+Under ESA the operator chooses the layout (``esa-ctl policy esa --layout``,
+``Layout``): homes as above (the default), or every job hashed over the
+whole pool, as the paper's ESA places chunks.  Which is faster depends on
+how far apart a chunk's contributions reach the switch (docs/simulator.md,
+"Priorities" and "ESA's homes"): microseconds, as in a rack of
+kernel-bypass hosts, favour hashing (a job uses whatever slots are free,
+and a home smaller than its window makes its chunks meet their own
+predecessors); milliseconds, as among the host processes around a
+software switch, favour homes (a hashed chunk that lands on another job's
+slot, held that long, goes to its PS).
+
 What a job without a partition does is the policy's: under STATIC the
 switch sends its contributions to its PS (rule S1: SwitchML's fall-back
 variant); under ESA it hashes over the whole pool and contends by priority,
@@ -34,7 +45,29 @@ priority only when it does not.  ATP ignores partitions.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
+
+
+class Layout(enum.Enum):
+    """Where ESA places a job's chunks; the value is its name for the operator."""
+
+    HOMES = "homes"
+    """a job streams through its partition, its home, while it holds one."""
+    HASHED = "hashed"
+    """every job hashes over the whole pool; no partitions."""
+
+
+LAYOUT_NAMES = tuple(layout.value for layout in Layout)
+
+
+def layout_named(name: str) -> Layout:
+    """The layout called ``name``; ``ValueError`` naming the choices."""
+    try:
+        return Layout(name)
+    except ValueError:
+        raise ValueError(f"unknown layout {name!r} (expected {'|'.join(LAYOUT_NAMES)})") from None
+
 
 Parts = dict[int, tuple[int, int]]
 """``job -> (part_base, part_size)``; size 0 means no partition."""

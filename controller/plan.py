@@ -48,7 +48,7 @@ from controller.entries import (
     SwitchEntries,
 )
 from controller.fabric import Fabric, JobRole
-from controller.partition import by_priority, partition
+from controller.partition import Layout, by_priority, partition
 from controller.priority import Admission, priorities
 from controller.state import JobRecord, State
 from controller.topology import Host, ip_to_int, mac_to_int
@@ -206,7 +206,8 @@ def device_entries(
         order = by_priority(order, prios)
     kept = {j: (e.part_base, e.part_size) for j, e in held.jobs.items()}
     parts = {r.job: (0, 0) for r in here}
-    parts |= partition(pool_size, order, state.part_size, kept, ranked=esa)
+    if not (esa and state.layout is Layout.HASHED):
+        parts |= partition(pool_size, order, state.part_size, kept, ranked=esa)
     seen = {h.name: h for h in fabric.hosts_as_seen_by(device)}
     plans = [
         JobPlan(

@@ -209,15 +209,16 @@ class Controller:
     def policy(self, req: PolicyRequest) -> PolicyState:
         """Switch the policy (``validate.policy_change`` says what is kept)."""
         with self.lock:
-            entry, part_size = validate.policy_change(
-                req, self.state.policy, self.state.part_size, self.pool_size
+            entry, part_size, layout = validate.policy_change(
+                req, self.state.policy, self.state.part_size, self.state.layout, self.pool_size
             )
-            after = replace(self.state, policy=entry, part_size=part_size)
+            after = replace(self.state, policy=entry, part_size=part_size, layout=layout)
             self._change(after)
             self.store.set_policy(entry)
             self.store.set_part_size(part_size)
+            self.store.set_layout(layout)
             self.state = after
-            return views.policy_state(entry, part_size)
+            return views.policy_state(entry, part_size, layout)
 
     # -- views --
 

@@ -33,6 +33,7 @@ from typing import Any
 from controller.entries import PolicyEntry
 from controller.errors import ControllerError, StateError
 from controller.fabric import Fabric
+from controller.partition import Layout
 from controller.topology import Host, parse_host
 from esa.job import Mode, Placement, Priority
 from esa.spec import Policy, default_squat_us
@@ -83,6 +84,8 @@ class State:
     jobs: Mapping[int, JobRecord]
     policy: PolicyEntry
     part_size: int
+    layout: Layout = Layout.HOMES
+    """ESA's: homes or every job hashed (``controller.partition.Layout``)."""
 
 
 class Store:
@@ -159,7 +162,7 @@ class Store:
         self.db.close()
 
     def load(self) -> State:
-        return State(self.jobs(), self.policy(), self.part_size())
+        return State(self.jobs(), self.policy(), self.part_size(), self.layout())
 
     # -- jobs --
 
@@ -268,6 +271,17 @@ class Store:
 
     def set_part_size(self, size: int) -> None:
         self._set("part_size", str(size))
+
+    def layout(self) -> Layout:
+        """ESA's layout; homes in a state file written before there was a choice."""
+        raw = self._get("layout")
+        if raw is None:
+            return Layout.HOMES
+        with self._io():
+            return Layout(raw)
+
+    def set_layout(self, layout: Layout) -> None:
+        self._set("layout", layout.value)
 
     def pool_size(self) -> int | None:
         raw = self._get("pool_size")

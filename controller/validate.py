@@ -19,6 +19,7 @@ from controller.codec import MAX_INT
 from controller.entries import PolicyEntry
 from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
 from controller.messages import AdmitRequest, PolicyRequest
+from controller.partition import Layout, layout_named
 from controller.state import JobRecord
 from controller.topology import Host, Topology
 from esa import wire
@@ -128,11 +129,12 @@ def policy_name(name: object) -> Policy:
 
 
 def policy_change(
-    req: PolicyRequest, current: PolicyEntry, part_size: int, pool_size: int
-) -> tuple[PolicyEntry, int]:
-    """The policy entry and static partition size a request asks for: the
-    stale timeout and the partition size stay as they were unless given, the
-    squat timeout is the policy's default unless given (0 turns it off)."""
+    req: PolicyRequest, current: PolicyEntry, part_size: int, layout: Layout, pool_size: int
+) -> tuple[PolicyEntry, int, Layout]:
+    """The policy entry, partition size and ESA layout a request asks for:
+    the stale timeout, the partition size and the layout stay as they were
+    unless given, the squat timeout is the policy's default unless given
+    (0 turns it off)."""
     policy = policy_name(req.policy)
     stale_us = valid(check_stale_us, current.stale_us if req.stale_us is None else req.stale_us)
     squat_us = valid(
@@ -140,7 +142,11 @@ def policy_change(
     )
     size = part_size if req.part_size is None else req.part_size
     size = valid(lambda n: check_range("partition size", n, 0, pool_size), size)
-    return PolicyEntry(policy, stale_us, squat_us), size
+    try:
+        chosen = layout if req.layout is None else layout_named(req.layout)
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+    return PolicyEntry(policy, stale_us, squat_us), size, chosen
 
 
 def hosts_known(jobs: Mapping[int, JobRecord], hosts: Mapping[str, Host]) -> None:

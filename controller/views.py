@@ -24,6 +24,7 @@ from controller.messages import (
     SwitchSlots,
     SwitchStats,
 )
+from controller.partition import Layout
 from controller.state import JobRecord, State
 from controller.switch import Counters
 from esa.job import Mode
@@ -55,8 +56,10 @@ def job_info(rec: JobRecord, top: str, entries: Mapping[str, JobEntry]) -> JobIn
     )
 
 
-def policy_state(policy: PolicyEntry, part_size: int) -> PolicyState:
-    return PolicyState(policy.policy.name.lower(), policy.stale_us, policy.squat_us, part_size)
+def policy_state(policy: PolicyEntry, part_size: int, layout: Layout) -> PolicyState:
+    return PolicyState(
+        policy.policy.name.lower(), policy.stale_us, policy.squat_us, part_size, layout.value
+    )
 
 
 def switch_link(device: Device, connected: bool, applied: SwitchEntries) -> SwitchLink:
@@ -77,13 +80,14 @@ def status(
     aging_period_s: float,
     fabric: Fabric,
 ) -> Status:
-    policy = policy_state(state.policy, state.part_size)
+    policy = policy_state(state.policy, state.part_size, state.layout)
     return Status(
         switches=tuple(links),
         policy=policy.policy,
         stale_us=policy.stale_us,
         squat_us=policy.squat_us,
         part_size=policy.part_size,
+        layout=policy.layout,
         pool_size=pool_size,
         jobs=len(state.jobs),
         entries=sum(link.entries for link in links),

@@ -23,7 +23,7 @@ class Memory(enum.Enum):
     """How the switch's slots are handed out among the jobs."""
 
     SHARED = "one pool, every job's chunks hashed over it"
-    HOMES = "the controller's equal split as homes, by priority; a job without one hashed"
+    HOMES = "the controller's layout: homes by priority, a job without one hashed; or all hashed"
     FIXED = "SwitchML's partitions of the operator's part size, first come first served"
     BDP_WAIT = "partitions of one bandwidth-delay product; a job that finds none waits"
     BDP_FALLBACK = "partitions of one bandwidth-delay product; a job without one uses its PS"
@@ -120,9 +120,11 @@ RULES: dict[Scheme, Rules] = {
     Scheme.PS_ONLY: Rules(Policy.STATIC, Memory.NONE, Ranking.DECLARED, Place.SIM, bound=True),
     Scheme.IDEAL: Rules(Policy.ESA, Memory.UNLIMITED, Ranking.ONE, Place.SIM, bound=True),
 }  # fmt: skip
-"""Every scheme's rules.  ESA's memory is the controller's homes; the
-simulator's models hash every job over the pool unless ``Net.esa_homes``
-(docs/simulator.md, "ESA's homes")."""
+"""Every scheme's rules.  ESA's memory is the controller's layout
+(``controller.partition.Layout``): homes by default, as ``make run`` runs
+it, or every job hashed (``--layout hashed``), which is what the
+simulator's models run unless ``Net.esa_homes`` (docs/simulator.md, "ESA's
+homes")."""
 
 RUN_SCHEMES = tuple(s for s in Scheme if Place.RUN in s.rules.places)
 DEFAULT_RUN_SCHEMES = tuple(s for s in Scheme if Place.DEFAULT_RUN in s.rules.places)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import grpc
 
 from controller.admin import AdminClient, AdminError
-from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest, Stats
+from controller.messages import AdmitRequest, JobRef, ProgressRequest, Stats
 from esa.job import EQUAL_PRIORITY, JobSpec, Placement
 from esa.schemes import Ranking, Scheme
 from runner.scenario import controller_policy
@@ -38,12 +39,13 @@ class Ctl:
     def close(self) -> None:
         self.client.close()
 
-    def policy(self, policy: str, stale_us: int, squat_us: int | None, part_size: int) -> None:
+    def policy(
+        self, policy: str, stale_us: int, squat_us: int | None, part_size: int, layout: str
+    ) -> None:
         """Set the run's ``policy`` (``runner.scenario.POLICIES``)."""
-        name, size = controller_policy(policy, part_size)
+        req = controller_policy(policy, part_size, layout)
         self.one_priority = Scheme(policy).ranking is Ranking.ONE
-        req = PolicyRequest(name, stale_us=stale_us, squat_us=squat_us, part_size=size)
-        self.client.policy(req)
+        self.client.policy(replace(req, stale_us=stale_us, squat_us=squat_us))
 
     def admit(self, job: JobSpec, placement: Placement) -> None:
         """Admit ``job`` on its hosts, waiting out a fault in progress (up to

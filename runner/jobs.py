@@ -344,7 +344,7 @@ def run_policy(world: World, policy: str, round_no: int, live: bool) -> PolicyRu
     s = world.scenario
     ctl = Ctl(world.admin)
     try:
-        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size)
+        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size, s.layout)
         return run_jobs(world, ctl, tuple(j.spec for j in s.jobs), policy, round_no, live)
     finally:
         ctl.close()

@@ -219,7 +219,7 @@ def prompt(world: World, scenario_file: Path, out: Path) -> None:
     policy = s.policies[0]
     ctl = Ctl(world.admin)
     try:
-        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size)
+        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size, s.layout)
     finally:
         ctl.close()
     setLogLevel("output")  # the prompt prints what the hosts' commands print

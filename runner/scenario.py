@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controller.messages import PolicyRequest
+from controller.partition import LAYOUT_NAMES, Layout, layout_named
 from controller.validate import MIN_WORKERS
 from esa import arguments, wire
 from esa.job import JobSpec, Placement
@@ -118,6 +120,10 @@ class Scenario:
     window: int = 32
     rto_s: float = 0.05
     part_size: int = 0
+    layout: str = Layout.HOMES.value
+    """where ``esa`` and ``esa-equal`` place chunks (``esa-ctl policy esa
+    --layout``): homes, as hosts milliseconds apart need (the processes
+    around a software switch), or every job hashed over the pool."""
     timeout_s: float = 30.0
     """the workers' allreduce deadline: a job that lost a worker fails after it."""
     sample_s: float = 0.25
@@ -140,16 +146,21 @@ JOB_FIELDS = {
 REQUIRED_JOB_FIELDS = {"job", "workers", "values", "iterations"}
 SCENARIO_FIELDS = {
     "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
-    "rto_s", "part_size", "timeout_s", "sample_s", "faults", "jobs", "train", "script",
+    "rto_s", "part_size", "layout", "timeout_s", "sample_s", "faults", "jobs", "train", "script",
     "script_args",
 }  # fmt: skip
 
 
-def controller_policy(policy: str, part_size: int) -> tuple[str, int]:
-    """The controller's policy and partition size behind the run's ``policy``
-    (``part_size``: the scenario's, SwitchML's)."""
+def controller_policy(policy: str, part_size: int, layout: str) -> PolicyRequest:
+    """The controller's policy, partition size and ESA layout behind the
+    run's ``policy`` (``part_size``: the scenario's, SwitchML's), timeouts
+    left to the caller."""
     scheme = Scheme(policy)
-    return scheme.policy.name.lower(), part_size if scheme.memory is Memory.FIXED else 0
+    return PolicyRequest(
+        scheme.policy.name.lower(),
+        part_size=part_size if scheme.memory is Memory.FIXED else 0,
+        layout=layout if scheme.policy is Policy.ESA else None,
+    )
 
 
 def _error(msg: str) -> ValueError:
@@ -265,6 +276,10 @@ def check(s: Scenario) -> Scenario:
             raise _error(f"squat_us: {e}; 0 = off, absent = the policy's default") from None
     if not 0 <= s.part_size <= s.pool_size:
         raise _error(f"part_size must be 0..pool_size ({s.pool_size}); 0 = equal split")
+    try:
+        layout_named(s.layout)
+    except ValueError as e:
+        raise _error(f"layout: {e}") from None
     if s.timeout_s <= 0 or s.sample_s <= 0 or s.rto_s <= 0:
         raise _error("timeout_s, sample_s and rto_s must be positive")
     if s.train not in TRAINS:
@@ -353,6 +368,7 @@ def from_json(raw: dict[str, Any]) -> Scenario:
             window=int(raw.get("window", 32)),
             rto_s=float(raw.get("rto_s", 0.05)),
             part_size=int(raw.get("part_size", 0)),
+            layout=str(raw.get("layout", Layout.HOMES.value)),
             timeout_s=float(raw.get("timeout_s", 30.0)),
             sample_s=float(raw.get("sample_s", 0.25)),
             faults=tuple(parse_fault(f) for f in raw.get("faults", [])),
@@ -378,6 +394,12 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
     ap.add_argument(
         "--part-size", type=int, help="static (SwitchML) partition size, slots (0: equal split)"
+    )
+    ap.add_argument(
+        "--layout",
+        choices=LAYOUT_NAMES,
+        help="where esa places chunks: homes (the default; hosts milliseconds apart) or "
+        "hashed (every job over the pool, the simulator's esa)",
     )
     ap.add_argument(
         "--squat-us",
@@ -436,6 +458,8 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
         s = with_specs(s, lambda j: replace(j, values=max(1, int(j.values * args.scale))))
     if args.part_size is not None:
         s = replace(s, part_size=args.part_size)
+    if args.layout is not None:
+        s = replace(s, layout=args.layout)
     if args.squat_us is not None:
         s = replace(s, squat_us=args.squat_us)
     if args.timeout is not None:

@@ -167,14 +167,18 @@ class Net:
         another scheme's would not.
 
         An ESA chunk that falls back or is evicted completes through its PS,
-        as every ATP chunk does, so ESA's window covers that path: a window
-        sized for the switch path alone binds as soon as some chunks take
-        the longer one.  It costs no switch memory where the workers start
-        together, as a slot is held only while a chunk's contributions
-        arrive; out of step, the early workers park more of it."""
+        as every ATP chunk does, so with the barrier ESA's window covers
+        that path: a window sized for the switch path alone binds as soon
+        as some chunks take the longer one, and with the workers in step
+        the larger window costs no switch memory, as a slot is held only
+        while a chunk's contributions arrive.  Without the barrier the
+        early workers park their whole window in the pool until the last
+        one is ready, and there ESA's window stays the switch path's (the
+        packet model: at 5 us hops and milliseconds of skew, the PS path's
+        window made ESA 44 % slower: docs/simulator.md, "Common to all")."""
         if scheme is Scheme.IDEAL:
             return max(self.bdp_window(s) for s in SIM_SCHEMES if s is not Scheme.IDEAL)
-        path = Scheme.ATP if scheme.policy is Policy.ESA else scheme
+        path = Scheme.ATP if scheme.policy is Policy.ESA and self.barrier else scheme
         return math.ceil(self.rtt_ns(path) / self.pkt_ns)
 
     def window_for(self, scheme: Scheme) -> int:

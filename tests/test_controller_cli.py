@@ -104,6 +104,11 @@ def test_cli_session(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
         "homes: equal split, by priority; a job without one hashed over the pool\n"
     )
     assert run(admin, capsys, "jobs")[1].splitlines()[1].startswith("3    9     static  0+64")
+    assert run(admin, capsys, "policy", "esa", "--layout", "hashed")[1] == (
+        "policy esa, stale timeout 900 us, squat timeout 5000 us, "
+        "every job hashed over the pool (layout hashed)\n"
+    )
+    assert run(admin, capsys, "jobs")[1].splitlines()[1].startswith("3    9     static  0+0")
 
 
 def test_cli_errors_exit_nonzero(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -495,6 +500,8 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
     (["remove", "256"], "esa-ctl remove: error: argument job: job id 256 is out of range (1..255)"),
     (["policy", "fifo"], "esa-ctl policy: error: argument policy: invalid choice: 'fifo' (choose "
      "from 'esa', 'atp', 'static')"),
+    (["policy", "esa", "--layout", "striped"], "esa-ctl policy: error: argument --layout: "
+     "invalid choice: 'striped' (choose from 'homes', 'hashed')"),
     (["policy", "atp", "--stale-us", "0"], "esa-ctl policy: error: argument --stale-us: stale "
      "timeout 0 is out of range (1..2^48-1)"),
     (["policy", "atp", "--squat-us", str(2**48)], "esa-ctl policy: error: argument --squat-us: "

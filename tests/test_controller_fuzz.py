@@ -193,7 +193,7 @@ def test_random_bytes(rig: Rig, method: str, body: bytes) -> None:
         ("Progress", {"job": 1, "remaining": -(2**63) - 1},
          "Progress: field 'remaining' is out of range (64-bit integer)"),
         ("Policy", {"policy": "atp", "stale": 5},
-         "Policy: unknown field 'stale' (fields: policy, stale_us, squat_us, part_size)"),
+         "Policy: unknown field 'stale' (fields: policy, stale_us, squat_us, part_size, layout)"),
         ("Policy", {"policy": "atp", "stale_us": True},
          "Policy: field 'stale_us' must be an integer"),
         ("Remove", {"job": 1, "x" * 100: 1},

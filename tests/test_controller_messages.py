@@ -143,6 +143,7 @@ STATUS = Status(
     stale_us=5000,
     squat_us=0,
     part_size=16,
+    layout="homes",
     pool_size=64,
     jobs=1,
     entries=12,

@@ -23,6 +23,7 @@ from controller.errors import InvalidRequest, SwitchUnavailable
 from controller.fabric import one_switch
 from controller.memswitch import MemorySwitch
 from controller.messages import PolicyRequest, Slots, SwitchSlots
+from controller.partition import Layout
 from controller.priority import AUTO_TOP
 from controller.service import Controller
 from controller.state import SCHEMA, JobRecord, Store
@@ -440,6 +441,7 @@ def test_policy_switch(rig: Rig) -> None:
         "stale_us": 5000,
         "squat_us": 0,
         "part_size": 0,
+        "layout": "homes",
     }
     assert rig.sw.entries.policy == PolicyEntry(Policy.STATIC, 5000, 0)
     assert rig.call("Policy", policy="esa") == {
@@ -447,6 +449,7 @@ def test_policy_switch(rig: Rig) -> None:
         "stale_us": 5000,
         "squat_us": DEFAULT_SQUAT_US,
         "part_size": 0,
+        "layout": "homes",
     }
     assert rig.call("Policy", policy="atp", squat_us=700)["squat_us"] == 700
     assert Store(rig.db).policy() == PolicyEntry(Policy.ATP, 5000, 700)
@@ -472,6 +475,38 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     assert Store(rig.db).part_size() == big
     assert rig.call("Policy", policy="esa")["part_size"] == big, "kept unless given"
     assert parts() == {2: (big, big), 9: (0, big)}, "ESA streams through fixed partitions"
+
+
+def test_the_hashed_layout_gives_no_homes_and_is_kept(rig: Rig) -> None:
+    """Under ``--layout hashed`` every ESA job hashes over the pool (no
+    partition in its entry); the layout is kept across other policy changes
+    and in the state file, and a static policy still cuts its partitions."""
+
+    def parts() -> dict[int, tuple[int, int]]:
+        return {j: (e.part_base, e.part_size) for j, e in rig.sw.entries.jobs.items()}
+
+    for job, hosts in ((5, ("h1", "h2", "h3")), (2, ("h4", "h5", "h6"))):
+        rig.call("Admit", job=job, workers=list(hosts[:2]), ps=[hosts[2]], priority=1)
+    homes = {2: (0, 32), 5: (32, 32)}
+    assert parts() == homes
+    assert rig.call("Policy", policy="esa", layout="hashed")["layout"] == "hashed"
+    assert parts() == {2: (0, 0), 5: (0, 0)}
+    assert Store(rig.db).layout() is Layout.HASHED
+    assert rig.call("Status")["layout"] == "hashed"
+    assert rig.call("Policy", policy="static")["layout"] == "hashed", "kept unless given"
+    assert parts() == homes, "static partitions whatever ESA's layout"
+    rig.call("Policy", policy="esa")
+    assert parts() == {2: (0, 0), 5: (0, 0)}
+    assert rig.call("Policy", policy="esa", layout="homes")["layout"] == "homes"
+    assert parts() == homes
+
+
+def test_an_unknown_layout_is_refused_and_changes_nothing(rig: Rig) -> None:
+    with pytest.raises(AdminError) as err:
+        rig.call("Policy", policy="esa", layout="striped")
+    assert err.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert str(err.value) == "unknown layout 'striped' (expected homes|hashed)"
+    assert Store(rig.db).layout() is Layout.HOMES
 
 
 def test_bad_squat_timeout_refused(rig: Rig) -> None:

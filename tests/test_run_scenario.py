@@ -49,13 +49,20 @@ def test_priority_scenario_is_fixed_priority_contention() -> None:
     assert s.pool_size < len(s.jobs) and s.link == {"bw_mbps": 0.25}
 
 
-def test_static_equal_is_the_static_policy_with_the_equal_split() -> None:
-    """``part_size`` is SwitchML's: ESA and static-equal run the equal split."""
-    assert scn.controller_policy("static-equal", 16) == ("static", 0)
-    assert scn.controller_policy("static", 16) == ("static", 16)
-    assert scn.controller_policy("esa", 16) == ("esa", 0)
-    assert scn.controller_policy("atp", 16) == ("atp", 0)
-    assert scn.controller_policy("esa-equal", 16) == ("esa", 0)
+def test_esas_layout_is_homes_unless_the_scenario_or_the_command_line_says() -> None:
+    s = scn.load(PRIORITY)
+    assert s.layout == "homes"
+    hashed = scn.from_json({**scn.as_json(s), "layout": "hashed"})
+    assert hashed.layout == "hashed"
+    with pytest.raises(ValueError) as err:
+        scn.from_json({**scn.as_json(s), "layout": "striped"})
+    assert str(err.value) == ("scenario: layout: unknown layout 'striped' (expected homes|hashed)")
+    ap = argparse.ArgumentParser()
+    scn.add_overrides(ap)
+    assert scn.apply_overrides(s, ap.parse_args(["--layout", "hashed"])).layout == "hashed"
+    assert scn.apply_overrides(s, ap.parse_args([])).layout == "homes"
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--layout", "striped"])
 
 
 def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() -> None:
@@ -78,7 +85,7 @@ def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() ->
     for policy, want in (("esa-equal", [(EQUAL_PRIORITY, None)] * 2), ("esa", [(20, None)])):
         ctl = Ctl(cast(AdminClient, Client()))
         sent.clear()
-        ctl.policy(policy, 1000, None, 0)
+        ctl.policy(policy, 1000, None, 0, "homes")
         for j in jobs:
             ctl.admit(j, place)
         ctl.progress(2, 50)

@@ -23,14 +23,16 @@ def test_the_run_takes_its_policies_from_the_registry() -> None:
     assert set(POLICIES) == {s.value for s in RUN_SCHEMES}
 
 
-def test_the_controller_is_told_the_switch_policy_and_partition() -> None:
-    assert {p: controller_policy(p, 8) for p in POLICIES} == {
-        "esa": ("esa", 0),
-        "esa-equal": ("esa", 0),
-        "atp": ("atp", 0),
-        "static": ("static", 8),
-        "static-equal": ("static", 0),
+def test_the_controller_is_told_the_switch_policy_partition_and_layout() -> None:
+    told = {p: controller_policy(p, 8, "hashed") for p in POLICIES}
+    assert {p: (r.policy, r.part_size, r.layout) for p, r in told.items()} == {
+        "esa": ("esa", 0, "hashed"),
+        "esa-equal": ("esa", 0, "hashed"),
+        "atp": ("atp", 0, None),
+        "static": ("static", 8, None),
+        "static-equal": ("static", 0, None),
     }
+    assert all(r.stale_us is None and r.squat_us is None for r in told.values())
 
 
 def test_esa_ctl_offers_the_switch_policies() -> None:

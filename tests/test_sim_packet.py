@@ -71,18 +71,23 @@ def test_equal_priorities_never_preempt() -> None:
 
 
 def test_windows_are_each_schemes_bandwidth_delay_product() -> None:
-    """The round trip of the slowest path a scheme's chunks take (ESA's
-    through the PS, as ATP's, when they fall back), with the latest of a job
-    of 8 workers' contributions once they spread (1 + 1/2 + ... + 1/8 of the
-    mean spread); STATIC's through the switch alone."""
+    """The round trip of the slowest path a scheme's chunks take, with the
+    latest of a job of 8 workers' contributions once they spread (1 + 1/2 +
+    ... + 1/8 of the mean spread): ATP's through the PS; ESA's through the
+    PS too with the barrier (where a chunk that fell back goes), through the
+    switch alone without it (where early workers park their window);
+    STATIC's through the switch."""
     net = Net(jitter_ns=0.0)
     assert net.bdp_window(Scheme.STATIC_BDP) == 139
-    assert net.window_for(Scheme.ESA) == net.bdp_window(Scheme.ESA) == 279
+    assert net.window_for(Scheme.ESA) == net.bdp_window(Scheme.ESA) == 139
     assert net.window_for(Scheme.ATP) == net.bdp_window(Scheme.ATP) == 279
+    assert replace(net, barrier=True).bdp_window(Scheme.ESA) == 279
     assert net.bdp_window(Scheme.IDEAL) == 279
     spread = Net()
     extra = 1000.0 * sum(1 / k for k in range(1, 9))
-    assert spread.bdp_window(Scheme.ESA) == math.ceil((net.rtt_ns(Scheme.ATP) + extra) / net.pkt_ns)
+    assert spread.bdp_window(Scheme.ESA) == math.ceil((net.rtt_ns(Scheme.ESA) + extra) / net.pkt_ns)
+    in_step = replace(spread, barrier=True).bdp_window(Scheme.ESA_EQUAL)
+    assert in_step == math.ceil((net.rtt_ns(Scheme.ATP) + extra) / net.pkt_ns)
     for scheme in (Scheme.ESA, Scheme.ATP):
         sim = PacketSim(JOBS, 4096, scheme, net)
         assert {j.window for j in sim.jobs.values()} == {net.window_for(scheme)}
