@@ -69,8 +69,9 @@ def run_rounds(
     for rnd in range(args.repeat):
         for policy in scenario.policies:
             tag = f"round {rnd + 1}/{args.repeat}, " if args.repeat > 1 else ""
-            print(f"\n=== policy {policy}: {tag}{len(scenario.jobs)} jobs, "
-                  f"{scenario.pool_size} slots, {label} ===", flush=True)  # fmt: skip
+            print(f"\n=== policy {policy}{scn.layout_note(scenario, policy)}: {tag}"
+                  f"{len(scenario.jobs)} jobs, {scenario.pool_size} slots, {label} ===",
+                  flush=True)  # fmt: skip
             sub = Path(policy) / f"round{rnd + 1}" if args.repeat > 1 else Path(policy)
             with setup.world(sub) as world:
                 run = run_policy(world, policy, rnd + 1, live=not args.quiet)

@@ -163,6 +163,13 @@ def controller_policy(policy: str, part_size: int, layout: str) -> PolicyRequest
     )
 
 
+def layout_note(s: Scenario, policy: str) -> str:
+    """``", layout hashed"`` where an ESA policy runs the hashed layout,
+    else nothing (homes, the default, goes unsaid)."""
+    esa = Scheme(policy).policy is Policy.ESA
+    return f", layout {s.layout}" if esa and s.layout != Layout.HOMES.value else ""
+
+
 def _error(msg: str) -> ValueError:
     return ValueError(f"scenario: {msg}")
 

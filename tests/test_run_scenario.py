@@ -63,6 +63,12 @@ def test_esas_layout_is_homes_unless_the_scenario_or_the_command_line_says() -> 
     assert scn.apply_overrides(s, ap.parse_args([])).layout == "homes"
     with pytest.raises(SystemExit):
         ap.parse_args(["--layout", "striped"])
+    assert [scn.layout_note(hashed, p) for p in ("esa", "esa-equal", "atp")] == [
+        ", layout hashed",
+        ", layout hashed",
+        "",
+    ]
+    assert scn.layout_note(s, "esa") == ""
 
 
 def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() -> None:
