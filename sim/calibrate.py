@@ -85,10 +85,34 @@ chunks until a timeout in the packet model (``packet.Deadlock``); the fluid
 model recuts for free, so the two are not compared."""
 
 
+def stall_table(stalls_us: list[float], pool: int = 1024) -> None:
+    """ESA-equal on ``SPREAD`` with the barrier, per PS stall: where the
+    fluid model's optimism for ESA under spread comes from (docs/simulator.md,
+    "Calibration")."""
+    print("| PS stall us | packet us | fluid us | fluid's error |")
+    print("|---|---|---|---|")
+    for stall in stalls_us:
+        case = replace(SPREAD, net=replace(SPREAD.net, ps_stall_ns=stall * 1e3))
+        exact, coarse = compare(case, pool, Scheme.ESA_EQUAL, barrier=True)
+        print(
+            f"| {stall:g} | {exact * 1e6:.0f} | {coarse * 1e6:.0f} | {coarse / exact - 1:+.0%} |",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.calibrate", description=__doc__)
     ap.add_argument("--case", choices=[c.name for c in CASES], action="append")
+    ap.add_argument(
+        "--stall-us",
+        type=float,
+        nargs="+",
+        help="instead: ESA-equal on the spread case with the barrier, one row per PS stall",
+    )
     args = ap.parse_args(argv)
+    if args.stall_us:
+        stall_table(args.stall_us)
+        return 0
     cases = [c for c in CASES if not args.case or c.name in args.case]
     print("| case | barrier | pool | " + " | ".join(s.value for s in CALIBRATED) + " |")
     print("|---" * (3 + len(CALIBRATED)) + "|")

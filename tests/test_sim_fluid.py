@@ -151,3 +151,21 @@ beyond compute (docs/simulator.md, "Calibration"): stated, not hidden."""
 def test_fluid_matches_packet_with_spread_within_its_stated_error(scheme: Scheme) -> None:
     exact, coarse = calibrate.compare(calibrate.SPREAD, 256, scheme, barrier=True)
     assert -SPREAD_OPTIMISM <= coarse / exact - 1 <= TOLERANCE
+
+
+def test_the_stall_table_shows_the_fluid_model_optimistic_for_esa_under_spread(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m sim.calibrate --stall-us``: with a PS stall of 20 us the
+    packet model's ESA pays the stall of its stranded chunks at the end of
+    an iteration, which the fluid model does not (docs/simulator.md,
+    "Calibration")."""
+    assert calibrate.main(["--stall-us", "20"]) == 0
+    head, rule, row = capsys.readouterr().out.splitlines()
+    assert rule == "|---|---|---|---|"
+    assert head == "| PS stall us | packet us | fluid us | fluid's error |"
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "20"
+    exact, coarse = int(cells[1]), int(cells[2])
+    assert coarse < 0.85 * exact
+    assert cells[3].startswith("-") and cells[3].endswith("%")
