@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from typing import TypeVar
 
 from controller.codec import MAX_INT
 from controller.entries import PolicyEntry
@@ -41,7 +42,11 @@ MAX_PART_SIZE = 2**32 - 1
 """a slot index is 32 bits wide; the pool size bounds it further."""
 
 
-def valid(check: Callable[[object], int], value: object) -> int:
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+def valid(check: Callable[[V], T], value: V) -> T:
     """``check(value)``, its ``ValueError`` the request's ``InvalidRequest``."""
     try:
         return check(value)
@@ -142,10 +147,7 @@ def policy_change(
     )
     size = part_size if req.part_size is None else req.part_size
     size = valid(lambda n: check_range("partition size", n, 0, pool_size), size)
-    try:
-        chosen = layout if req.layout is None else layout_named(req.layout)
-    except ValueError as e:
-        raise InvalidRequest(str(e)) from None
+    chosen = layout if req.layout is None else valid(layout_named, req.layout)
     return PolicyEntry(policy, stale_us, squat_us), size, chosen
 
 
