@@ -332,13 +332,16 @@ def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: N
         solve_shared(flows, parked, paths)
     if net.switch_pkt_ns <= 0:  # the switch serves any load
         return
-    for _ in range(0 if paths.static else ROUNDS):
-        busy = switch_busy(flows, paths, net)
-        if busy <= 1 + CONVERGED:
-            return
-        for f in flows:
-            f.cap = f.rate / busy
-        solve_shared(flows, parked, paths)
+    if not paths.static:
+        # cap every flow at the share the switch serves, solve the pool again
+        # under the caps, until the switch is no longer oversubscribed
+        for _ in range(ROUNDS):
+            busy = switch_busy(flows, paths, net)
+            if busy <= 1 + CONVERGED:
+                return
+            for f in flows:
+                f.cap = f.rate / busy
+            solve_shared(flows, parked, paths)
     share_switch(flows, paths, net)
 
 
