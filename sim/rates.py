@@ -106,6 +106,10 @@ class Flow:
     """slots it keeps from other chunks."""
     to_ps: float = 0.0
     """share of its chunks that complete at the PS."""
+    stranded: float = 0.0
+    """share of its chunks stranded (``SolveConstants.stranded``)."""
+    strand_wait: float = 0.0
+    """ns a stranded chunk waits before its partial leaves the slot."""
     cap: float = math.inf
     """chunks per ns a busy switch (``Net.switch_pkt_ns``) leaves it."""
 
@@ -325,7 +329,7 @@ def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: SolveC
 def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: Net) -> None:
     """Set ``rate``, ``latency``, ``held`` and ``to_ps`` of every flow."""
     for f in flows:
-        f.cap = math.inf
+        f.cap, f.stranded = math.inf, 0.0
     if paths.static:
         solve_static(flows, paths, net)
     else:
@@ -417,7 +421,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
     damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
     damp_held, damp_ps = damp_rate[:], damp_rate[:]
     line_rate = [min(1 / tx, f.cap) for f in flows]
-    f_b, new_to_ps, span = [0.0] * n, [0.0] * n, [0.0] * n
+    f_b, new_to_ps, span, strands = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
     d_rate, d_held, d_ps = [0.0] * n, [0.0] * n, [0.0] * n
     """each flow's last step, whose sign tells an oscillation"""
 
@@ -460,7 +464,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
                 p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
             to_ps[i] = p
             blocked = f_b[i] if f_b[i] < p else p
-            strand = paths.strand_share(marks, p, blocked, span[i], vacant)
+            strands[i] = strand = paths.strand_share(marks, p, blocked, span[i], vacant)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
             ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
             # the least of the line rate, the PS bound and the window (Little's law)
@@ -546,10 +550,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
             raise NotConverged(
                 f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds and a root search"
             )
+    wait = paths.strand_wait(array_sum(rate))[0]
     for i, f in enumerate(flows):
         f.window = w
         f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
         f.queue = holds[i][2]
+        f.stranded, f.strand_wait = strands[i], wait
 
 
 def flow_kind(f: Flow) -> tuple[float, ...]:
