@@ -315,6 +315,16 @@ def test_the_cli_names_a_bad_window(capsys: pytest.CaptureFixture[str]) -> None:
     assert "argument --window: window '20:10': needs 0 <= START < END" in capsys.readouterr().err
 
 
+def test_the_cli_names_a_refused_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cluster_log.csv"
+    path.write_text("job_id,gpu_num\n")
+    assert main(["replay", "--format", "helios", "--trace", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"python -m sim.traces: error: {path}: no column 'submit_time' "
+        "(needs job_id, gpu_num, submit_time, start_time, end_time)\n"
+    )
+
+
 trace_jobs = st.lists(
     st.builds(
         TraceJob,

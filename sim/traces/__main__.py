@@ -68,9 +68,10 @@ def parser() -> argparse.ArgumentParser:
 
 def describe(sl: Slice, args: argparse.Namespace) -> str:
     dropped = ", ".join(f"{d.value} {n:,}" for d, n in sl.dropped.items()) or "none"
+    unit = "" if args.window == ALL else " (seconds from its first submission)"
     return (
-        f"{args.format} trace {args.trace}, window {args.window} (seconds from its first "
-        f"submission), speedup {args.speedup:g}: {sl.submitted:,} jobs submitted, "
+        f"{args.format} trace {args.trace}, window {args.window}{unit}, "
+        f"speedup {args.speedup:g}: {sl.submitted:,} jobs submitted, "
         f"{len(sl.jobs):,} replayed; dropped: {dropped}; on more than {wire.MAX_WORKERS} GPUs "
         f"(run with {wire.MAX_WORKERS} workers): {sl.capped:,}"
     )
@@ -80,20 +81,23 @@ def replay(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     sl = load(args.format, args.trace, args.window)
     pt = point(f"{args.format} {args.window}", sl, args.pool, args.mix, args.speedup)
+    print(describe(sl, args))
+    try:
+        draws = [pt.specs(n) for n in range(args.seeds)]
+    except ValueError as e:
+        raise TraceError(f"{args.trace}: {e}") from None
+    at_cap = [sum(s.iterations == MAX_ITERATIONS for s in specs) for specs in draws]
+    print(
+        f"fluid model, pool {pt.pool} slots, {pt.link} links, {pt.ps_shards} PS shards per job, "
+        f"{len(SIM_SCHEMES)} schemes, seeds {args.seeds} (each its own draw of models from "
+        f"{args.mix}); jobs at the {MAX_ITERATIONS:,}-iteration cap per seed: "
+        f"{', '.join(str(n) for n in at_cap)}"
+    )
     rows = sweep.run([pt], args.seeds, args.procs)
     summaries = summary.summarise([pt], rows, args.seeds)
     sweep.write_csv(args.out / "jobs.csv", rows)
     sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
     plots.jct_cdf(rows, args.out / "jct_cdf.png")
-    at_cap = [sum(s.iterations == MAX_ITERATIONS for s in pt.specs(n)) for n in range(args.seeds)]
-    print(describe(sl, args))
-    print(
-        f"fluid model, pool {pt.pool} slots, {pt.link} links, {pt.ps_shards} PS shards per job, "
-        f"{len(SIM_SCHEMES)} schemes, seeds {args.seeds} (each its own draw of models from "
-        f"{args.mix}); "
-        f"jobs at the {MAX_ITERATIONS:,}-iteration cap per seed: "
-        f"{', '.join(str(n) for n in at_cap)}"
-    )
     print(summary.table(summaries))
     print(f"({time.monotonic() - t0:.1f} s; results in {args.out})")
     return 0
