@@ -247,9 +247,11 @@ def test_philly_refuses_what_is_not_its_log(tmp_path: Path) -> None:
     refused(
         "philly",
         path,
-        f"{path}: job 1 (app_9): start_time '2017-10-01T00:01:00' is not a time "
+        f"{path}: job 1 (app_9): attempt 1: start_time '2017-10-01T00:01:00' is not a time "
         "YYYY-MM-DD HH:MM:SS",
     )
+    write_json(path, [{**PHILLY[0], "attempts": [{**PHILLY[0]["attempts"][0], "detail": "m1"}]}])
+    refused("philly", path, f"{path}: job 1 (app_1): attempt 1: detail is not a list")
     write_json(path, [entry("app_9", "None")])
     refused("philly", path, f"{path}: job 1 (app_9): no submitted_time")
     write_json(path, [])

@@ -33,25 +33,24 @@ def field(entry: Any, key: str, where: str) -> Any:
     return entry[key]
 
 
+def listed(entry: Any, key: str, where: str) -> list[Any]:
+    value = field(entry, key, where)
+    if not isinstance(value, list):
+        raise TraceError(f"{where}: {key} is not a list")
+    return value
+
+
 def job(entry: Any, where: str) -> TraceJob:
     jobid = str(field(entry, "jobid", where))
     where = f"{where} ({jobid})"
     submit = clock_s(field(entry, "submitted_time", where), where, "submitted_time")
     if submit is None:
         raise TraceError(f"{where}: no submitted_time")
-    attempts = field(entry, "attempts", where)
-    if not isinstance(attempts, list):
-        raise TraceError(f"{where}: attempts is not a list")
+    attempts = listed(entry, "attempts", where)
     if not attempts:
         return TraceJob(jobid, submit, 0, None)
-    first, last = attempts[0], attempts[-1]
-    gpus = 0
-    for d in field(first, "detail", f"{where}: attempt 1"):
-        gpu_list = field(d, "gpus", f"{where}: attempt 1 detail")
-        if not isinstance(gpu_list, list):
-            raise TraceError(f"{where}: attempt 1 detail: gpus is not a list")
-        gpus += len(gpu_list)
-    start = clock_s(field(first, "start_time", f"{where}: attempt 1"), where, "start_time")
-    last_where = f"{where}: attempt {len(attempts)}"
-    end = clock_s(field(last, "end_time", last_where), where, "end_time")
+    first, last = f"{where}: attempt 1", f"{where}: attempt {len(attempts)}"
+    gpus = sum(len(listed(d, "gpus", first)) for d in listed(attempts[0], "detail", first))
+    start = clock_s(field(attempts[0], "start_time", first), first, "start_time")
+    end = clock_s(field(attempts[-1], "end_time", last), last, "end_time")
     return TraceJob(jobid, submit, gpus, span(start, end))

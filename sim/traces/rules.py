@@ -28,7 +28,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from esa import wire
 from esa.job import MAX_PRIORITY, JobSpec
@@ -101,7 +101,7 @@ class Slice:
     """the window's START on the trace's clock."""
     submitted: int
     """jobs submitted in the window, kept or dropped."""
-    dropped: dict[Drop, int] = field(default_factory=dict)
+    dropped: dict[Drop, int]
 
     @property
     def capped(self) -> int:
