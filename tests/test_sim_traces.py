@@ -361,10 +361,14 @@ def test_any_window_replays_its_jobs_in_order_and_counts_the_rest(
     assert all(2 <= s.workers <= 32 and 1 <= s.iterations <= MAX_ITERATIONS for s in specs)
 
 
-def test_the_synthetic_trace_reads_back(tmp_path: Path) -> None:
+def test_the_synthetic_trace_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["synth", "--jobs", "200", "--seed", "4", "--out", str(tmp_path / "t")]) == 0
     jobs = philly.read(tmp_path / "t")
-    assert len(jobs) == 200
+    assert sum(j.gpus > 1 for j in jobs) == 200
+    assert capsys.readouterr().out == (
+        f"{len(jobs)} jobs (200 on more than one GPU) in Philly's format written to "
+        f"{tmp_path / 't'}\n"
+    )
     assert synth_philly(200, 4) == json.loads((tmp_path / "t").read_text())
     assert {j.gpus for j in jobs} <= set(GPUS)
     assert all(j.run_s is not None and j.run_s >= 0 for j in jobs)

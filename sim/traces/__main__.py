@@ -60,7 +60,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=Path("results/sim-trace"))
     r.add_argument("--procs", type=int, default=2)
     s = sub.add_parser("synth", help="write a synthetic trace in Philly's format")
-    s.add_argument("--jobs", type=int, default=5000, help="jobs written (any GPU count)")
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=5000,
+        help="multi-GPU jobs written (and the single-GPU ones drawn between them)",
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
     return ap
@@ -107,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.command == "synth":
-            write_philly(args.out, args.jobs, args.seed)
-            print(f"{args.jobs:,} jobs in Philly's format written to {args.out}")
+            written = write_philly(args.out, args.jobs, args.seed)
+            print(
+                f"{written:,} jobs ({args.jobs:,} on more than one GPU) in Philly's format "
+                f"written to {args.out}"
+            )
             return 0
         return replay(args)
     except TraceError as e:

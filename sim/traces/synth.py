@@ -10,6 +10,8 @@ replays at scales no test file reaches.  Plausible, not fitted:
   to days);
 * status from ``STATUS``; a ``RETRIED`` share of jobs fail their first
   attempt a third of the way in and rerun from half-way to the end.
+
+Every job has a start and an end, so each multi-GPU one is replayed.
 """
 
 from __future__ import annotations
@@ -41,23 +43,25 @@ def stamp(t: float) -> str:
 
 
 def philly(jobs: int, seed: int) -> list[dict[str, Any]]:
+    """``jobs`` multi-GPU jobs, and the single-GPU ones drawn between them."""
     rng = np.random.default_rng(seed)
-    submits = np.cumsum(rng.exponential(GAP_S, jobs))
-    gpus = rng.choice(list(GPUS), jobs, p=list(GPUS.values()))
-    starts = submits + rng.exponential(QUEUE_S, jobs)
-    runs = rng.lognormal(math.log(RUN_MEDIAN_S), RUN_SIGMA, jobs)
-    status = rng.choice(list(STATUS), jobs, p=list(STATUS.values()))
-    retried = rng.random(jobs) < RETRIED
+    gpus, multi = [], 0
+    while multi < jobs:
+        gpus.append(int(rng.choice(list(GPUS), p=list(GPUS.values()))))
+        multi += gpus[-1] > 1
+    n = len(gpus)
+    submits = np.cumsum(rng.exponential(GAP_S, n))
+    starts = submits + rng.exponential(QUEUE_S, n)
+    runs = rng.lognormal(math.log(RUN_MEDIAN_S), RUN_SIGMA, n)
+    status = rng.choice(list(STATUS), n, p=list(STATUS.values()))
+    retried = rng.random(n) < RETRIED
     out = []
-    for i in range(jobs):
-        n = int(gpus[i])
-        servers = rng.choice(SERVERS, -(-n // GPUS_PER_SERVER), replace=False)
+    for i, g in enumerate(gpus):
+        servers = rng.choice(SERVERS, -(-g // GPUS_PER_SERVER), replace=False)
+        on = [min(GPUS_PER_SERVER, g - k * GPUS_PER_SERVER) for k in range(len(servers))]
         detail = [
-            {
-                "ip": f"m{s}",
-                "gpus": [f"gpu{g}" for g in range(min(GPUS_PER_SERVER, n - k * GPUS_PER_SERVER))],
-            }
-            for k, s in enumerate(servers)
+            {"ip": f"m{s}", "gpus": [f"gpu{x}" for x in range(m)]}
+            for s, m in zip(servers, on, strict=True)
         ]
         start, end = float(starts[i]), float(starts[i] + runs[i])
         spans = [(start, end)]
@@ -79,6 +83,9 @@ def philly(jobs: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def write_philly(path: Path, jobs: int, seed: int) -> None:
+def write_philly(path: Path, jobs: int, seed: int) -> int:
+    """Jobs written in all."""
+    entries = philly(jobs, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(philly(jobs, seed), indent=1))
+    path.write_text(json.dumps(entries, indent=1))
+    return len(entries)
