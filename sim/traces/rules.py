@@ -57,7 +57,7 @@ class Window:
     end_s: float = math.inf
 
     def __str__(self) -> str:
-        return "all" if self == Window() else f"{self.start_s:g}:{self.end_s:g}"
+        return "all" if self == Window() else f"{self.start_s:.12g}:{self.end_s:.12g}"
 
 
 def parse_window(text: str) -> Window:
