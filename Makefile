@@ -4,12 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 POOL ?= 1024
+FORMAT ?= philly
 P4C ?= p4c-bm2-ss
 BUILD := build
 P4_MAIN := p4src/esa.p4
 P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 
-.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier bench clean
+.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier sim-trace bench clean
 
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
@@ -24,6 +25,7 @@ help:
 	@echo "make sim     - the cluster-scale simulator: one point per regime, 3 seeds, and the pool and PS-shard curves"
 	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
 	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
+	@echo "make sim-trace TRACE=FILE FORMAT=philly|helios|pai - replay a public cluster trace under every scheme (TRACE_ARGS=...)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"
 	@echo "make clean   - make stop, then remove build/ and results/ (compiled programs, logs, pcaps)"
 
@@ -81,6 +83,10 @@ sim-full: $(PY)
 
 sim-tier: $(PY)
 	$(PY) -m sim.tier_report
+
+sim-trace: $(PY)
+	@$(if $(TRACE),,echo "error: make sim-trace needs TRACE=FILE (and FORMAT=philly|helios|pai)" >&2; exit 2)
+	$(PY) -m sim.traces replay --format $(FORMAT) --trace $(TRACE) $(TRACE_ARGS)
 
 bench: $(PY) build
 	$(PY) -m bench.dataplane_rate
