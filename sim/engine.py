@@ -59,17 +59,20 @@ class Engine:
     def client(self) -> Client:
         if self._client is None:
             with dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_S}s"}):
-                if self.scheduler is None:
-                    cluster = LocalCluster(
+                address = self.scheduler or self._stack.enter_context(
+                    LocalCluster(
                         n_workers=self.procs,
                         threads_per_worker=1,
                         processes=True,
                         host="127.0.0.1",
                         dashboard_address=None,
+                        # its HTTP server (health, metrics) on a port the system
+                        # picks, not on 8787, which another cluster may hold
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                     )
-                    self._stack.enter_context(cluster)
+                )
                 self._client = self._stack.enter_context(
-                    Client(self.scheduler or cluster, timeout=CONNECT_S, set_as_default=False)
+                    Client(address, timeout=CONNECT_S, set_as_default=False)
                 )
         return self._client
 
