@@ -10,6 +10,7 @@ from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, plots, summary, sweep
 from sim.engine import Engine
 from sim.params import SQUAT_RTTS
+from sim.taskfile import StaleFile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,16 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     args.seeds = args.seeds or (sweep.SEEDS if args.full else sweep.SEEDS_SUBSET)
     t0 = time.monotonic()
     pool_points, shard_points = curves.pool_points(), curves.shard_points()
-    with Engine(args.procs, args.scheduler) as engine:
-        rows = sweep.run(points, args.seeds, args.out / "tasks-sweep.csv", engine, args.fresh)
-        curve_rows = sweep.run(
-            pool_points + shard_points,
-            curves.SEEDS,
-            args.out / "tasks-curves.csv",
-            engine,
-            args.fresh,
-            "curves",
-        )
+    try:
+        with Engine(args.procs, args.scheduler) as engine:
+            rows = sweep.run(points, args.seeds, args.out / "tasks-sweep.csv", engine, args.fresh)
+            curve_rows = sweep.run(
+                pool_points + shard_points,
+                curves.SEEDS,
+                args.out / "tasks-curves.csv",
+                engine,
+                args.fresh,
+                "curves",
+            )
+    except StaleFile as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     summaries = summary.summarise(points, rows, args.seeds)
     by_pool = summary.summarise(pool_points, curve_rows, curves.SEEDS)
     by_shards = summary.summarise(shard_points, curve_rows, curves.SEEDS)

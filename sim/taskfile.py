@@ -51,7 +51,7 @@ class TaskFile:
             self._rewrite()
 
     def _resume(self, fingerprint: str) -> None:
-        text = self.path.read_text()
+        text = self.path.read_text(encoding="utf-8")
         first, _, _ = text.partition("\n")
         if first != f"# sweep {fingerprint}":
             raise StaleFile(
@@ -95,7 +95,7 @@ class TaskFile:
         """The file as ``done`` has it, replaced in one step."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w") as fh:
+        with tmp.open("w", encoding="utf-8") as fh:
             fh.write(self._text())
             fh.flush()
             os.fsync(fh.fileno())

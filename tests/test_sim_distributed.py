@@ -10,6 +10,7 @@ import pytest
 
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import summary, sweep
+from sim.__main__ import main as sim_main
 from sim.engine import Engine
 from sim.taskfile import StaleFile, fingerprint
 
@@ -130,3 +131,21 @@ def test_a_task_that_raises_on_the_cluster_stops_the_sweep_naming_it(
         rows = sweep.run([POINT], SEEDS, path, engine)
     assert sorted(sweep.key(t) for t in ran) == sorted({sweep.key(t) for t in TASKS} - kept)
     assert rows == [r for t in TASKS for r in RUN_ONE(t)]
+
+
+def test_python_m_sim_refuses_a_stale_file_before_running_a_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "tasks-sweep.csv").write_text("# sweep 0123456789abcdef\n")
+    with pytest.raises(SystemExit) as e:
+        sim_main(["--out", str(tmp_path), "--procs", "0"])
+    assert e.value.code == 2
+    tasks = [
+        (pt, s, sc) for pt in sweep.SUBSET for s in range(sweep.SEEDS_SUBSET) for sc in SIM_SCHEMES
+    ]
+    assert capsys.readouterr().err.endswith(
+        f"python -m sim: {tmp_path / 'tasks-sweep.csv'} holds another sweep (its first line "
+        f"'# sweep 0123456789abcdef', this sweep's fingerprint "
+        f"{fingerprint(tasks, sweep.COLUMNS)}): --fresh starts it over\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks-sweep.csv"]
