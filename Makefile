@@ -24,6 +24,7 @@ help:
 	@echo "make stop    - end a run left behind (its processes, work directory and PID file)"
 	@echo "make sim     - the cluster-scale simulator: one point per regime, 3 seeds, and the pool and PS-shard curves"
 	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
+	@echo "               both on a local Dask cluster; a rerun resumes a stopped one (python -m sim --help: --fresh, --scheduler)"
 	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
 	@echo "make sim-trace TRACE=FILE FORMAT=philly|helios|pai - replay a public cluster trace under every scheme (TRACE_ARGS=...)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"

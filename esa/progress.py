@@ -58,3 +58,15 @@ class Progress:
     def _line(self, text: str) -> None:
         self.stream.write(text.rstrip() + "\n")
         self.stream.flush()
+
+
+def tally(label: str, done: int, total: int, ran: int, elapsed_s: float) -> str:
+    """``label [#####     ] done/total, 2m05s left``: the time left at the
+    pace of the ``ran`` tasks this run finished in ``elapsed_s`` (tasks done
+    before it, as by a resumed run, took none of that time)."""
+    bar = "#" * (30 * done // total) if total else ""
+    text = f"{label} [{bar:<30}] {done}/{total}"
+    if ran and done < total:
+        left = round(elapsed_s / ran * (total - done))
+        text += f", {left // 60}m{left % 60:02d}s left"
+    return text

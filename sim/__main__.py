@@ -8,7 +8,9 @@ from pathlib import Path
 
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, plots, summary, sweep
+from sim.engine import Engine
 from sim.params import SQUAT_RTTS
+from sim.taskfile import StaleFile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,15 +21,45 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help=f"seeds per point (default {sweep.SEEDS_SUBSET}, with --full {sweep.SEEDS})",
     )
-    ap.add_argument("--out", type=Path, default=Path("results/sim"))
-    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/sim"),
+        help="where the tables and plots go, and each task's rows as it finishes "
+        "(tasks-sweep.csv, tasks-curves.csv), from which a rerun resumes",
+    )
+    ap.add_argument("--fresh", action="store_true", help="run every task again, not resume")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument(
+        "--procs",
+        type=int,
+        default=2,
+        help="worker processes of the Dask cluster started on this machine "
+        "(default 2; 0: no cluster, the tasks run one by one in this process)",
+    )
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster at ADDRESS (tcp://host:8786)",
+    )
     args = ap.parse_args(argv)
     points = sweep.full() if args.full else list(sweep.SUBSET)
     args.seeds = args.seeds or (sweep.SEEDS if args.full else sweep.SEEDS_SUBSET)
     t0 = time.monotonic()
     pool_points, shard_points = curves.pool_points(), curves.shard_points()
-    rows = sweep.run(points, args.seeds, args.procs)
-    curve_rows = sweep.run(pool_points + shard_points, curves.SEEDS, args.procs)
+    try:
+        with Engine(args.procs, args.scheduler) as engine:
+            rows = sweep.run(points, args.seeds, args.out / "tasks-sweep.csv", engine, args.fresh)
+            curve_rows = sweep.run(
+                pool_points + shard_points,
+                curves.SEEDS,
+                args.out / "tasks-curves.csv",
+                engine,
+                args.fresh,
+                "curves",
+            )
+    except StaleFile as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     summaries = summary.summarise(points, rows, args.seeds)
     by_pool = summary.summarise(pool_points, curve_rows, curves.SEEDS)
     by_shards = summary.summarise(shard_points, curve_rows, curves.SEEDS)

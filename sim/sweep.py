@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import csv
 import itertools
-import multiprocessing
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from esa.job import JobSpec
-from esa.progress import Progress
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import fluid
+from sim.engine import Engine
 from sim.params import JITTER_NS, Net
 from sim.rates import NotConverged
+from sim.taskfile import TaskFile, fingerprint
 from sim.workload import WorkloadSpec, make_jobs
 
 SEEDS = 5
@@ -143,13 +142,15 @@ def full() -> list[Point]:
 
 
 Row = dict[str, object]
+Task = tuple[Point, int, Scheme]
+"""a point, a seed, a scheme: what one worker process runs."""
 
 
 class SolveFailed(RuntimeError):
     """A point's rate solve did not converge: the run stops, naming it."""
 
 
-def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
+def run_one(task: Task) -> list[Row]:
     pt, seed, scheme = task
     specs = pt.specs(seed)
     sim = fluid.FluidSim(specs, pt.pool, scheme, pt.net(), seed)
@@ -173,19 +174,45 @@ def run_one(task: tuple[Point, int, Scheme]) -> list[Row]:
     ]
 
 
-def run(points: list[Point], seeds: int, procs: int = 2) -> list[Row]:
-    """One row per job, scheme, seed and point; progress on stderr."""
+COLUMNS: dict[str, type] = {
+    "point": str,
+    "seed": int,
+    "scheme": str,
+    "job": int,
+    "model": str,
+    "workers": int,
+    "iterations": int,
+    "jct_s": float,
+    "solves": int,
+}
+"""``run_one``'s rows; the first three name the task."""
+
+
+def key(task: Task) -> tuple[object, ...]:
+    pt, seed, scheme = task
+    return (pt.name, seed, scheme.value)
+
+
+def run(
+    points: list[Point],
+    seeds: int,
+    path: Path,
+    engine: Engine,
+    fresh: bool = False,
+    label: str = "sweep",
+) -> list[Row]:
+    """One row per job, scheme, seed and point, in that order whatever the
+    order the tasks finished in; each task's rows stored in ``path`` as it
+    finishes, and the tasks stored there already not run again."""
+    names = [pt.name for pt in points]
+    if len(set(names)) < len(names):
+        raise ValueError(f"points named twice: {sorted({n for n in names if names.count(n) > 1})}")
     tasks = [(pt, s, sc) for pt in points for s in range(seeds) for sc in SIM_SCHEMES]
-    tasks.sort(key=lambda t: t[2] is not Scheme.ATP)
-    rows: list[Row] = []
-    progress = Progress(sys.stderr)
-    with multiprocessing.Pool(procs) as pool:
-        for i, part in enumerate(pool.imap_unordered(run_one, tasks), 1):
-            rows.extend(part)
-            bar = "#" * (30 * i // len(tasks))
-            progress.show(f"sweep [{bar:<30}] {i}/{len(tasks)}")
-    progress.close()
-    return rows
+    store = TaskFile(path, COLUMNS, 3, fingerprint(tasks, COLUMNS), fresh)
+    todo = [t for t in tasks if key(t) not in store.done]
+    todo.sort(key=lambda t: t[2] is not Scheme.ATP)
+    engine.run(run_one, todo, lambda _, rows: store.append(rows), label, len(tasks))
+    return store.rows([key(t) for t in tasks])
 
 
 def write_csv(path: Path, rows: list[Row]) -> None:

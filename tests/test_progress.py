@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from esa.progress import Progress
+from esa.progress import Progress, tally
 
 
 class Terminal(io.StringIO):
@@ -53,3 +53,11 @@ def test_nothing_shown_writes_nothing() -> None:
     for out in (io.StringIO(), Terminal()):
         Progress(out).close()
         assert out.getvalue() == ""
+
+
+def test_a_tally_counts_and_estimates_from_the_tasks_this_run_finished() -> None:
+    assert tally("sweep", 0, 10, 0, 0.0) == f"sweep [{'':<30}] 0/10"
+    assert tally("sweep", 6, 10, 2, 30.0) == f"sweep [{'#' * 18:<30}] 6/10, 1m00s left"
+    assert tally("sweep", 9, 10, 9, 65.0) == f"sweep [{'#' * 27:<30}] 9/10, 0m07s left"
+    assert tally("sweep", 10, 10, 10, 80.0) == f"sweep [{'#' * 30}] 10/10"
+    assert tally("curves", 0, 0, 0, 0.0) == f"curves [{'':<30}] 0/0"

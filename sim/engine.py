@@ -1,0 +1,120 @@
+"""Where a sweep's tasks run: on a Dask cluster of worker processes on this
+machine (the default), on a running Dask cluster (``--scheduler``), or one
+by one in this process (``--procs 0``: no Dask, for debugging).
+
+Each result comes back to this process as its task finishes, whichever
+engine ran it, so a sweep can store it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Generator, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+import dask
+from distributed import Client, LocalCluster, as_completed
+
+from esa.progress import Progress, tally
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+CONNECT_S = 120
+"""Seconds a worker or this process may take to reach the scheduler: the
+local cluster's processes start slowly on a loaded machine."""
+
+
+class Engine:
+    """``procs`` worker processes (one thread each) of a cluster on the
+    loopback, or, given ``scheduler`` (``tcp://host:8786``), the cluster it
+    runs.  A context: a cluster is started or reached at the first task and
+    closed (or left) at the end."""
+
+    def __init__(self, procs: int = 2, scheduler: str | None = None) -> None:
+        if procs < 0:
+            raise ValueError(f"procs {procs}: 0 (no cluster) or more")
+        self.procs, self.scheduler = procs, scheduler
+        self._stack = contextlib.ExitStack()
+        self._client: Client | None = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    @property
+    def serial(self) -> bool:
+        return self.scheduler is None and self.procs == 0
+
+    def client(self) -> Client:
+        if self._client is None:
+            with dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_S}s"}):
+                address = self.scheduler or self._stack.enter_context(
+                    LocalCluster(
+                        n_workers=self.procs,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        # its HTTP server (health, metrics) on a port the system
+                        # picks, not on 8787, which another cluster may hold
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    )
+                )
+                self._client = self._stack.enter_context(
+                    Client(address, timeout=CONNECT_S, set_as_default=False)
+                )
+        return self._client
+
+    def run(
+        self,
+        fn: Callable[[T], R],
+        tasks: Sequence[T],
+        done: Callable[[T, R], None],
+        label: str,
+        total: int,
+    ) -> None:
+        """``fn`` on every task, each result handed to ``done`` (here) as its
+        task finishes; a task that raises stops the rest and raises here.
+        ``total`` counts the tasks done before too, for the progress line."""
+        progress = Progress(sys.stderr)
+        before = total - len(tasks)
+        progress.show(tally(label, before, total, 0, 0.0))
+        if not tasks:
+            progress.close()
+            return
+        client = None if self.serial else self.client()
+        t0 = time.monotonic()
+        if client is None:
+            results: Generator[tuple[T, R], None, None] = ((t, fn(t)) for t in tasks)
+        else:
+            results = self._results(client, fn, tasks)
+        try:
+            with contextlib.closing(results):
+                for ran, (task, result) in enumerate(results, 1):
+                    done(task, result)
+                    progress.show(tally(label, before + ran, total, ran, time.monotonic() - t0))
+        finally:
+            progress.close()
+
+    @staticmethod
+    def _results(
+        client: Client, fn: Callable[[T], R], tasks: Sequence[T]
+    ) -> Generator[tuple[T, R], None, None]:
+        """Each task with its result, as they finish; the rest cancelled if one raises."""
+        pending = dict(zip(client.map(fn, tasks, pure=False), tasks, strict=True))
+        try:
+            for future in as_completed(pending, loop=client.loop):
+                yield pending.pop(future), future.result()
+        finally:
+            client.cancel(list(pending))
