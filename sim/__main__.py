@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 from esa.schemes import SIM_SCHEMES, Scheme
-from sim import curves, plots, summary, sweep
-from sim.engine import Engine
+from sim import curves, engine, plots, summary, sweep
 from sim.params import SQUAT_RTTS
 from sim.taskfile import StaleFile
 
@@ -28,33 +27,20 @@ def main(argv: list[str] | None = None) -> int:
         help="where the tables and plots go, and each task's rows as it finishes "
         "(tasks-sweep.csv, tasks-curves.csv), from which a rerun resumes",
     )
-    ap.add_argument("--fresh", action="store_true", help="run every task again, not resume")
-    where = ap.add_mutually_exclusive_group()
-    where.add_argument(
-        "--procs",
-        type=int,
-        default=2,
-        help="worker processes of the Dask cluster started on this machine "
-        "(default 2; 0: no cluster, the tasks run one by one in this process)",
-    )
-    where.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="run on the Dask cluster at ADDRESS (tcp://host:8786)",
-    )
+    engine.add_arguments(ap)
     args = ap.parse_args(argv)
     points = sweep.full() if args.full else list(sweep.SUBSET)
     args.seeds = args.seeds or (sweep.SEEDS if args.full else sweep.SEEDS_SUBSET)
     t0 = time.monotonic()
     pool_points, shard_points = curves.pool_points(), curves.shard_points()
     try:
-        with Engine(args.procs, args.scheduler) as engine:
-            rows = sweep.run(points, args.seeds, args.out / "tasks-sweep.csv", engine, args.fresh)
+        with engine.Engine(args.procs, args.scheduler) as eng:
+            rows = sweep.run(points, args.seeds, args.out / "tasks-sweep.csv", eng, args.fresh)
             curve_rows = sweep.run(
                 pool_points + shard_points,
                 curves.SEEDS,
                 args.out / "tasks-curves.csv",
-                engine,
+                eng,
                 args.fresh,
                 "curves",
             )

@@ -8,6 +8,7 @@ engine ran it, so a sweep can store it at once.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import time
@@ -26,6 +27,24 @@ R = TypeVar("R")
 CONNECT_S = 120
 """Seconds a worker or this process may take to reach the scheduler: the
 local cluster's processes start slowly on a loaded machine."""
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """A sweep command's options of where its tasks run, and ``--fresh``."""
+    ap.add_argument("--fresh", action="store_true", help="run every task again, not resume")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument(
+        "--procs",
+        type=int,
+        default=2,
+        help="worker processes of the Dask cluster started on this machine "
+        "(default 2; 0: no cluster, the tasks run one by one in this process)",
+    )
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster at ADDRESS (tcp://host:8786)",
+    )
 
 
 class Engine:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from esa import wire
 from esa.schemes import SIM_SCHEMES
-from sim import plots, summary, sweep
+from sim import engine, plots, summary, sweep
+from sim.taskfile import StaleFile
 from sim.traces import ALL, READERS, load
 from sim.traces.record import TraceError
 from sim.traces.replay import MODERATE, point
@@ -57,8 +58,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seeds", type=int, default=sweep.SEEDS_SUBSET, help="model draws")
     r.add_argument("--mix", choices=list(MIXES), default="mixed", help="the models drawn from")
     r.add_argument("--speedup", type=positive, default=1.0, help="divide arrivals and runs by this")
-    r.add_argument("--out", type=Path, default=Path("results/sim-trace"))
-    r.add_argument("--procs", type=int, default=2)
+    r.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/sim-trace"),
+        help="where the tables and plot go, and each task's rows as it finishes "
+        "(tasks-trace.csv), from which a rerun resumes",
+    )
+    engine.add_arguments(r)
     s = sub.add_parser("synth", help="write a synthetic trace in Philly's format")
     s.add_argument(
         "--jobs",
@@ -98,7 +105,8 @@ def replay(args: argparse.Namespace) -> int:
         f"{args.mix}); jobs at the {MAX_ITERATIONS:,}-iteration cap per seed: "
         f"{', '.join(str(n) for n in at_cap)}"
     )
-    rows = sweep.run([pt], args.seeds, args.procs)
+    with engine.Engine(args.procs, args.scheduler) as eng:
+        rows = sweep.run([pt], args.seeds, args.out / "tasks-trace.csv", eng, args.fresh, "trace")
     summaries = summary.summarise([pt], rows, args.seeds)
     sweep.write_csv(args.out / "jobs.csv", rows)
     sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
@@ -119,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         return replay(args)
-    except TraceError as e:
+    except (TraceError, StaleFile) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
 
