@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench import sim_scale
 from esa import wire
 from esa.job import JobSpec
 from esa.model import Packet, Result
@@ -202,3 +203,18 @@ def test_the_packet_models_switch_sees_only_leased_wire_ids(
     assert sim.jobs[3000].wire == sim.jobs[2000].wire == 2
     assert sim.jobs[3000].admitted_at == sim.jobs[2000].finish
     assert {j for j, _ in sim.verdicts} == {1000, 2000, 3000}
+
+
+def test_the_scale_bench_times_each_size_and_shows_a_burst_waiting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(wire, "MAX_JOB_ID", 2)
+    assert sim_scale.main(["--sizes", "8", "--schemes", "atp", "esa", "--burst", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["jobs", "at", "once", "atp", "esa"]
+    assert re.fullmatch(r" +8 +\d+\.\d +\d+\.\d\d s +\d+\.\d\d s", lines[1])
+    assert re.fullmatch(
+        r"5 jobs at once under atp: 3 waited for a wire id \(of 2\), at most 2 held one at a "
+        r"time, mean wait \d+\.\d\d s \(\d+ CPU s to run\)",
+        lines[3],
+    )
