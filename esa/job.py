@@ -146,6 +146,9 @@ class JobSpec:
     run its ``Placement``)."""
 
     job: int
+    """the job's identity, any int >= 1 (a trace index); what goes on the
+    wire is a job id (``check_job_id``): the run checks its own, the
+    simulator leases one (``sim.leases``)."""
     workers: int
     values: int
     """gradient length per iteration, in values (one per parameter)."""
@@ -162,7 +165,8 @@ class JobSpec:
     """what the job trains, for reports (a model name)."""
 
     def __post_init__(self) -> None:
-        check_job_id(self.job)
+        if isinstance(self.job, bool) or not isinstance(self.job, int) or self.job < 1:
+            raise ValueError(f"job must be an int >= 1, got {self.job!r}")
         if not 1 <= self.workers <= wire.MAX_WORKERS:
             raise ValueError(f"job {self.job}: workers must be 1..{wire.MAX_WORKERS}")
         if self.values < 1 or self.iterations < 1:

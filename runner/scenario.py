@@ -40,7 +40,7 @@ from controller.messages import PolicyRequest
 from controller.partition import LAYOUT_NAMES, Layout, layout_named
 from controller.validate import MIN_WORKERS
 from esa import arguments, wire
-from esa.job import JobSpec, Placement
+from esa.job import JobSpec, Placement, check_job_id
 from esa.schemes import DEFAULT_RUN_SCHEMES, RUN_SCHEMES, Memory, Ranking, Scheme
 from esa.spec import Policy, check_squat_us
 from runner.faults import Fault, FaultKind, parse_fault
@@ -208,7 +208,7 @@ def parse_job(raw: dict[str, Any]) -> RunJob:
         raise _error(f"job {raw['job']}: workers must be {MIN_WORKERS}..{wire.MAX_WORKERS}")
     try:
         spec = JobSpec(
-            job=int(raw["job"]),
+            job=check_job_id(int(raw["job"])),
             workers=workers,
             values=int(raw["values"]),
             iterations=int(raw["iterations"]),

@@ -10,16 +10,22 @@
   it the first partition that frees.  ``STATIC_EQUAL`` is
   ``controller.partition``: every job is admitted at once and the pool is
   recut equally among the running jobs at every admission and removal.
+* Wire ids (``sim.leases``): a job holds one from its admission by the
+  controller, waiting for a partition included, to its end; a job that
+  finds none free waits for one before anything else.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 
 from controller.partition import by_priority, partition
+from esa import wire
 from esa.job import EQUAL_PRIORITY
 from esa.schemes import Memory, Ranking, Scheme
 from esa.spec import Policy
+from sim.leases import Leases
 from sim.params import Net
 from sim.priority import Running, job_priorities
 
@@ -57,10 +63,16 @@ class Partitions:
         self.held: dict[int, int] = {}
         """STATIC_BDP: job -> its partition's index."""
         self.running: list[int] = []
-        self.waiting: list[int] = []
+        self.waiting: deque[int] = deque()
+        self.leases = Leases(wire.MAX_JOB_ID)
 
     def request(self, job: int) -> bool:
-        """Admit ``job`` now (True) or queue it until a partition frees (False)."""
+        """Admit ``job`` now (True) or queue it until a wire id or a
+        partition frees (False)."""
+        return self.leases.lease(job) is not None and self._place(job)
+
+    def _place(self, job: int) -> bool:
+        """``job`` holds a wire id: run it, or queue it for a partition."""
         if self.scheme.memory in BDP:
             if not self.free or self.waiting:
                 self.waiting.append(job)
@@ -72,19 +84,25 @@ class Partitions:
         return True
 
     def release(self, job: int) -> list[int]:
-        """``job`` finished; the jobs admitted from the queue in its place."""
+        """``job`` finished; the jobs admitted from the queues in its place."""
         self.running.remove(job)
-        if job not in self.held:
-            return []
-        self.free.append(self.held.pop(job))
         admitted = []
-        while self.free and self.waiting:
-            nxt = self.waiting.pop(0)
-            self.held[nxt] = self.free.pop(0)
-            if self.scheme.memory is Memory.BDP_WAIT:
-                self.running.append(nxt)
-                admitted.append(nxt)
+        if job in self.held:
+            self.free.append(self.held.pop(job))
+            while self.free and self.waiting:
+                nxt = self.waiting.popleft()
+                self.held[nxt] = self.free.pop(0)
+                if self.scheme.memory is Memory.BDP_WAIT:
+                    self.running.append(nxt)
+                    admitted.append(nxt)
+        waited = self.leases.release(job)
+        if waited is not None and self._place(waited):
+            admitted.append(waited)
         return admitted
+
+    def wire(self, job: int) -> int:
+        """The wire id ``job`` holds: its key in the switch's job table."""
+        return self.leases.held[job]
 
     def layout(self, prios: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """``job -> (part_base, part_size)`` of every running job; (0, 0)
@@ -120,7 +138,7 @@ class FabricPartitions:
         self.uses = uses
         """job -> the switches that aggregate it."""
         self.running: list[int] = []
-        self.waiting: list[int] = []
+        self.waiting: deque[int] = deque()
         """STATIC_BDP: jobs waiting for a partition at every switch they use."""
 
     def _fits(self, job: int) -> bool:
@@ -145,7 +163,7 @@ class FabricPartitions:
             self.switches[s].release(job)
         admitted = []
         while self.waiting and self._fits(self.waiting[0]):
-            nxt = self.waiting.pop(0)
+            nxt = self.waiting.popleft()
             self._start(nxt)
             admitted.append(nxt)
         return admitted

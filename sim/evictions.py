@@ -119,7 +119,8 @@ class CountingSim(PacketSim):
         if res.verdict is Verdict.PREEMPT:
             for out in res.outputs:
                 if out.packet.ptype is PacketType.PARTIAL:
-                    self.pairs[(pkt.job, out.packet.job)] += 1
+                    winner, victim = self.on_wire[pkt.job], self.on_wire[out.packet.job]
+                    self.pairs[(winner.spec.job, victim.spec.job)] += 1
                     self.evicted.add((out.packet.job, out.packet.seq))
         elif res.verdict is Verdict.FALLBACK and (pkt.job, pkt.seq) in self.evicted:
             self.followers += 1
@@ -127,8 +128,7 @@ class CountingSim(PacketSim):
 
     def tally(self) -> Tally:
         ev = self.switch.events
-        jobs = list(self.jobs)
-        completed = sum(ev(j)[Event.COMPLETED] for j in jobs)
+        completed = sum(ev(w)[Event.COMPLETED] for w in self.on_wire)
         done = sum(j.spec.chunks * j.spec.iterations for j in self.jobs.values())
         mutual = sum(n for (a, b), n in self.pairs.items() if self.pairs.get((b, a)))
         return Tally(

@@ -14,9 +14,11 @@ its job a few packets at the PS per iteration; the model leaves that out.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,13 +100,16 @@ class FluidSim:
         self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
         self.now = 0.0
         self.dirty = False
-        self.roster_changed = False
-        """a job was admitted or finished: the live jobs are to be listed again."""
         self.solves = 0
         """rate solves run; each converged, or the run raised ``NotConverged``."""
         self.prios: dict[int, int] = {}
         """the priorities last given to the running jobs."""
         self.jobs: dict[int, FluidJob] = {}
+        self.live: list[FluidJob] = []
+        """the admitted jobs not done, in the order of ``jobs``: kept as
+        they come and go, so an event costs the same however many jobs
+        came before."""
+        self.order = {spec.job: i for i, spec in enumerate(jobs)}
         for spec in jobs:
             ct = compute_times(spec, seed) * 1e9
             lag = lags(spec, net, seed)
@@ -121,9 +126,9 @@ class FluidSim:
             self.jobs[spec.job] = FluidJob(spec, marks, skew, flow)
 
     def run(self) -> dict[int, float]:
-        pending = sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_s, j.spec.job))
-        live: list[FluidJob] = []
-        stream, off = Phase.STREAM, (Phase.QUEUED, Phase.DONE)  # (Enum lookups are slow)
+        pending = deque(sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_s, j.spec.job)))
+        live = self.live
+        stream = Phase.STREAM  # (Enum lookups are slow)
         while pending or live:
             t_arr = pending[0].spec.arrival_s * 1e9 if pending else math.inf
             t = min(t_arr, min([j.t_next for j in live], default=math.inf))
@@ -131,15 +136,13 @@ class FluidSim:
                 if j.phase is stream:
                     j.remaining -= j.flow.rate * (t - self.now)
             self.now = t
+            due = [j for j in live if j.t_next <= t]
             while pending and pending[0].spec.arrival_s * 1e9 <= t:
-                self._arrive(pending.pop(0))
-            for j in [j for j in live if j.t_next <= t]:
+                self._arrive(pending.popleft())
+            for j in due:
                 self._advance(j)
-            if self.roster_changed:
-                live = [j for j in self.jobs.values() if j.phase not in off]
-                self.roster_changed = False
             if self.dirty:
-                self._resolve(live)
+                self._resolve()
         return {jid: j.finish * 1e-9 - j.spec.arrival_s for jid, j in self.jobs.items()}
 
     # the controller -------------------------------------------------------
@@ -148,9 +151,9 @@ class FluidSim:
             self._admit([j.spec.job])
 
     def _admit(self, ids: list[int]) -> None:
-        self.roster_changed = True
         for jid in ids:
             j = self.jobs[jid]
+            bisect.insort(self.live, j, key=lambda k: self.order[k.spec.job])
             j.admitted_at = self.now
             self._start_iteration(j)
         self._reprioritise()
@@ -195,7 +198,7 @@ class FluidSim:
         if self.scheme.is_static:
             return
         if j.phase is Phase.PARK:
-            streaming = [k.flow for k in self.jobs.values() if k.phase is Phase.STREAM]
+            streaming = [k.flow for k in self.live if k.phase is Phase.STREAM]
             j.parked = park_slots(j.flow.prio, streaming, self._parked(), self.paths)
         self.dirty = True
 
@@ -227,21 +230,20 @@ class FluidSim:
                 self._reprioritise()
             return
         j.phase, j.finish, j.t_next = Phase.DONE, self.now, math.inf
-        self.roster_changed = True
+        self.live.remove(j)
         admitted = self.parts.release(j.spec.job)
         self._reprioritise()
         self._admit(admitted)
 
-    def _parked(self, among: Iterable[FluidJob] | None = None) -> list[Parked]:
-        """The jobs parking, of ``among`` (default: all), in job order."""
+    def _parked(self) -> list[Parked]:
+        """The jobs parking, in job order."""
         park = Phase.PARK
-        jobs = self.jobs.values() if among is None else among
-        return [(j.flow.prio, j.parked) for j in jobs if j.phase is park]
+        return [(j.flow.prio, j.parked) for j in self.live if j.phase is park]
 
-    def _resolve(self, live: list[FluidJob]) -> None:
+    def _resolve(self) -> None:
         stream = Phase.STREAM
-        streaming = [j for j in live if j.phase is stream]
-        solve([j.flow for j in streaming], self._parked(live), self.paths, self.net)
+        streaming = [j for j in self.live if j.phase is stream]
+        solve([j.flow for j in streaming], self._parked(), self.paths, self.net)
         self.solves += 1
         if self.observer is not None:
             self.observer(self.now, [j.flow for j in streaming])

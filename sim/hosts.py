@@ -101,6 +101,9 @@ class JobRun:
     part_base: int = 0
     part_size: int = 0
     admitted: bool = False
+    wire: int = 0
+    """the job id its packets carry: ``sim.packet`` leases it one at
+    admission, ``sim.tiers`` sends its own."""
     mask: int = field(init=False)
     """the job's worker bitmap, complete."""
 

@@ -106,7 +106,9 @@ class HostSim:
             )
             for s in range(net.ps_shards)
         ]
-        return JobRun(spec, workers, shards, compute_times(spec, seed), self._window(spec))
+        return JobRun(
+            spec, workers, shards, compute_times(spec, seed), self._window(spec), wire=spec.job
+        )
 
     def _rto(self) -> RetransmitTimeout | None:
         rto = self.net.rto_for()
@@ -214,7 +216,7 @@ class HostSim:
 
     def _send(self, job: JobRun, w: WorkerState, seq: int, retx: bool) -> None:
         flags = int(Flag.RETX) if retx else 0
-        self._worker_out(job, w, Packet(PacketType.CONTRIB, job.spec.job, seq, w.bit, ZEROS, flags))
+        self._worker_out(job, w, Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, flags))
         if w.timeout is not None:
             deadline = w.deadline[seq] = self.now + w.timeout.value
             self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
@@ -302,9 +304,7 @@ class HostSim:
                 self.ps_completed[job.spec.job] += 1
             count = job.spec.workers
             held = int(Flag.HOLD) if pkt.ptype is PacketType.RESULT else 0
-            out = Packet(
-                PacketType.PS_RESULT, job.spec.job, pkt.seq, bitmap, ZEROS, held, count=count
-            )
+            out = Packet(PacketType.PS_RESULT, job.wire, pkt.seq, bitmap, ZEROS, held, count=count)
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
@@ -329,7 +329,7 @@ class HostSim:
 
     def _pull(self, job: JobRun, ps: PsHost, seq: int) -> None:
         bitmap = self._pull_bitmap(job, ps, seq)
-        self._ps_out(job, ps, Packet(PacketType.PULL, job.spec.job, seq, bitmap, ZEROS))
+        self._ps_out(job, ps, Packet(PacketType.PULL, job.wire, seq, bitmap, ZEROS))
 
     def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
         """``hosts.ps`` pulls a chunk left incomplete and untouched for its stall time."""

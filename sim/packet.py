@@ -13,7 +13,8 @@ The hosts are ``sim.hostsim``'s; here:
   when it was summed into a slot or read out of one (``SUMMED``).
 * the controller writes the job table: priorities (``sim.control``) and,
   under the STATIC schemes, partitions (``sim.control.Partitions``); a job
-  that finds no partition waits for one.
+  that finds no partition waits for one.  The switch and the packets know a
+  job by the wire id it leased (``sim.leases``); the results, by its own.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class PacketSim(HostSim):
             scheme, pool_size, net.bdp_partition(pool_size), net.esa_homes, net.esa_home_size
         )
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
+        """(job, verdict) -> packets."""
+        self.on_wire: dict[int, JobRun] = {}
+        """wire id -> the job that last held it: whose the switch's packets
+        of that id are."""
         self.switch_queue: deque[tuple[Packet, int]] = deque()
         self.switch_busy = False
         super().__init__(jobs, scheme, net, seed)
@@ -71,18 +76,20 @@ class PacketSim(HostSim):
         return self.parts.request(jid)
 
     def _release(self, jid: int) -> list[int]:
-        self.switch.remove_job(jid)
+        self.switch.remove_job(self.parts.wire(jid))
         return self.parts.release(jid)
 
     def _write_jobs(self) -> None:
         """A worker's window follows its partition under STATIC."""
         running = [self.jobs[jid] for jid in self.parts.running]
-        held = {jid: cfg.priority for jid, cfg in self.switch.jobs.items()}
+        held = {self.on_wire[w].spec.job: cfg.priority for w, cfg in self.switch.jobs.items()}
         ranked = [(j.spec, j.iters_done, j.admitted_at * 1e-9) for j in running]
         prios = priorities(self.scheme, self.net, ranked, held)
         layout = self.parts.layout(prios)
         for job in running:
             jid = job.spec.job
+            job.wire = self.parts.wire(jid)
+            self.on_wire[job.wire] = job
             job.part_base, job.part_size = layout[jid]
             cfg = JobConfig(
                 fan_in=job.spec.workers,
@@ -92,8 +99,8 @@ class PacketSim(HostSim):
                 part_base=job.part_base,
                 part_size=job.part_size,
             )
-            if self.switch.jobs.get(jid) != cfg:
-                self.switch.add_job(jid, cfg)
+            if self.switch.jobs.get(job.wire) != cfg:
+                self.switch.add_job(job.wire, cfg)
             if self.scheme.is_static:
                 job.window = self.net.static_window(self.scheme, job.part_size)
                 for w in job.workers:
@@ -135,12 +142,12 @@ class PacketSim(HostSim):
 
     def _process(self, pkt: Packet, in_port: int) -> Result:
         res = self.switch.process(pkt, int(self.now // 1000), in_port)
-        self.verdicts[(pkt.job, res.verdict)] += 1
+        self.verdicts[(self.on_wire[pkt.job].spec.job, res.verdict)] += 1
         return res
 
     def _emit(self, res: Result) -> None:
         for out in res.outputs:
-            dest = self.jobs[out.packet.job]
+            dest = self.on_wire[out.packet.job]
             if out.to in (Out.PS, Out.ALL):
                 self._to_ps(dest, out.packet, out.packet.bitmap)
             if out.to in (Out.WORKERS, Out.ALL):

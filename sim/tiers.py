@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from esa.job import JobSpec
+from esa.job import JobSpec, check_job_id
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
@@ -92,6 +92,11 @@ class TierSim(HostSim):
         same) at the spine."""
         self.fabric = fabric
         self.placed = {rj.spec.job: rj for rj in jobs}
+        for jid in self.placed:
+            try:
+                check_job_id(jid)
+            except ValueError as e:
+                raise ValueError(f"the fabric model sends a job's own number: {e}") from None
         if max(r for rj in jobs for r in rj.racks) >= fabric.racks:
             raise ValueError(f"a job is placed beyond the fabric's {fabric.racks} racks")
         self.paths = {jid: Paths(net, fabric, rj) for jid, rj in self.placed.items()}

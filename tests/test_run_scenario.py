@@ -121,6 +121,7 @@ def test_job_timing_fields() -> None:
     ("job", "message"),
     [
         (_job(job=0), r"job id 0 is out of range \(1\.\.255\)"),
+        (_job(job=256), r"job id 256 is out of range \(1\.\.255\)"),
         (_job(workers=1), r"job 1: workers must be 2\.\.32"),
         (_job(workers=33), r"job 1: workers must be 2\.\.32"),
         (_job(values=0), "job 1: values and iterations must be >= 1"),

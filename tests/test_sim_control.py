@@ -71,7 +71,7 @@ def test_static_fb_runs_everyone_and_hands_freed_partitions_on_in_order(
     parts, admitted = replay(Scheme.STATIC_FB, pool, trace)
     assert admitted == list(range(1, len(admitted) + 1)), "everyone runs at once"
     without = [j for j, (_, s) in parts.layout().items() if s == 0]
-    assert without == parts.waiting == sorted(without)
+    assert without == list(parts.waiting) == sorted(without)
     assert not without or not parts.free
 
 

@@ -225,3 +225,10 @@ def test_the_tier_report_compares_each_setting_and_the_uplinks() -> None:
         f"{label}: best baseline (atp) / best ESA (esa-equal) 0.250"
         for label in ("one switch", "spine only", "two tiers")
     ]
+
+
+def test_the_fabric_model_refuses_a_job_number_off_the_wire() -> None:
+    jobs = [RackJob(spec(256, 4, 10), (0, 0, 1, 1))]
+    own = "the fabric model sends a job's own number"
+    with pytest.raises(ValueError, match=rf"^{own}: job id 256 is out of range \(1\.\.255\)$"):
+        TierSim(jobs, 256, Scheme.ESA, NET, FABRIC)
