@@ -87,6 +87,8 @@ class Partitions:
         """``job`` finished; the jobs admitted from the queues in its place."""
         self.running.remove(job)
         admitted = []
+        if job in self.waiting:  # STATIC_FB: it ran without a partition
+            self.waiting.remove(job)
         if job in self.held:
             self.free.append(self.held.pop(job))
             while self.free and self.waiting:

@@ -75,6 +75,20 @@ def test_static_fb_runs_everyone_and_hands_freed_partitions_on_in_order(
     assert not without or not parts.free
 
 
+def test_static_fb_forgets_a_job_that_finishes_without_a_partition() -> None:
+    """Job 2 runs through its PS and finishes first: the partition job 1
+    frees goes to job 3, the one still waiting, and no partition is lost."""
+    parts = Partitions(Scheme.STATIC_FB, BDP, BDP)
+    assert [parts.request(j) for j in (1, 2, 3)] == [True, True, True]
+    assert list(parts.waiting) == [2, 3]
+    assert parts.release(2) == []
+    assert list(parts.waiting) == [3]
+    assert parts.release(1) == []
+    assert parts.layout() == {3: (0, BDP)}
+    assert parts.release(3) == []
+    assert parts.free == [0] and not parts.held and not parts.waiting
+
+
 @settings(max_examples=60, deadline=None)
 @given(trace=traces, pool=pools)
 def test_static_equal_is_the_controllers_split_of_the_running_jobs(
