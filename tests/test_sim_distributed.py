@@ -18,6 +18,21 @@ POINT = replace(next(p for p in sweep.SUBSET if p.name == "overload-small-pool")
 SEEDS = 2
 TASKS = [(POINT, s, sc) for s in range(SEEDS) for sc in SIM_SCHEMES]
 RUN_ONE = sweep.run_one
+
+
+def count_tasks(monkeypatch: pytest.MonkeyPatch) -> list[sweep.Task]:
+    """The tasks the sweep runs from now on, in order (serial engine only:
+    a cluster's workers would not see the patch)."""
+    ran: list[sweep.Task] = []
+
+    def counted(task: sweep.Task) -> list[sweep.Row]:
+        ran.append(task)
+        return RUN_ONE(task)
+
+    monkeypatch.setattr(sweep, "run_one", counted)
+    return ran
+
+
 """the task itself, for the stand-ins below to call once they replace it."""
 
 
@@ -53,13 +68,7 @@ def test_a_rerun_runs_only_the_tasks_a_kill_lost(
     assert len(lines) == 2 + len(TASKS) * POINT.jobs
     kept = 2 + 3 * POINT.jobs
     path.write_text("".join(lines[: kept + 2]) + lines[kept + 2][:9])
-    ran: list[sweep.Task] = []
-
-    def counted(task: sweep.Task) -> list[sweep.Row]:
-        ran.append(task)
-        return RUN_ONE(task)
-
-    monkeypatch.setattr(sweep, "run_one", counted)
+    ran = count_tasks(monkeypatch)
     with Engine(0) as engine:
         resumed = sweep.run([POINT], SEEDS, path, engine)
     assert len(ran) == len(TASKS) - 3
@@ -120,13 +129,7 @@ def test_a_task_that_raises_on_the_cluster_stops_the_sweep_naming_it(
     kept = {(c[0], int(c[1]), c[2]) for c in (line.split(",") for line in body)}
     assert kept and sweep.key((POINT, 1, Scheme.ESA)) not in kept
     assert len(body) == len(kept) * POINT.jobs
-    ran: list[sweep.Task] = []
-
-    def counted(task: sweep.Task) -> list[sweep.Row]:
-        ran.append(task)
-        return RUN_ONE(task)
-
-    monkeypatch.setattr(sweep, "run_one", counted)
+    ran = count_tasks(monkeypatch)
     with Engine(0) as engine:
         rows = sweep.run([POINT], SEEDS, path, engine)
     assert sorted(sweep.key(t) for t in ran) == sorted({sweep.key(t) for t in TASKS} - kept)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esa.schemes import SIM_SCHEMES
-from sim.traces import ALL, load, philly
+from sim.traces import ALL, load, pai, philly
 from sim.traces.__main__ import main
 from sim.traces.record import TraceError, TraceJob
 from sim.traces.replay import MODERATE
@@ -156,21 +156,6 @@ def test_helios_jobs(tmp_path: Path) -> None:
     }
 
 
-JOB_HEAD = ["job_name", "inst_id", "user", "status", "start_time", "end_time"]
-TASK_HEAD = [
-    "job_name",
-    "task_name",
-    "inst_num",
-    "status",
-    "start_time",
-    "end_time",
-    "plan_cpu",
-    "plan_mem",
-    "plan_gpu",
-    "gpu_type",
-]
-
-
 def task(job: str, name: str, inst: str, start: str, end: str, gpu: str) -> list[str]:
     return [job, name, inst, "Terminated", start, end, "600.0", "29.3", gpu, "V100"]
 
@@ -192,7 +177,7 @@ def test_pai_jobs_join_their_tasks(tmp_path: Path) -> None:
         task("j5", "tensorflow", "1.0", "1010.0", "1410.0", "800.0"),
         task("elsewhere", "worker", "8.0", "1.0", "2.0", "100.0"),
     ]
-    path = write_csv(tmp_path / "pai_job_table.csv", [JOB_HEAD, *jobs])
+    path = write_csv(tmp_path / "pai_job_table.csv", [list(pai.JOB_COLUMNS), *jobs])
     write_csv(tmp_path / "pai_task_table.csv", tasks)
     sl = load("pai", path)
     assert [(j.trace_id, j.gpus, j.run_s) for j in sl.jobs] == [("j1", 5, 890.0), ("j5", 8, 400.0)]
