@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from esa.schemes import SIM_SCHEMES
 from sim.traces import ALL, load, pai, philly
 from sim.traces.__main__ import main
+from sim.traces.point import MODERATE
 from sim.traces.record import TraceError, TraceJob
-from sim.traces.replay import MODERATE
 from sim.traces.rules import (
     MAX_ITERATIONS,
-    Drop,
+    DropReason,
     Window,
     draw,
     drop,
@@ -85,7 +85,7 @@ def test_philly_jobs_become_specs(tmp_path: Path) -> None:
     sl = load("philly", write_json(tmp_path / "cluster_job_log", PHILLY))
     assert [j.trace_id for j in sl.jobs] == ["app_1", "app_4", "app_6"]
     assert sl.submitted == 6
-    assert sl.dropped == {Drop.SINGLE_GPU: 1, Drop.NO_GPU: 1, Drop.NO_TIME: 1}
+    assert sl.dropped == {DropReason.SINGLE_GPU: 1, DropReason.NO_GPU: 1, DropReason.NO_TIME: 1}
     assert sl.capped == 1
     specs = to_specs(sl, NET, seed=0, speedup=60.0)
     assert [s.job for s in specs] == [1, 2, 3]
@@ -111,7 +111,7 @@ def test_a_window_selects_by_submission_and_arrives_from_its_start(tmp_path: Pat
     sl = load("philly", path, parse_window("30:240"))
     assert [j.trace_id for j in sl.jobs] == ["app_4"]
     assert sl.submitted == 4
-    assert sl.dropped == {Drop.SINGLE_GPU: 1, Drop.NO_GPU: 1, Drop.NO_TIME: 1}
+    assert sl.dropped == {DropReason.SINGLE_GPU: 1, DropReason.NO_GPU: 1, DropReason.NO_TIME: 1}
     assert [s.arrival_s for s in to_specs(sl, NET, 0)] == [30.0]
 
 
@@ -149,10 +149,10 @@ def test_helios_jobs(tmp_path: Path) -> None:
     assert [j.submit_s - sl.start_s for j in sl.jobs] == [0.0, 1.0]
     assert sl.submitted == 6
     assert sl.dropped == {
-        Drop.SINGLE_GPU: 1,
-        Drop.NO_GPU: 1,
-        Drop.NO_TIME: 1,
-        Drop.BACKWARDS: 1,
+        DropReason.SINGLE_GPU: 1,
+        DropReason.NO_GPU: 1,
+        DropReason.NO_TIME: 1,
+        DropReason.BACKWARDS: 1,
     }
 
 
@@ -182,7 +182,7 @@ def test_pai_jobs_join_their_tasks(tmp_path: Path) -> None:
     sl = load("pai", path)
     assert [(j.trace_id, j.gpus, j.run_s) for j in sl.jobs] == [("j1", 5, 890.0), ("j5", 8, 400.0)]
     assert [j.submit_s - sl.start_s for j in sl.jobs] == [0.0, 5.0]
-    assert sl.dropped == {Drop.SINGLE_GPU: 1, Drop.NO_GPU: 1, Drop.NO_TIME: 1}
+    assert sl.dropped == {DropReason.SINGLE_GPU: 1, DropReason.NO_GPU: 1, DropReason.NO_TIME: 1}
 
 
 def refused(fmt: str, path: Path, message: str, window: Window = ALL) -> None:
@@ -336,7 +336,7 @@ def test_any_window_replays_its_jobs_in_order_and_counts_the_rest(
     assert sl.submitted == len(inside)
     assert sorted(sl.jobs, key=lambda j: j.submit_s) == list(sl.jobs)
     assert sorted(map(id, sl.jobs)) == sorted(id(j) for j in inside if drop(j) is None)
-    for reason in Drop:
+    for reason in DropReason:
         assert sl.dropped.get(reason, 0) == sum(drop(j) is reason for j in inside)
     assert len(sl.jobs) + sum(sl.dropped.values()) == sl.submitted
     specs = to_specs(sl, NET, seed=3, speedup=10.0)

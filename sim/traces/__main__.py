@@ -14,8 +14,8 @@ from esa.schemes import SIM_SCHEMES
 from sim import engine, plots, summary, sweep
 from sim.taskfile import StaleFile
 from sim.traces import ALL, READERS, load
+from sim.traces.point import MODERATE, point
 from sim.traces.record import TraceError
-from sim.traces.replay import MODERATE, point
 from sim.traces.rules import MAX_ITERATIONS, Slice, Window, parse_window
 from sim.traces.synth import write_philly
 from sim.workload import MIXES

@@ -7,7 +7,7 @@
 * Workers: one per GPU (``GPUS_PER_WORKER``).  A job on more GPUs than the
   switch's worker bitmap holds (``esa.wire.MAX_WORKERS``) runs with that
   many workers, and is counted.
-* Dropped, and counted by reason (``Drop``): jobs without a GPU, on a
+* Dropped, and counted by reason (``DropReason``): jobs without a GPU, on a
   single GPU (nothing to aggregate), without a recorded start or end, or
   ending before they start.  Every status is kept: a failed or killed job
   loaded the network until it stopped.
@@ -44,7 +44,7 @@ JITTER = WorkloadSpec().jitter
 """Every job's compute spread, as in the synthetic workload."""
 
 
-class Drop(enum.Enum):
+class DropReason(enum.Enum):
     NO_GPU = "no GPU"
     SINGLE_GPU = "single GPU"
     NO_TIME = "no start or end time"
@@ -78,16 +78,16 @@ def workers(gpus: int) -> int:
     return min(gpus // GPUS_PER_WORKER, wire.MAX_WORKERS)
 
 
-def drop(job: TraceJob) -> Drop | None:
+def drop(job: TraceJob) -> DropReason | None:
     """Why ``job`` is not replayed, or None."""
     if job.gpus == 0:
-        return Drop.NO_GPU
+        return DropReason.NO_GPU
     if workers(job.gpus) < 2:
-        return Drop.SINGLE_GPU
+        return DropReason.SINGLE_GPU
     if job.run_s is None:
-        return Drop.NO_TIME
+        return DropReason.NO_TIME
     if job.run_s < 0:
-        return Drop.BACKWARDS
+        return DropReason.BACKWARDS
     return None
 
 
@@ -101,7 +101,7 @@ class Slice:
     """the window's START on the trace's clock."""
     submitted: int
     """jobs submitted in the window, kept or dropped."""
-    dropped: dict[Drop, int]
+    dropped: dict[DropReason, int]
 
     @property
     def capped(self) -> int:
@@ -115,7 +115,7 @@ def select(jobs: Sequence[TraceJob], window: Window) -> Slice:
         (j for j in jobs if window.start_s <= j.submit_s - first < window.end_s),
         key=lambda j: j.submit_s,
     )
-    dropped: Counter[Drop] = Counter()
+    dropped: Counter[DropReason] = Counter()
     kept = []
     for j in inside:
         reason = drop(j)
