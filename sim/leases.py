@@ -23,8 +23,6 @@ class Leases:
         """the free ids, a heap (a sorted list is one)."""
         self.held: dict[int, int] = {}
         """job -> the wire id it holds."""
-        self.holder: dict[int, int] = {}
-        """wire id -> the job holding it."""
         self.waiting: deque[int] = deque()
         """jobs waiting for an id, first come first."""
 
@@ -43,7 +41,6 @@ class Leases:
         if job not in self.held:
             raise ValueError(f"job {job} holds no wire id")
         wire = self.held.pop(job)
-        del self.holder[wire]
         if self.waiting:
             nxt = self.waiting.popleft()
             self._give(nxt, wire)
@@ -53,5 +50,4 @@ class Leases:
 
     def _give(self, job: int, wire: int) -> int:
         self.held[job] = wire
-        self.holder[wire] = job
         return wire
