@@ -302,6 +302,23 @@ def test_the_cli_names_a_bad_window(capsys: pytest.CaptureFixture[str]) -> None:
     assert "argument --window: window '20:10': needs 0 <= START < END" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("speedup", "message"),
+    [
+        ("0", "speedup 0: give more than 0"),
+        ("inf", "speedup 'inf' is not a finite number"),
+        ("x", "speedup 'x' is not a number"),
+    ],
+)
+def test_the_cli_names_a_bad_speedup(
+    speedup: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["replay", "--format", "philly", "--trace", "x", "--speedup", speedup])
+    assert e.value.code == 2
+    assert f"argument --speedup: {message}" in capsys.readouterr().err
+
+
 def test_the_cli_names_a_refused_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "cluster_log.csv"
     path.write_text("job_id,gpu_num\n")

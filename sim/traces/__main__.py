@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from esa import wire
+from esa import arguments, wire
 from esa.schemes import SIM_SCHEMES
 from sim import engine, plots, summary, sweep
 from sim.taskfile import StaleFile
@@ -28,13 +28,6 @@ def window_arg(text: str) -> Window:
         return parse_window(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,7 +50,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--pool", type=int, default=MODERATE.pool, help="switch slots")
     r.add_argument("--seeds", type=int, default=sweep.SEEDS_SUBSET, help="model draws")
     r.add_argument("--mix", choices=list(MIXES), default="mixed", help="the models drawn from")
-    r.add_argument("--speedup", type=positive, default=1.0, help="divide arrivals and runs by this")
+    r.add_argument(
+        "--speedup",
+        type=arguments.number("speedup"),
+        default=1.0,
+        help="divide arrivals and runs by this",
+    )
     r.add_argument(
         "--out",
         type=Path,
