@@ -10,8 +10,9 @@ another job's held slot goes to its PS.  This runs a Mininet scenario's
 jobs through the packet model (``sim.packet``, calibrated as
 ``sim.replay`` does) with each worker's packets reaching the switch a
 fixed ``U[0, lag)`` later than they would, drawn per worker, under the
-static equal split, ESA hashing every job and ESA with homes, and prints
-each one's average JCT.
+static equal split, ESA hashing every job, ESA with homes and ESA with homes
+and one priority for all (the run's ``esa-equal``), and prints each one's
+average JCT.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from sim.entry import mean_jct
 from sim.params import Net
 from sim.replay import net_for
 
-SCENARIOS = (scn.SCENARIOS / "priority.json", scn.DEFAULT)
+SCENARIOS = (scn.SCENARIOS / "priority.json", scn.DEFAULT, scn.SCENARIOS / "srpt.json")
 LAGS_MS = (0.0, 3.0, 10.0)
 VARIANTS: dict[str, tuple[Scheme, bool]] = {
     "static-equal": (Scheme.STATIC_EQUAL, False),
     "esa hashed": (Scheme.ESA, False),
     "esa homes": (Scheme.ESA, True),
+    "esa-equal homes": (Scheme.ESA_EQUAL, True),
 }
 """column -> (scheme, ``Net.esa_homes``)."""
 
@@ -55,14 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--bw", type=float, help="link bandwidth, Mbit/s (default: the scenario's)")
     args = ap.parse_args(argv)
-    print(f"{'scenario':<16}{'lag ms':>7}" + "".join(f"{v:>14}" for v in VARIANTS))
+    print(f"{'scenario':<16}{'lag ms':>7}" + "".join(f"{v:>17}" for v in VARIANTS))
     for path in args.scenarios:
         s = scn.load(path)
         if args.bw is not None:
             s = replace(s, link={**s.link, "bw_mbps": args.bw})
         for lag in args.lag_ms:
             avg = compare(s, lag)
-            print(f"{path.stem:<16}{lag:>7g}" + "".join(f"{avg[v]:>14.2f}" for v in VARIANTS))
+            print(f"{path.stem:<16}{lag:>7g}" + "".join(f"{avg[v]:>17.2f}" for v in VARIANTS))
     return 0
 
 

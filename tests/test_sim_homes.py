@@ -57,3 +57,15 @@ def test_with_lagging_workers_homes_place_chunks_as_the_equal_split_and_hashing_
     avg = homes.compare(ROOMY, 10.0)
     assert avg["esa homes"] == avg["static-equal"]
     assert avg["esa hashed"] > 1.2 * avg["esa homes"]
+
+
+def test_srpt_scenario_priorities_pay_once_slots_are_held() -> None:
+    """mininet/scenarios/srpt.json (two short jobs of fan-in 4 behind a long
+    one, 2 slots): with workers in step a slot is held for no time and one
+    priority for all ties SRPT; with workers up to 3 ms apart SRPT's short
+    jobs take the homes from the long one and the average JCT falls."""
+    s = scn.load(scn.SCENARIOS / "srpt.json")
+    in_step = homes.compare(s, 0.0)
+    assert in_step["esa homes"] == in_step["esa-equal homes"]
+    lagging = homes.compare(s, 3.0)
+    assert lagging["esa homes"] < 0.95 * lagging["esa-equal homes"]
