@@ -69,6 +69,12 @@ def integer(what: str, lo: int, hi: int, bounds: str = "") -> Callable[[str], in
     return checked(what, lambda n: check_range(what, n, lo, hi, bounds))
 
 
+def at_least(what: str, lo: int) -> Callable[[str], int]:
+    """An integer ``lo`` or more: a count (``lo`` 1), or one where 0 has a
+    meaning of its own (``lo`` 0)."""
+    return integer(what, lo, 2**63 - 1, f"{lo} or more")
+
+
 def number(
     what: str, zero: bool = False, hi: float = math.inf, unit: str = ""
 ) -> Callable[[str], float]:

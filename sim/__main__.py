@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from esa import arguments
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, engine, plots, summary, sweep
 from sim.params import SQUAT_RTTS
@@ -17,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="the full grid and the sensitivity runs")
     ap.add_argument(
         "--seeds",
-        type=int,
+        type=arguments.at_least("seeds", 1),
         help=f"seeds per point (default {sweep.SEEDS_SUBSET}, with --full {sweep.SEEDS})",
     )
     ap.add_argument(

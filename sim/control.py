@@ -130,7 +130,14 @@ class FabricPartitions:
     """Partitions at every switch a job uses (``sim.tiers``), each switch
     handing out its own pool as ``Partitions`` does.  STATIC_BDP admits a
     job only when each of its switches has a partition free, first come
-    first served across the fabric; the other schemes admit it at once."""
+    first served across the fabric; the other schemes admit it at once.
+
+    A job leases one wire id for the whole fabric (``sim.leases``), from its
+    admission, waiting for partitions included, to its end: every switch's
+    job table and every packet carry it.  While all are held an arriving job
+    waits for one before anything else.  (Each switch's ``Partitions`` also
+    leases an id of its own, never read; it never waits, since no more jobs
+    run at a switch than hold a fabric id.)"""
 
     def __init__(
         self, scheme: Scheme, switches: dict[str, Partitions], uses: dict[int, tuple[str, ...]]
@@ -142,6 +149,7 @@ class FabricPartitions:
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
         """STATIC_BDP: jobs waiting for a partition at every switch they use."""
+        self.leases = Leases(wire.MAX_JOB_ID)
 
     def _fits(self, job: int) -> bool:
         return all(self.switches[s].free for s in self.uses[job])
@@ -152,6 +160,12 @@ class FabricPartitions:
         self.running.append(job)
 
     def request(self, job: int) -> bool:
+        """Admit ``job`` now (True) or queue it until a wire id or, under
+        STATIC_BDP, a partition at each of its switches frees (False)."""
+        return self.leases.lease(job) is not None and self._place(job)
+
+    def _place(self, job: int) -> bool:
+        """``job`` holds a wire id: run it, or queue it for partitions."""
         if self.scheme.memory is Memory.BDP_WAIT and (self.waiting or not self._fits(job)):
             self.waiting.append(job)
             return False
@@ -168,7 +182,14 @@ class FabricPartitions:
             nxt = self.waiting.popleft()
             self._start(nxt)
             admitted.append(nxt)
+        waited = self.leases.release(job)
+        if waited is not None and self._place(waited):
+            admitted.append(waited)
         return admitted
+
+    def wire(self, job: int) -> int:
+        """The wire id ``job`` holds: its key in every switch's job table."""
+        return self.leases.held[job]
 
     def layout(self, switch: str) -> dict[int, tuple[int, int]]:
         return self.switches[switch].layout()

@@ -19,6 +19,7 @@ from typing import TypeVar
 import dask
 from distributed import Client, LocalCluster, as_completed
 
+from esa import arguments
 from esa.progress import Progress, tally
 
 T = TypeVar("T")
@@ -35,7 +36,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     where = ap.add_mutually_exclusive_group()
     where.add_argument(
         "--procs",
-        type=int,
+        type=arguments.at_least("procs", 0),
         default=2,
         help="worker processes of the Dask cluster started on this machine "
         "(default 2; 0: no cluster, the tasks run one by one in this process)",

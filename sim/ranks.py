@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from esa import arguments
 from esa.schemes import Scheme
 from sim import fluid, sweep
 from sim.rates import Flow
@@ -83,7 +84,7 @@ def study(point: sweep.Point, scheme: Scheme, seeds: int) -> tuple[float, RankSt
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.ranks", description=__doc__)
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=arguments.at_least("seeds", 1), default=2)
     args = ap.parse_args(argv)
     base = {p.name: p for p in sweep.SUBSET}
     print("| point | PS shards | scheme | mean JCT s | rank | to PS | rate / line |")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from esa import arguments
 from esa.job import JobSpec
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import packet, tiers
@@ -138,7 +139,7 @@ def table(rows: list[Row]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.tier_report", description=__doc__)
-    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--procs", type=arguments.at_least("procs", 1), default=2)
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     table_rows = rows(args.procs)

@@ -27,7 +27,10 @@ job as ``sim.packet``'s one switch does, its workers two links further.
 Every switch is a FIFO server of ``Net.switch_pkt_ns`` per packet it
 processes; forwarding costs link time only.  Each switch has its own pool
 and, under STATIC, its own partitions, sized to a bandwidth-delay product
-of its path.
+of its path.  A job, any int >= 1, leases one wire id for the whole fabric
+(``sim.control.FabricPartitions``, ``sim.leases``) as ``sim.packet``'s
+does: every switch's job table and every packet carry it; the results and
+counters are keyed by the job's own number.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from esa.job import JobSpec, check_job_id
+from esa.job import JobSpec
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
@@ -92,11 +95,6 @@ class TierSim(HostSim):
         same) at the spine."""
         self.fabric = fabric
         self.placed = {rj.spec.job: rj for rj in jobs}
-        for jid in self.placed:
-            try:
-                check_job_id(jid)
-            except ValueError as e:
-                raise ValueError(f"the fabric model sends a job's own number: {e}") from None
         if max(r for rj in jobs for r in rj.racks) >= fabric.racks:
             raise ValueError(f"a job is placed beyond the fabric's {fabric.racks} racks")
         self.paths = {jid: Paths(net, fabric, rj) for jid, rj in self.placed.items()}
@@ -125,6 +123,9 @@ class TierSim(HostSim):
         """chunk -> the workers its last PULL spared (``_quiet``)."""
         self.proxied: Counter[int] = Counter()
         """job -> rack sums the PS sent up in their ToR's place."""
+        self.on_wire: dict[int, JobRun] = {}
+        """wire id -> the job that last held it: whose the switches' packets
+        of that id are."""
         super().__init__([rj.spec for rj in jobs], scheme, net, seed)
 
     @staticmethod
@@ -167,25 +168,31 @@ class TierSim(HostSim):
 
     def _release(self, jid: int) -> list[int]:
         for s in self._uses(jid):
-            s.model.remove_job(jid)
+            s.model.remove_job(self.parts.wire(jid))
         return self.parts.release(jid)
 
     def _write_jobs(self) -> None:
         """Every switch's rows of the running jobs; under STATIC a worker's
         window is cut to the smallest of its job's partitions."""
         running = [self.jobs[jid] for jid in self.parts.running]
-        held = {j: c.priority for s in [*self.tors, self.spine] for j, c in s.model.jobs.items()}
+        held = {
+            self.on_wire[w].spec.job: c.priority
+            for s in [*self.tors, self.spine]
+            for w, c in s.model.jobs.items()
+        }
         ranked = [(j.spec, j.iters_done, j.admitted_at * 1e-9) for j in running]
         prios = priorities(self.scheme, self.net, ranked, held)
         for job in running:
             jid = job.spec.job
+            job.wire = self.parts.wire(jid)
+            self.on_wire[job.wire] = job
             parts = []
             for s in self._uses(jid):
                 base, size = self.parts.layout(s.name)[jid]
                 parts.append(size)
                 cfg = self._row(s, self.placed[jid], job, prios[jid], base, size)
-                if s.model.jobs.get(jid) != cfg:
-                    s.model.add_job(jid, cfg)
+                if s.model.jobs.get(job.wire) != cfg:
+                    s.model.add_job(job.wire, cfg)
             if self.scheme.is_static:
                 job.window = self._static_window(jid, min(parts))
                 for w in job.workers:
@@ -238,7 +245,7 @@ class TierSim(HostSim):
 
     def _process(self, s: TierSwitch, pkt: Packet, in_port: int) -> None:
         res = s.model.process(pkt, int(self.now // 1000), in_port)
-        s.verdicts[(pkt.job, res.verdict)] += 1
+        s.verdicts[(self.on_wire[pkt.job].spec.job, res.verdict)] += 1
         for out in res.outputs:
             if s is self.spine:
                 self._from_spine(out)
@@ -269,7 +276,8 @@ class TierSim(HostSim):
 
     def _from_tor(self, rack: int, out: Output) -> None:
         pkt = out.packet
-        job, rj = self.jobs[pkt.job], self.placed[pkt.job]
+        job = self.on_wire[pkt.job]
+        rj = self.placed[job.spec.job]
         if not rj.cross:
             if out.to in (Out.PS, Out.ALL):
                 self._to_ps(job, pkt, pkt.bitmap)
@@ -288,7 +296,8 @@ class TierSim(HostSim):
 
     def _from_spine(self, out: Output) -> None:
         pkt = out.packet
-        job, rj = self.jobs[pkt.job], self.placed[pkt.job]
+        job = self.on_wire[pkt.job]
+        rj = self.placed[job.spec.job]
         two_tier = self.fabric.tor_aggregation
         if out.to in (Out.PS, Out.ALL):
             workers = self._racks_to_workers(rj, pkt.bitmap) if two_tier else pkt.bitmap
@@ -297,7 +306,7 @@ class TierSim(HostSim):
             return
         for r in rj.used:
             into: Callable[[], None]
-            if self._at_tor(pkt.job, r):
+            if self._at_tor(rj.spec.job, r):
                 down = pkt
                 if pkt.ptype is not PacketType.PULL:
                     down = replace(pkt, ptype=PacketType.PS_RESULT)
@@ -315,20 +324,21 @@ class TierSim(HostSim):
         ps = job.shard(pkt.seq)
 
         def arrive() -> None:
-            self.from_spine.add((pkt.job, pkt.seq))
+            self.from_spine.add((job.spec.job, pkt.seq))
             self._at_ps(job, ps, pkt, workers)
 
         self.hop(ps.down, arrive)
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         super()._ps_serve(job, ps, pkt, workers)
-        key = (pkt.job, pkt.seq)
+        jid = job.spec.job
+        key = (jid, pkt.seq)
         if pkt.seq in ps.done:
             self.from_spine.discard(key)
             self.sent_up.pop(key, None)
             self.pulled_quiet.pop(key, None)
             return
-        rj = self.placed[pkt.job]
+        rj = self.placed[jid]
         if not (self.fabric.tor_aggregation and rj.cross) or key in self.from_spine:
             return
         have = ps.bitmaps.get(pkt.seq, 0)
@@ -336,8 +346,8 @@ class TierSim(HostSim):
             rack, bit = rj.rack_mask(r), 1 << i
             if have & rack == rack and not self.sent_up[key] & bit:
                 self.sent_up[key] |= bit
-                self.proxied[pkt.job] += 1
-                up = Packet(PacketType.CONTRIB, pkt.job, pkt.seq, bit, ZEROS)
+                self.proxied[jid] += 1
+                up = Packet(PacketType.CONTRIB, job.wire, pkt.seq, bit, ZEROS)
                 self._up([ps.up], up, rj.ps_rack)
 
     def _quiet(self, job: JobRun, ps: PsHost, seq: int) -> int:

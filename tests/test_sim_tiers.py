@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esa import wire
 from esa.job import JobSpec
+from esa.model import Packet
 from esa.schemes import Scheme
 from esa.spec import Event, Verdict
 from sim import tier_report
@@ -16,7 +19,7 @@ from sim.control import FabricPartitions, Partitions
 from sim.packet import PacketSim
 from sim.params import Net
 from sim.racks import RackJob, Racks, place
-from sim.tiers import TierSim
+from sim.tiers import TierSim, TierSwitch
 
 NET = Net(hop_ns=500, ps_shards=2, barrier=True, jitter_ns=0.0, rto_ns=0.0)
 """Mechanisms in isolation: no spread of a chunk's contributions, no retransmission timer."""
@@ -227,8 +230,91 @@ def test_the_tier_report_compares_each_setting_and_the_uplinks() -> None:
     ]
 
 
-def test_the_fabric_model_refuses_a_job_number_off_the_wire() -> None:
-    jobs = [RackJob(spec(256, 4, 10), (0, 0, 1, 1))]
-    own = "the fabric model sends a job's own number"
-    with pytest.raises(ValueError, match=rf"^{own}: job id 256 is out of range \(1\.\.255\)$"):
-        TierSim(jobs, 256, Scheme.ESA, NET, FABRIC)
+def renumbered(jobs: list[RackJob], ids: tuple[int, ...]) -> list[RackJob]:
+    """``jobs`` under the numbers ``ids``, without compute jitter (its draw
+    follows the job's number)."""
+    return [
+        replace(rj, spec=replace(rj.spec, job=jid, jitter=0.0))
+        for rj, jid in zip(jobs, ids, strict=True)
+    ]
+
+
+class WatchedTiers(TierSim):
+    """The fabric model, noting every job id its switch models are given."""
+
+    seen: set[int]
+
+    def _process(self, s: TierSwitch, pkt: Packet, in_port: int) -> None:
+        self.seen.add(pkt.job)
+        self.seen.update(s.model.jobs)
+        super()._process(s, pkt, in_port)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ESA, Scheme.ATP, Scheme.STATIC_BDP])
+def test_the_fabric_model_runs_any_job_number_on_a_leased_wire_id(scheme: Scheme) -> None:
+    """Jobs numbered far above the wire's 255 run as the same jobs numbered
+    1, 2, 3: the same JCTs, counters and uplink packets, and the switches
+    see only the wire ids 1..3."""
+    small, big = renumbered(CROSS, (1, 2, 3)), renumbered(CROSS, (1000, 5000, 70_000))
+    a = TierSim(small, 256, scheme, NET, FABRIC)
+    before = a.run()
+    b = WatchedTiers(big, 256, scheme, NET, FABRIC)
+    b.seen = set()
+    jct = b.run()
+    assert jct == {1000: before[1], 5000: before[2], 70_000: before[3]}
+    assert b.seen == {1, 2, 3}
+    assert b.uplink_packets() == a.uplink_packets()
+    assert {j: b.jobs[j].wire for j in jct} == {1000: 1, 5000: 2, 70_000: 3}
+    new = dict(zip((1, 2, 3), (1000, 5000, 70_000), strict=True))
+    for sa, sb in zip([*a.tors, a.spine], [*b.tors, b.spine], strict=True):
+        assert sb.verdicts == Counter({(new[j], v): n for (j, v), n in sa.verdicts.items()})
+    assert b.proxied == Counter({new[j]: n for j, n in a.proxied.items()})
+
+
+def test_fabric_jobs_beyond_the_wire_ids_wait_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two wire ids, three jobs arriving together: the third waits for
+    the first id freed and takes it (a run that strands a job raises
+    ``Deadlock``)."""
+    monkeypatch.setattr(wire, "MAX_JOB_ID", 2)
+    together = [replace(rj, spec=replace(rj.spec, arrival_s=0.0)) for rj in CROSS]
+    sim = WatchedTiers(renumbered(together, (300, 400, 500)), 256, Scheme.ESA, NET, FABRIC)
+    sim.seen = set()
+    assert set(sim.run()) == {300, 400, 500}
+    assert sim.seen == {1, 2}
+    assert [sim.jobs[j].admitted_at for j in (300, 400)] == [0.0, 0.0]
+    first = min((300, 400), key=lambda j: sim.jobs[j].finish or 0.0)
+    assert sim.jobs[500].admitted_at == sim.jobs[first].finish
+    assert sim.jobs[500].admitted_at > 0
+    assert sim.jobs[500].wire == sim.jobs[first].wire
+
+
+def test_more_fabric_jobs_at_once_than_wire_ids_wait_first_come_first_served() -> None:
+    """300 jobs across two racks arrive together: 255 run at once on the
+    ids 1..255, the other 45 wait and start in arrival order as ids free."""
+    jobs = [RackJob(spec(1000 + i, 2, 4, arrival_s=0.0), (0, 1)) for i in range(300)]
+    sim = TierSim(jobs, 256, Scheme.ESA, NET, FABRIC)
+    assert len(sim.run()) == 300
+    runs = [sim.jobs[rj.spec.job] for rj in jobs]
+    assert all(j.admitted_at == 0.0 for j in runs[:255])
+    assert sorted(j.wire for j in runs[:255]) == list(range(1, 256))
+    late = [j.admitted_at for j in runs[255:]]
+    assert all(t > 0 for t in late) and late == sorted(late)
+    assert {j.wire for j in runs} == set(range(1, 256))
+
+
+def test_the_fabric_leases_one_wire_id_before_any_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """STATIC_BDP with two wire ids and one partition per switch: the second
+    job holds an id and waits for a partition, the third waits for an id;
+    each starts as the one before it ends."""
+    monkeypatch.setattr(wire, "MAX_JOB_ID", 2)
+    switches = {s: Partitions(Scheme.STATIC_BDP, 1, 1) for s in "ab"}
+    uses = {500: ("a",), 600: ("a", "b"), 700: ("b",)}
+    parts = FabricPartitions(Scheme.STATIC_BDP, switches, uses)
+    assert [parts.request(j) for j in (500, 600, 700)] == [True, False, False]
+    assert list(parts.waiting) == [600] and list(parts.leases.waiting) == [700]
+    assert parts.release(500) == [600]
+    assert parts.wire(700) == 1 and list(parts.waiting) == [700]
+    assert parts.release(600) == [700]
+    assert parts.running == [700] and parts.wire(700) == 1

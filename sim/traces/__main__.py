@@ -47,8 +47,13 @@ def parser() -> argparse.ArgumentParser:
         default=ALL,
         help="START:END, seconds from the trace's first submission (default: all of it)",
     )
-    r.add_argument("--pool", type=int, default=MODERATE.pool, help="switch slots")
-    r.add_argument("--seeds", type=int, default=sweep.SEEDS_SUBSET, help="model draws")
+    r.add_argument("--pool", type=arguments.POOL_SIZE, default=MODERATE.pool, help="switch slots")
+    r.add_argument(
+        "--seeds",
+        type=arguments.at_least("seeds", 1),
+        default=sweep.SEEDS_SUBSET,
+        help="model draws",
+    )
     r.add_argument("--mix", choices=list(MIXES), default="mixed", help="the models drawn from")
     r.add_argument(
         "--speedup",
