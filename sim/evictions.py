@@ -206,7 +206,7 @@ def layouts_table(shards: list[int], pools: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.evictions", description=__doc__)
-    ap.add_argument("--shards", type=int, nargs="+", default=list(SHARDS))
+    ap.add_argument("--shards", type=arguments.shards, nargs="+", default=list(SHARDS))
     ap.add_argument("--pools", type=arguments.POOL_SIZE, nargs="+", default=list(POOLS))
     ap.add_argument("--table", choices=("rules", "layouts", "both"), default="both")
     args = ap.parse_args(argv)

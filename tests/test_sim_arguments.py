@@ -26,6 +26,8 @@ CASES: list[tuple[Callable[[list[str]], int], list[str], str]] = [
     (traces_main, [*REPLAY, "--pool", "-8"], "argument --pool: pool size -8 is out of range"),
     (ranks.main, ["--seeds", "0"], "argument --seeds: seeds 0 is out of range (1 or more)"),
     (evictions.main, ["--pools", "64", "0"], "argument --pools: pool size 0 is out of range"),
+    (evictions.main, ["--shards", "3"], "argument --shards: shards 3 is not 1, 2, 4 or 8"),
+    (evictions.main, ["--shards", "0"], "argument --shards: shards 0 is out of range"),
     (tier_report.main, ["--procs", "0"], "argument --procs: procs 0 is out of range (1 or more)"),
 ]
 
