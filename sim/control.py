@@ -43,7 +43,43 @@ def priorities(
     return job_priorities(scheme, net, running, held)
 
 
-class Partitions:
+class Leased:
+    """Admission with a wire id (``sim.leases``): a job is placed once it
+    holds one and, while all are held, waits for one before anything else;
+    on its end its id goes to the first job waiting, which is placed then.
+    What placing means (a partition, or one at each switch of a fabric) is
+    the subclass's ``place`` and ``unplace``."""
+
+    def __init__(self) -> None:
+        self.leases = Leases(wire.MAX_JOB_ID)
+
+    def place(self, job: int) -> bool:
+        """Run ``job`` (True) or queue it for memory (False)."""
+        raise NotImplementedError
+
+    def unplace(self, job: int) -> list[int]:
+        """``job`` finished; the jobs its memory admitted in its place."""
+        raise NotImplementedError
+
+    def request(self, job: int) -> bool:
+        """Admit ``job`` now (True) or queue it until a wire id or its
+        memory frees (False)."""
+        return self.leases.lease(job) is not None and self.place(job)
+
+    def release(self, job: int) -> list[int]:
+        """``job`` finished; the jobs admitted in its place."""
+        admitted = self.unplace(job)
+        waited = self.leases.release(job)
+        if waited is not None and self.place(waited):
+            admitted.append(waited)
+        return admitted
+
+    def wire(self, job: int) -> int:
+        """The wire id ``job`` holds: its key in every job table it is in."""
+        return self.leases.held[job]
+
+
+class Partitions(Leased):
     """Which job may stream and through which slots (``part_base, part_size``)."""
 
     def __init__(
@@ -52,6 +88,7 @@ class Partitions:
         """``size``: slots of a STATIC_BDP or STATIC_FB partition (one
         bandwidth-delay product of the switch's path, ``Net.bdp_partition``);
         ``homes``, ``home_size``: ``Net.esa_homes``, ``Net.esa_home_size``."""
+        super().__init__()
         self.scheme = scheme
         self.homes = homes and scheme.policy is Policy.ESA
         self.home_size = home_size
@@ -64,15 +101,9 @@ class Partitions:
         """STATIC_BDP: job -> its partition's index."""
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
-        self.leases = Leases(wire.MAX_JOB_ID)
 
-    def request(self, job: int) -> bool:
-        """Admit ``job`` now (True) or queue it until a wire id or a
-        partition frees (False)."""
-        return self.leases.lease(job) is not None and self._place(job)
-
-    def _place(self, job: int) -> bool:
-        """``job`` holds a wire id: run it, or queue it for a partition."""
+    def place(self, job: int) -> bool:
+        """Run ``job``, or queue it for a partition."""
         if self.scheme.memory in BDP:
             if not self.free or self.waiting:
                 self.waiting.append(job)
@@ -83,8 +114,7 @@ class Partitions:
         self.running.append(job)
         return True
 
-    def release(self, job: int) -> list[int]:
-        """``job`` finished; the jobs admitted from the queues in its place."""
+    def unplace(self, job: int) -> list[int]:
         self.running.remove(job)
         admitted = []
         if job in self.waiting:  # STATIC_FB: it ran without a partition
@@ -97,14 +127,7 @@ class Partitions:
                 if self.scheme.memory is Memory.BDP_WAIT:
                     self.running.append(nxt)
                     admitted.append(nxt)
-        waited = self.leases.release(job)
-        if waited is not None and self._place(waited):
-            admitted.append(waited)
         return admitted
-
-    def wire(self, job: int) -> int:
-        """The wire id ``job`` holds: its key in the switch's job table."""
-        return self.leases.held[job]
 
     def layout(self, prios: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """``job -> (part_base, part_size)`` of every running job; (0, 0)
@@ -126,7 +149,7 @@ class Partitions:
         return {j: (0, 0) for j in self.running}
 
 
-class FabricPartitions:
+class FabricPartitions(Leased):
     """Partitions at every switch a job uses (``sim.tiers``), each switch
     handing out its own pool as ``Partitions`` does.  STATIC_BDP admits a
     job only when each of its switches has a partition free, first come
@@ -135,13 +158,13 @@ class FabricPartitions:
     A job leases one wire id for the whole fabric (``sim.leases``), from its
     admission, waiting for partitions included, to its end: every switch's
     job table and every packet carry it.  While all are held an arriving job
-    waits for one before anything else.  (Each switch's ``Partitions`` also
-    leases an id of its own, never read; it never waits, since no more jobs
-    run at a switch than hold a fabric id.)"""
+    waits for one before anything else.  The switches' ``Partitions`` only
+    place it (``place``, ``unplace``): they lease no id of their own."""
 
     def __init__(
         self, scheme: Scheme, switches: dict[str, Partitions], uses: dict[int, tuple[str, ...]]
     ) -> None:
+        super().__init__()
         self.scheme = scheme
         self.switches = switches
         self.uses = uses
@@ -149,47 +172,33 @@ class FabricPartitions:
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
         """STATIC_BDP: jobs waiting for a partition at every switch they use."""
-        self.leases = Leases(wire.MAX_JOB_ID)
 
     def _fits(self, job: int) -> bool:
         return all(self.switches[s].free for s in self.uses[job])
 
     def _start(self, job: int) -> None:
         for s in self.uses[job]:
-            self.switches[s].request(job)
+            self.switches[s].place(job)
         self.running.append(job)
 
-    def request(self, job: int) -> bool:
-        """Admit ``job`` now (True) or queue it until a wire id or, under
-        STATIC_BDP, a partition at each of its switches frees (False)."""
-        return self.leases.lease(job) is not None and self._place(job)
-
-    def _place(self, job: int) -> bool:
-        """``job`` holds a wire id: run it, or queue it for partitions."""
+    def place(self, job: int) -> bool:
+        """Run ``job``, or queue it for partitions."""
         if self.scheme.memory is Memory.BDP_WAIT and (self.waiting or not self._fits(job)):
             self.waiting.append(job)
             return False
         self._start(job)
         return True
 
-    def release(self, job: int) -> list[int]:
-        """``job`` finished; the jobs admitted in its place."""
+    def unplace(self, job: int) -> list[int]:
         self.running.remove(job)
         for s in self.uses[job]:
-            self.switches[s].release(job)
+            self.switches[s].unplace(job)
         admitted = []
         while self.waiting and self._fits(self.waiting[0]):
             nxt = self.waiting.popleft()
             self._start(nxt)
             admitted.append(nxt)
-        waited = self.leases.release(job)
-        if waited is not None and self._place(waited):
-            admitted.append(waited)
         return admitted
-
-    def wire(self, job: int) -> int:
-        """The wire id ``job`` holds: its key in every switch's job table."""
-        return self.leases.held[job]
 
     def layout(self, switch: str) -> dict[int, tuple[int, int]]:
         return self.switches[switch].layout()
