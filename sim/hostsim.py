@@ -80,7 +80,16 @@ class HostSim:
         self.counter = itertools.count()
         self.ps_completed: Counter[int] = Counter()
         """chunks each job completed at its PS rather than in a switch."""
+        self.on_wire: dict[int, JobRun] = {}
+        """wire id -> the job that last held it: whose the switches' packets
+        of that id are."""
         self.jobs = {spec.job: self._job_run(spec, seed) for spec in jobs}
+
+    def _on_wire(self, job: JobRun, wire: int) -> None:
+        """``job`` holds wire id ``wire`` (``sim.leases``): its packets carry
+        it, and packets of that id are its."""
+        job.wire = wire
+        self.on_wire[wire] = job
 
     def _job_run(self, spec: JobSpec, seed: int) -> JobRun:
         net, lag = self.net, lags(spec, self.net, seed)

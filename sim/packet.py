@@ -58,9 +58,6 @@ class PacketSim(HostSim):
         )
         self.verdicts: Counter[tuple[int, Verdict]] = Counter()
         """(job, verdict) -> packets."""
-        self.on_wire: dict[int, JobRun] = {}
-        """wire id -> the job that last held it: whose the switch's packets
-        of that id are."""
         self.switch_queue: deque[tuple[Packet, int]] = deque()
         self.switch_busy = False
         super().__init__(jobs, scheme, net, seed)
@@ -88,8 +85,7 @@ class PacketSim(HostSim):
         layout = self.parts.layout(prios)
         for job in running:
             jid = job.spec.job
-            job.wire = self.parts.wire(jid)
-            self.on_wire[job.wire] = job
+            self._on_wire(job, self.parts.wire(jid))
             job.part_base, job.part_size = layout[jid]
             cfg = JobConfig(
                 fan_in=job.spec.workers,

@@ -123,9 +123,6 @@ class TierSim(HostSim):
         """chunk -> the workers its last PULL spared (``_quiet``)."""
         self.proxied: Counter[int] = Counter()
         """job -> rack sums the PS sent up in their ToR's place."""
-        self.on_wire: dict[int, JobRun] = {}
-        """wire id -> the job that last held it: whose the switches' packets
-        of that id are."""
         super().__init__([rj.spec for rj in jobs], scheme, net, seed)
 
     @staticmethod
@@ -184,8 +181,7 @@ class TierSim(HostSim):
         prios = priorities(self.scheme, self.net, ranked, held)
         for job in running:
             jid = job.spec.job
-            job.wire = self.parts.wire(jid)
-            self.on_wire[job.wire] = job
+            self._on_wire(job, self.parts.wire(jid))
             parts = []
             for s in self._uses(jid):
                 base, size = self.parts.layout(s.name)[jid]
