@@ -24,7 +24,6 @@ from controller.partition import by_priority, partition
 from esa import wire
 from esa.job import EQUAL_PRIORITY
 from esa.schemes import Memory, Ranking, Scheme
-from esa.spec import Policy
 from sim.leases import Leases
 from sim.params import Net
 from sim.priority import Running, job_priorities
@@ -90,7 +89,7 @@ class Partitions(Leased):
         ``homes``, ``home_size``: ``Net.esa_homes``, ``Net.esa_home_size``."""
         super().__init__()
         self.scheme = scheme
-        self.homes = homes and scheme.policy is Policy.ESA
+        self.homes = homes and scheme.memory is Memory.HOMES
         self.home_size = home_size
         self.last: dict[int, tuple[int, int]] = {}
         """the homes of the last layout: a fixed-size home stays where it is."""

@@ -97,7 +97,9 @@ class FluidSim:
         self.net, self.scheme, self.pool = net, scheme, pool_size
         self.observer = observer
         self.paths = SolveConstants.of(scheme, net, pool_size)
-        self.parts = Partitions(scheme, pool_size, net.bdp_partition(pool_size))
+        self.parts = Partitions(
+            scheme, pool_size, net.bdp_partition(pool_size), net.esa_homes, net.esa_home_size
+        )
         self.now = 0.0
         self.dirty = False
         self.solves = 0
@@ -162,7 +164,7 @@ class FluidSim:
         running = [self.jobs[jid] for jid in self.parts.running]
         ranked = [(j.spec, j.it, j.admitted_at * 1e-9) for j in running]
         prios = self.prios = priorities(self.scheme, self.net, ranked, self.prios)
-        layout = self.parts.layout()
+        layout = self.parts.layout(prios)
         for j in running:
             new = (prios[j.spec.job], layout[j.spec.job][1])
             if new != (j.flow.prio, j.flow.part):

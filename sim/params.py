@@ -111,11 +111,12 @@ class Net:
     aging_period_s: float = DEFAULT_AGING_PERIOD_S
     """the controller's aging period (``esa-ctl serve --aging-period``)."""
     esa_homes: bool = False
-    """packet model only: under the ESA schemes the controller gives every
-    running job a home, its share of the equal split, in priority order
-    (``esa-ctl policy esa``, ``controller.partition``), and only a job the
-    pool has no home for hashes; False: every job hashes over the pool (the
-    paper's ESA, and what the fluid model solves)."""
+    """under the ESA schemes the controller gives every running job a home,
+    its share of the equal split, in priority order (``esa-ctl policy esa``,
+    ``controller.partition``), and only a job the pool has no home for
+    hashes; False: every job hashes over the pool (the paper's ESA, and what
+    ``make sim`` judges).  The fluid model solves each home alone
+    (``sim.rates.solve_pool``)."""
     esa_home_size: int = 0
     """with ``esa_homes``: the slots of each home, handed to the highest
     ranks while the pool has them (``esa-ctl policy esa --part-size N``);

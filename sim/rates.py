@@ -50,14 +50,14 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import optimize
 
 from esa.model import slot_hash
 from esa.schemes import Scheme
-from sim.params import Net
+from sim.params import Net, spread_range_ns
 
 ROUNDS = 2000
 """Most damped rounds of one shared-pool solve; a solve still moving then
@@ -140,6 +140,11 @@ class SolveConstants:
     """priorities matter: ESA with fixed or automatic priorities."""
     static: bool
     atp: bool
+    jitter: float = 0.0
+    """``Net.jitter_ns``: the mean spread of one contribution."""
+    modulo: bool = False
+    """the pool is one job's home: its chunk ``seq`` lands on slot ``seq mod
+    pool`` (``modulo_blocked``), not on the CRC's hash."""
 
     @classmethod
     def of(cls, scheme: Scheme, net: Net, pool: int) -> SolveConstants:
@@ -159,6 +164,7 @@ class SolveConstants:
             ranked=scheme.ranked,
             static=scheme.is_static,
             atp=atp,
+            jitter=net.jitter_ns,
         )
 
     def lat_ps(self, workers: int) -> float:
@@ -264,6 +270,25 @@ def blocked_integral(pool: int) -> list[float]:
     return [0.0, *np.cumsum(share).tolist()]
 
 
+def modulo_blocked(home: int, gap: float, hold: float, workers: float, jitter: float) -> float:
+    """Share of a job's chunks that find their slot in its home held by its
+    own chunk ``home`` seqs back, where chunk ``seq`` lands on slot ``seq
+    mod home`` and chunks are sent ``gap`` ns apart: the share whose slot is
+    held longer than ``home * gap``.  A chunk's hold is ``hold`` (the mean
+    of the solve, ``SolveConstants.hold``) less the mean range of its
+    workers' exponential spread, plus that range drawn: the range of
+    ``workers`` exponentials of mean ``jitter`` is distributed as the
+    largest of ``workers - 1`` of them.  Without spread, a step."""
+    k = workers - 1.0
+    if jitter <= 0.0 or k < 1.0:
+        return 1.0 if hold > home * gap else 0.0
+    fixed = hold - spread_range_ns(jitter, int(workers))
+    room = home * gap - (fixed if fixed > 0.0 else 0.0)
+    if room <= 0.0:
+        return 1.0
+    return 1.0 - math.pow(-math.expm1(-room / jitter), k)
+
+
 def self_blocked_mean(pool: int, held: float) -> float:
     """``self_blocked`` averaged over the chunks a job has in flight: ``held``
     is a mean, the count around it Poisson, taken as uniform with the same
@@ -333,7 +358,7 @@ def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: N
     if paths.static:
         solve_static(flows, paths, net)
     else:
-        solve_shared(flows, parked, paths)
+        solve_pool(flows, parked, paths)
     if net.switch_pkt_ns <= 0:  # the switch serves any load
         return
     if not paths.static:
@@ -345,8 +370,28 @@ def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: N
                 return
             for f in flows:
                 f.cap = f.rate / busy
-            solve_shared(flows, parked, paths)
+            solve_pool(flows, parked, paths)
     share_switch(flows, paths, net)
+
+
+def solve_pool(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -> None:
+    """The shared-pool solve, by home: an ESA job with a home (``part``,
+    ``Net.esa_homes``) streams alone in it, its chunks on ``seq mod part``,
+    where no other job's home lands; the jobs without one hash over the
+    pool, among the others' held slots and parked chunks.  A hashed chunk
+    may land in a home, where the model counts the home's held slots as a
+    blocker of its priority but not the home's owner as losing its slot:
+    the equal split gives every job a home while the pool has a slot for
+    each, so that is the case of more jobs than slots."""
+    homed = [f for f in flows if f.part > 0]
+    if not homed:
+        solve_shared(flows, parked, paths)
+        return
+    for f in homed:
+        solve_shared([f], [], replace(paths, pool=f.part, modulo=True))
+    hashed = [f for f in flows if f.part == 0]
+    if hashed:
+        solve_shared(hashed, parked + [(f.prio, f.held) for f in homed], paths)
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -389,7 +434,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
     out in the loop, as in ``SolveConstants.hold``."""
     if not flows:
         return
-    tx, w, pool = paths.tx, paths.window, paths.pool
+    tx, w, pool, modulo, jitter = paths.tx, paths.window, paths.pool, paths.modulo, paths.jitter
     unlimited = math.isinf(pool)
     if not parked and not paths.atp and all(f.skew == f.lag_spread == 0 for f in flows):
         for f in flows:
@@ -442,7 +487,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
             higher, total = [0.0] * n, rate_sum
         for i in fl:
             t_blk, t_idle, _, span[i] = holds[i]
-            own = 0.0 if unlimited else self_blocked_mean(int(pool), rate[i] * t_blk)
+            if unlimited:
+                own = 0.0
+            elif modulo:
+                own = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter)
+            else:
+                own = self_blocked_mean(int(pool), rate[i] * t_blk)
             b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
             f_b[i] = new_to_ps[i] = b = b if b < BLOCK_CAP else BLOCK_CAP
             if not atp:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from esa.schemes import Scheme
 from runner import scenario as scn
-from sim import homes
+from sim import fluid, homes, packet
+from sim.calibrate import SPREAD
 from sim.control import Partitions
+from sim.rates import modulo_blocked
+from sim.sweep import SUBSET
+from sim.workload import beyond_compute
 
 
 def test_esa_homes_go_to_the_highest_priority_jobs_first() -> None:
@@ -69,3 +78,59 @@ def test_srpt_scenario_priorities_pay_once_slots_are_held() -> None:
     assert in_step["esa homes"] == in_step["esa-equal homes"]
     lagging = homes.compare(s, 3.0)
     assert lagging["esa homes"] < 0.95 * lagging["esa-equal homes"]
+
+
+def test_modulo_blocked_is_a_step_without_spread_and_falls_with_the_home() -> None:
+    # 100 chunks 10 ns apart: a home of 100 slots is held 1 us per lap
+    assert modulo_blocked(100, 10.0, 999.0, 8, 0.0) == 0.0
+    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0) == 1.0
+    shares = [modulo_blocked(h, 15.0, 2600.0, 8, 1000.0) for h in (64, 128, 256, 512, 1024)]
+    assert shares == sorted(shares, reverse=True)
+    assert shares[0] > 0.9 and 0.0 < shares[-1] < 1e-3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    home=st.integers(1, 4096),
+    gap=st.floats(0.1, 1e4),
+    hold=st.floats(0.0, 1e6),
+    workers=st.integers(1, 32),
+    jitter=st.floats(0.0, 1e4),
+)
+def test_modulo_blocked_is_a_share_that_a_larger_home_never_raises(
+    home: int, gap: float, hold: float, workers: int, jitter: float
+) -> None:
+    share = modulo_blocked(home, gap, hold, workers, jitter)
+    assert 0.0 <= share <= 1.0
+    assert modulo_blocked(2 * home, gap, hold, workers, jitter) <= share
+
+
+def test_the_fluid_model_runs_esa_homes_and_never_gives_ideal_one() -> None:
+    pt = replace(SUBSET[1], ps_shards=1, jobs=8)
+    specs, net = pt.specs(0), pt.net()
+    homes = replace(net, esa_homes=True)
+    assert fluid.simulate(specs, pt.pool, Scheme.IDEAL, homes) == fluid.simulate(
+        specs, pt.pool, Scheme.IDEAL, net
+    )
+    assert fluid.simulate(specs, pt.pool, Scheme.ESA, homes) != fluid.simulate(
+        specs, pt.pool, Scheme.ESA, net
+    )
+
+
+def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
+    """docs/simulator.md, "Fewer PS hosts than workers": the calibration's
+    spread case with one PS host per job and 256 slots (homes of 64)."""
+    net = replace(SPREAD.net, barrier=True, ps_shards=1)
+    jobs = list(SPREAD.jobs)
+    homes = replace(net, esa_homes=True)
+    exact = {
+        "homes": beyond_compute(SPREAD.jobs, packet.simulate(jobs, 256, Scheme.ESA, homes)),
+        "equal": beyond_compute(SPREAD.jobs, packet.simulate(jobs, 256, Scheme.STATIC_EQUAL, net)),
+    }
+    coarse = {
+        "homes": beyond_compute(SPREAD.jobs, fluid.simulate(jobs, 256, Scheme.ESA, homes)),
+        "equal": beyond_compute(SPREAD.jobs, fluid.simulate(jobs, 256, Scheme.STATIC_EQUAL, net)),
+    }
+    assert exact["homes"] < 0.8 * exact["equal"]
+    assert coarse["homes"] < 0.8 * coarse["equal"]
+    assert abs(coarse["homes"] / exact["homes"] - 1) < 0.15

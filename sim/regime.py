@@ -1,0 +1,143 @@
+"""``python -m sim.regime``: every scheme with fewer PS hosts than workers.
+
+In-network aggregation is deployed to replace parameter-server hosts, so
+the regime that decides it is a job with fewer PS hosts than workers: one
+or two, where every chunk the switch does not sum costs the job its fan-in
+in packets on one PS link.  This runs ``make sim``'s points (``sim.sweep
+.SUBSET``) with 1, 2 and 8 PS hosts per job, every scheme on the same
+hardware (pool, PS hosts, links), in the fluid model, with ESA's two
+layouts side by side: **homes** (``Net.esa_homes``, the controller's
+default, ``esa-ctl policy esa``: every running job streams through its
+share of the equal split, its chunks on ``seq mod home``) and **hashed**
+(``--layout hashed``, the paper's ESA and ``make sim``'s: every job over
+the whole pool).  Beside them the bounds, ``ideal`` (no memory limit) and
+``ps-only`` (no aggregation), and per row the best baseline over each ESA
+layout, so a reader sees where each layout wins and loses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import dataclass, replace
+
+from esa import arguments
+from esa.job import SHARD_COUNTS
+from esa.schemes import Scheme
+from sim import fluid
+from sim.engine import Engine
+from sim.entry import mean_jct
+from sim.params import BASELINES
+from sim.sweep import SUBSET, Point
+
+SHARDS = (1, 2, 8)
+"""PS hosts per job: the deployed regime (1, 2) and the PS as fast as the workers (8)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    scheme: Scheme
+    homes: bool = False
+
+
+COLUMNS = (
+    *(Column(s.value, s) for s in BASELINES),
+    Column("esa-equal homes", Scheme.ESA_EQUAL, True),
+    Column("esa homes", Scheme.ESA, True),
+    Column("esa-equal hashed", Scheme.ESA_EQUAL),
+    Column("esa hashed", Scheme.ESA),
+    Column(Scheme.PS_ONLY.value, Scheme.PS_ONLY),
+    Column(Scheme.IDEAL.value, Scheme.IDEAL),
+)
+HOMES, HASHED = "esa homes", "esa hashed"
+"""The two ESA layouts the ratios compare with the best baseline."""
+
+Task = tuple[Point, int, Column]
+
+
+def run_one(task: Task) -> float:
+    """Mean JCT (s) of one point, seed and column."""
+    pt, seed, col = task
+    net = replace(pt.net(), esa_homes=col.homes)
+    return mean_jct(fluid.FluidSim(pt.specs(seed), pt.pool, col.scheme, net, seed).run())
+
+
+def table(points: list[Point], seeds: int, engine: Engine) -> dict[str, dict[str, float]]:
+    """Point name -> column -> mean JCT over the seeds."""
+    tasks = [(pt, s, col) for pt in points for s in range(seeds) for col in COLUMNS]
+    got: dict[tuple[str, str], list[float]] = {}
+    engine.run(
+        run_one,
+        tasks,
+        lambda t, jct: got.setdefault((t[0].name, t[2].name), []).append(jct),
+        "regime",
+        len(tasks),
+    )
+    return {
+        pt.name: {col.name: statistics.fmean(got[pt.name, col.name]) for col in COLUMNS}
+        for pt in points
+    }
+
+
+def best_baseline(row: dict[str, float]) -> tuple[str, float]:
+    name = min((s.value for s in BASELINES), key=lambda n: row[n])
+    return name, row[name]
+
+
+def render(rows: dict[str, dict[str, float]]) -> list[str]:
+    width = max(len(n) for n in rows) + 2
+    head = f"{'point':<{width}}" + "".join(f"{c.name:>17}" for c in COLUMNS)
+    out = [head + f"{'base/homes':>12}{'base/hashed':>12}  best baseline"]
+    for name, row in rows.items():
+        base, jct = best_baseline(row)
+        cells = "".join(f"{row[c.name]:>17.2f}" for c in COLUMNS)
+        out.append(
+            f"{name:<{width}}{cells}{jct / row[HOMES]:>12.3f}{jct / row[HASHED]:>12.3f}  {base}"
+        )
+    for layout in (HOMES, HASHED):
+        ratios = {n: best_baseline(r)[1] / r[layout] for n, r in rows.items()}
+        worst = min(ratios, key=lambda n: ratios[n])
+        verdict = "MET" if ratios[worst] >= 1 / 1.01 else "NOT MET"
+        out.append(
+            f"{layout}: best baseline / ESA {min(ratios.values()):.3f} .. "
+            f"{max(ratios.values()):.3f} (worst at {worst}); "
+            f"goal: never more than 1% behind the best baseline: {verdict}"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.regime", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=arguments.at_least("seeds", 1), default=1)
+    ap.add_argument(
+        "--shards",
+        type=arguments.shards,
+        nargs="+",
+        default=list(SHARDS),
+        help=f"PS hosts per job, each of {SHARD_COUNTS} (default: {' '.join(map(str, SHARDS))})",
+    )
+    ap.add_argument(
+        "--points", nargs="+", choices=[p.name for p in SUBSET], help="default: every point"
+    )
+    ap.add_argument(
+        "--procs",
+        type=arguments.at_least("procs", 0),
+        default=2,
+        help="worker processes of a local Dask cluster (default 2; 0: one by one here)",
+    )
+    args = ap.parse_args(argv)
+    base = [p for p in SUBSET if args.points is None or p.name in args.points]
+    points = [replace(p, name=f"{p.name} {n} PS", ps_shards=n) for n in args.shards for p in base]
+    with Engine(args.procs) as engine:
+        rows = table(points, args.seeds, engine)
+    print(
+        f"fluid model, {args.seeds} seed(s), mean JCT (s); every scheme on the same pool, "
+        "PS hosts and links; ESA's homes are the controller's default layout"
+    )
+    print("\n".join(render(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
