@@ -1,15 +1,23 @@
 """What a job's workers see when the job is broken, on 127.0.0.1 through the
-switch model: a dead peer, a peer that dies mid-call, two processes with
+switch model: a dead peer, a peer that dies mid-call (and the survivors,
+one of which gave up and left before the other asked), two processes with
 one index, and peers that disagree on a call all end in an exception that
 says what happened, never in a hang or a wrong sum."""
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from esa.wire import LIVE_TTL
 from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.transport import wait_any
+from hosts.worker import Worker
 from testbed.looprig import LoopRig, in_threads
 from tests.wait import LIMIT_S
 
@@ -116,3 +124,76 @@ def test_workers_that_disagree_fail_at_every_ps_shard_before_sending() -> None:
         assert (e.reason, e.peer) == ("length", 1 - i)
         assert str(e).startswith(f"job 5 call 0 rejected by PS shard {e.shard} of 2: ")
     assert all(w.counters.sent == 0 for w in ws)
+
+
+def until_polled(check: Callable[[], bool], *ws: Worker, what: str = "the event") -> None:
+    """Poll ``ws`` on this thread until ``check()``; fails naming ``what``
+    after ``LIMIT_S``."""
+    deadline = time.monotonic() + LIMIT_S
+    sockets = [t for w in ws for t in (w.transport, w.control) if t is not None]
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {LIMIT_S:g} s"
+        for w in ws:
+            w.poll(w.clock())
+        wait_any(sockets, 0.01)
+
+
+class Ahead:
+    """A worker's clock the test moves forward: the worker's deadline comes
+    when the test says, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.by = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.by
+
+
+def poll_until_it_fails(w: Worker, *others: Worker) -> AllreduceTimeout:
+    """Poll ``w`` (and keep ``others`` streaming) until its call fails."""
+    deadline = time.monotonic() + LIMIT_S
+    while time.monotonic() < deadline:
+        for o in others:
+            o.poll(o.clock())
+        try:
+            w.poll(w.clock())
+        except AllreduceTimeout as e:
+            return e
+        w.wait(0.01)
+    raise AssertionError(f"worker {w.index}'s call did not fail within {LIMIT_S:g} s")
+
+
+def test_the_second_survivor_names_the_dead_worker_and_the_one_that_left() -> None:
+    """Issue 37: worker 2 of three dies mid-call; worker 0 gives up, is told
+    worker 2 is silent and leaves (BYE, as the CLIs do at exit); worker 1
+    gives up a moment later.  Its error names worker 2 as silent and worker
+    0 as gone with a BYE, not both as silent."""
+    with LoopRig(3, job=JOB, pool=16) as b:
+        clocks = [Ahead(), Ahead()]
+        w0, w1 = (b.worker(i, window=4, rto=0.02, clock=clocks[i]) for i in range(2))
+        w2 = b.worker(2, window=4, rto=0.02)
+        x = ones(32 * 20)
+        for w in (w0, w1, w2):
+            w.begin(x, timeout=60.0)
+        until_polled(
+            lambda: w2.cur is not None and w2.cur.next_send > 0, w0, w1, w2,
+            what="worker 2's first chunks",
+        )  # fmt: skip
+        dead = time.monotonic()  # worker 2 is polled no more: it sends nothing
+        until_polled(
+            lambda: time.monotonic() - dead > LIVE_TTL, w0, w1, what="worker 2 silent for LIVE_TTL"
+        )
+        clocks[0].by = 60.0
+        e0 = poll_until_it_fails(w0, w1)
+        w0.leave()
+        clocks[1].by = 60.0
+        e1 = poll_until_it_fails(w1)
+        undone = [c.n - c.delivered for c in (w0.cur, w1.cur) if c is not None]
+    head = "job 5 call 0: no sum after 60 s ({} of 20 chunks without a sum); "
+    quiet = r"worker 2 silent for (\d+\.\d) s"
+    m0 = re.fullmatch(re.escape(head.format(undone[0])) + quiet, str(e0))
+    assert m0 is not None, str(e0)
+    m1 = re.fullmatch(re.escape(head.format(undone[1])) + quiet + ", worker 0 said BYE", str(e1))
+    assert m1 is not None, str(e1)
+    assert float(m0[1]) >= LIVE_TTL and float(m1[1]) >= LIVE_TTL
+    assert (e0.missing, e0.left, e1.missing, e1.left) == ([2], [], [2], [0])
