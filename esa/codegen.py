@@ -324,7 +324,10 @@ def control_md() -> list[str]:
         "is not the worker's own is ignored. The PS drops ESA packets whose `seq` lies "
         "outside the job's last two agreed calls. After a timeout a worker asks with "
         "STATUS which workers' contributions to the call are missing; the REPORT says "
-        "who has not announced the call, or which workers the PS's partial sums of it lack.",
+        "who has not announced the call, which workers the PS's partial sums of it lack, "
+        "or which workers stopped, each as what it is: silent (the most recently heard "
+        "of them for `length` ms), said BYE (`base`), or never heard from in the call "
+        "(`chunks`: the PS restarted and they did not resume it).",
         "",
     ]
 

@@ -138,12 +138,31 @@ CONTROL: tuple[Field, ...] = (
     Field("peer", 8, "REJECT: index of the worker that differs, or NO_PEER"),
     Field("nonce", 32, "random per worker process; every answer echoes it"),
     Field("call", 32, "call number: 0 for a worker's first allreduce, then 1, 2, ..."),
-    Field("base", 32, "chunks of the worker's earlier calls in its epoch (mod 2^32)"),
-    Field("chunks", 32, "chunks in the call"),
-    Field("length", 32, "values in the call's tensor"),
+    Field(
+        "base",
+        32,
+        "chunks of the worker's earlier calls in its epoch (mod 2^32); "
+        "REPORT (STOPPED): which workers of `missing` said BYE",
+    ),
+    Field(
+        "chunks",
+        32,
+        "chunks in the call; REPORT (STOPPED): which workers of `missing` the PS never heard "
+        "from in the call",
+    ),
+    Field(
+        "length",
+        32,
+        "values in the call's tensor; REPORT (STOPPED): milliseconds since the PS last heard "
+        "from the most recently heard silent worker of `missing` (0: unknown)",
+    ),
     Field("fan_in", 8, "workers of the job"),
     Field("mask", 32, "CALL, REJECT: the job's worker mask; REPORT: workers that announced"),
-    Field("missing", 32, "REPORT: workers whose contributions the PS misses"),
+    Field(
+        "missing",
+        32,
+        "REPORT: workers whose contributions the PS misses (STOPPED: the workers that stopped)",
+    ),
     Field("partials", 32, "REPORT: chunks of the call the PS holds a partial sum of"),
     Field("digest", 64, "config_digest of the worker's job and call"),
     Field(
@@ -231,9 +250,11 @@ class ReportKind(enum.IntEnum):
     """the call is agreed and the PS holds no partial sum of it."""
     UNKNOWN_CALL = 4
     """the PS has no record of the call."""
-    SILENT = 5
-    """the call is agreed and ``missing`` have sent nothing for
-    ``LIVE_TTL`` seconds (they stopped or left)."""
+    STOPPED = 5
+    """the call is agreed and ``missing`` stopped: of them, ``base`` said BYE,
+    the PS never heard from ``chunks`` in the call (it restarted and they
+    did not resume it), and the rest have been silent for ``LIVE_TTL`` or
+    more, ``length`` milliseconds for the most recently heard."""
 
 
 def control_struct_format() -> str:

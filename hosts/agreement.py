@@ -39,6 +39,24 @@ Replies = list[tuple[payload.Control, Addr]]
 
 
 @dataclass
+class Stopped:
+    """The workers of an agreed call that stopped, as a REPORT names them
+    (bitmaps): silent for ``LIVE_TTL`` or more (``quiet_ms`` the most recently
+    heard of them, 0: unknown), said BYE, or never heard from in the call
+    (not among the processes that resumed it after a restart, and no live
+    process holds its index)."""
+
+    silent: int = 0
+    left: int = 0
+    unheard: int = 0
+    quiet_ms: int = 0
+
+    @property
+    def all(self) -> int:
+        return self.silent | self.left | self.unheard
+
+
+@dataclass
 class Outcome:
     """What a message leads to: answers to send, a drop reason, and whether
     a call was agreed, in a new epoch (the PS then forgets the job's sums)."""
@@ -271,18 +289,15 @@ class CallBook:
     ) -> payload.Control:
         """The REPORT answering STATUS ``msg``."""
         kind, announced, missing, partials = ReportKind.UNKNOWN_CALL, 0, 0, 0
+        s = Stopped()
         ag = self.agreement(msg.call)
         m = None if ag is None else ag.members.get(msg.worker)
         if ag is not None and m is not None and m.nonce == msg.nonce:
-            silent = 0
-            for i, m in ag.members.items():
-                p = self.roster.known(m.nonce)
-                if p is None or not self.roster.live(p, now):
-                    silent |= 1 << i
+            s = self._stopped(ag, now)
             bitmaps = held(ag)
-            partials, announced = len(bitmaps), self.mask & ~silent
-            if silent:
-                kind, missing = ReportKind.SILENT, silent
+            partials, announced = len(bitmaps), self.mask & ~s.all
+            if s.all:
+                kind, missing = ReportKind.STOPPED, s.all
             else:
                 for bitmap in bitmaps:
                     missing |= self.mask & ~bitmap
@@ -291,5 +306,27 @@ class CallBook:
             kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
         return payload.Control(
             ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
-            mask=announced, missing=missing, partials=partials,
+            base=s.left, chunks=s.unheard, length=s.quiet_ms, mask=announced, missing=missing,
+            partials=partials,
         )  # fmt: skip
+
+    def _stopped(self, ag: Agreement, now: float) -> Stopped:
+        """The workers of agreed call ``ag`` that stopped, each as what it is."""
+        s = Stopped()
+        quiet: list[float] = []
+        for i in sorted(self.workers):
+            m = ag.members.get(i)
+            p = None if m is None else self.roster.known(m.nonce)
+            if m is None:
+                rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
+                if not any(r is not None and self.roster.live(r, now) for r in rivals):
+                    s.unheard |= 1 << i
+            elif p is not None and p.state is RosterState.GONE:
+                s.left |= 1 << i
+            elif p is None or not self.roster.live(p, now):
+                s.silent |= 1 << i
+                if p is not None:
+                    quiet.append(now - p.heard)
+        if quiet:
+            s.quiet_ms = max(1, min(int(min(quiet) * 1000), (1 << 32) - 1))
+        return s

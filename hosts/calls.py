@@ -149,12 +149,14 @@ def timed_out(
     for the PS hosts of these shards, with each one's report on it (None: no
     answer; ``reports`` None: the worker has no control channel)."""
     missing: set[int] | None = None
+    left: set[int] = set()
     whys = []
     answers = [] if reports is None else [(s, reports.get(s)) for s in waiting]
     for s, report in answers:
-        why, lacking = _missing(report)
+        why, lacking, gone = _missing(report)
         if lacking is not None:
             missing = (missing or set()) | set(lacking)
+        left |= set(gone)
         whys.append(why if w.shards == 1 else f"PS shard {s}: {why}")
     if not whys:
         whys.append("missing workers unknown (no control channel)")
@@ -172,22 +174,50 @@ def timed_out(
     return AllreduceTimeout(
         f"job {w.job} call {c.number}: no sum after {c.timeout:g} s ({where}); {'; '.join(whys)}",
         w.job, c.number, None if missing is None else sorted(missing), c.timeout,
+        sorted(left - (missing or set())),
     )  # fmt: skip
 
 
-def _missing(report: payload.Control | None) -> tuple[str, list[int] | None]:
-    """What one PS's ``report`` says is missing, and the workers it names."""
+def _missing(report: payload.Control | None) -> tuple[str, list[int] | None, list[int]]:
+    """What one PS's ``report`` says is missing, the workers it names as
+    missing, and those it says left (BYE)."""
     if report is None:
-        return "missing workers unknown (the PS did not answer)", None
+        return "missing workers unknown (the PS did not answer)", None, []
     if report.code == ReportKind.NOT_ANNOUNCED:
         missing = bits(report.missing)
-        return f"workers {missing} have not started it (started: {bits(report.mask)})", missing
+        return f"workers {missing} have not started it (started: {bits(report.mask)})", missing, []
     if report.code == ReportKind.PARTIALS:
         missing = bits(report.missing)
-        return f"the PS's partial sums of {report.partials} chunks miss workers {missing}", missing
+        why = f"the PS's partial sums of {report.partials} chunks miss workers {missing}"
+        return why, missing, []
     if report.code == ReportKind.NOTHING_HELD:
-        return "missing workers unknown (the PS holds no partial sum of the call)", None
-    if report.code == ReportKind.SILENT:
-        silent = bits(report.missing)
-        return f"workers {silent} have sent nothing for {wire.LIVE_TTL:g} s", silent
-    return "missing workers unknown (the PS has no record of the call)", None
+        return "missing workers unknown (the PS holds no partial sum of the call)", None, []
+    if report.code == ReportKind.STOPPED:
+        return _stopped(report)
+    return "missing workers unknown (the PS has no record of the call)", None, []
+
+
+def _stopped(report: payload.Control) -> tuple[str, list[int], list[int]]:
+    """A STOPPED report: each worker that stopped as what it is (silent for
+    how long, said BYE, never heard from); the silent and the never heard
+    from are missing, those that said BYE left."""
+    left, unheard = report.missing & report.base, report.missing & report.chunks
+    silent = report.missing & ~left & ~unheard
+    parts = []
+    if silent:
+        ms = report.length
+        quiet = f"{ms / 1000:.1f} s" if ms else f"over {wire.LIVE_TTL:g} s"
+        several = silent & (silent - 1)
+        parts.append(f"{_who(silent)} silent for {quiet}" + (" or more" if several and ms else ""))
+    if left:
+        parts.append(f"{_who(left)} said BYE")
+    if unheard:
+        parts.append(f"{_who(unheard)} never heard from")
+    why = ", ".join(parts) or "missing workers unknown (the PS named none that stopped)"
+    return why, bits(silent | unheard), bits(left)
+
+
+def _who(mask: int) -> str:
+    """``worker 2`` or ``workers 0, 2``."""
+    b = bits(mask)
+    return f"worker {b[0]}" if len(b) == 1 else f"workers {', '.join(map(str, b))}"

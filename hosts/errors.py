@@ -30,10 +30,19 @@ class CallRejected(AllreduceError):
 
 class AllreduceTimeout(AllreduceError, TimeoutError):
     """No complete sum before the call's timeout.  ``missing`` lists the
-    workers whose contributions the PS reported missing (None: unknown)."""
+    workers whose contributions the PS reported missing, or that stopped
+    without a word: silent, or never heard from (None: unknown); ``left``
+    those the PS reported gone with a BYE (a peer that gave up or exited)."""
 
     def __init__(
-        self, message: str, job: int, call: int, missing: list[int] | None, timeout: float
+        self,
+        message: str,
+        job: int,
+        call: int,
+        missing: list[int] | None,
+        timeout: float,
+        left: list[int] | None = None,
     ) -> None:
         super().__init__(message, job, call)
         self.missing, self.timeout = missing, timeout
+        self.left = [] if left is None else left

@@ -341,7 +341,43 @@ def test_a_late_worker_learns_who_went_silent() -> None:
     assert ctl.sent[-1][0].code == ReportKind.NOTHING_HELD
     send(ps, ctl, (w1.msg(C.ALIVE), 1), (w1.msg(C.STATUS), 1), now=LIVE_TTL + 0.1)
     r = ctl.sent[-1][0]
-    assert (r.ctype, r.code, r.mask, r.missing) == (C.REPORT, ReportKind.SILENT, 0b10, 0b01)
+    assert (r.ctype, r.code, r.mask, r.missing) == (C.REPORT, ReportKind.STOPPED, 0b10, 0b01)
+    assert (r.base, r.chunks, r.length) == (0, 0, 3100), "silent, for 3.1 s"
+
+
+def test_a_worker_that_said_bye_is_named_as_gone_not_silent() -> None:
+    """Issue 37: worker 2 of three dies; worker 0 gives up and leaves (BYE)
+    just before worker 1 asks.  The PS names worker 2 silent (for how long)
+    and worker 0 gone with a BYE."""
+    ps, _, ctl = server(fan_in=3)
+    w = [Proc(i, fan_in=3, mask=7) for i in range(3)]
+    send(ps, ctl, *[(w[i].call(length=96), i) for i in range(3)], now=0.0)
+    send(ps, ctl, *[(w[i].msg(C.ALIVE), i) for i in range(2)], now=LIVE_TTL)
+    send(ps, ctl, (w[0].msg(C.STATUS), 0), now=LIVE_TTL + 0.5)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.missing, r.base, r.chunks, r.length) == (
+        ReportKind.STOPPED, 0, 0b100, 0, 0, 3500,
+    )  # fmt: skip
+    send(ps, ctl, (w[0].msg(C.BYE), 0), (w[1].msg(C.STATUS), 1), now=LIVE_TTL + 0.502)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.mask, r.missing, r.base, r.chunks, r.length) == (
+        ReportKind.STOPPED, 1, 0b010, 0b101, 0b001, 0, 3502,
+    )  # fmt: skip
+
+
+def test_a_worker_that_never_resumed_a_call_is_named_never_heard_from() -> None:
+    """The PS restarted during call 3 and only worker 1 resumed it: worker 0
+    is never heard from by this PS, and no process holds its index."""
+    ps, _, ctl = server()
+    w1 = Proc(1)
+    send(ps, ctl, (w1.msg(C.RESUME, 3, base=12, offset=900), 1), now=0.0)
+    send(ps, ctl, (w1.msg(C.STATUS, 3), 1), now=1.0)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.mask, r.missing, r.base, r.chunks, r.length) == (
+        ReportKind.STOPPED, 0b10, 0b01, 0, 0b01, 0,
+    )  # fmt: skip
+    send(ps, ctl, (Proc(0).call(4, base=16), 0), (w1.msg(C.STATUS, 3), 1), now=1.5)
+    assert ctl.sent[-1][0].code == ReportKind.NOTHING_HELD, "a live process holds index 0"
 
 
 def test_a_delayed_copy_of_a_past_call_is_dropped() -> None:

@@ -507,7 +507,7 @@ def test_a_ps_restart_mid_call_holds_its_chunks_until_it_agreed_the_call_again()
 
 
 def test_a_call_that_times_out_after_a_ps_restart_names_it() -> None:
-    reports: dict[int, tuple[int, int, int, int]] = {0: (ReportKind.NOTHING_HELD, 0b11, 0, 0)}
+    reports: dict[int, Report] = {0: (ReportKind.NOTHING_HELD, 0b11, 0, 0)}
     w, _, _ = ticking_worker({0}, reports, shards=1, restart_at=0.3)
     with pytest.raises(AllreduceTimeout) as e:
         w.allreduce(tensor(2), timeout=1.0)
@@ -671,6 +671,11 @@ def test_a_reject_names_the_shard_whose_ps_sent_it() -> None:
     assert rec.sent == []
 
 
+Report = tuple[int, ...]
+"""What a PS reports: kind, mask, missing, partials and, for STOPPED, base
+(said BYE), chunks (never heard from) and length (milliseconds silent)."""
+
+
 class Answering(Mailbox):
     """A worker's control transport to PS shards that answer at once: a
     CHALLENGE to a message of another session, GO to a CALL from the shards
@@ -682,7 +687,7 @@ class Answering(Mailbox):
         self,
         t: Ticking,
         go: set[int],
-        reports: dict[int, tuple[int, int, int, int]],
+        reports: dict[int, Report],
         restart_at: float = float("inf"),
     ) -> None:
         super().__init__()
@@ -699,10 +704,12 @@ class Answering(Mailbox):
         elif m.ctype in (C.CALL, C.RESUME) and (shard in self.go or m.ctype == C.RESUME):
             reply = dataclasses.replace(reply, ctype=C.GO)
         elif m.ctype == C.STATUS and shard in self.reports:
-            kind, mask, missing, partials = self.reports[shard]
+            kind, mask, missing, partials, *more = self.reports[shard]
+            base, chunks, length = (*more, 0, 0, 0)[:3]
             reply = dataclasses.replace(
-                reply, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials
-            )
+                reply, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials,
+                base=base, chunks=chunks, length=length,
+            )  # fmt: skip
         else:
             return
         self.inbox.append((auth.seal(reply, KEY), to))
@@ -712,7 +719,7 @@ class Answering(Mailbox):
 
 
 def ticking_worker(
-    go: set[int], reports: dict[int, tuple[int, int, int, int]], shards: int = 2, **kw: float
+    go: set[int], reports: dict[int, Report], shards: int = 2, **kw: float
 ) -> tuple[Worker, Ticking, Answering]:
     t = Ticking()
     ctl = Answering(t, go, reports, **kw)
@@ -747,11 +754,34 @@ def test_a_timeout_names_the_shards_of_the_chunks_without_a_sum() -> None:
 
 
 def test_a_timeout_names_the_workers_gone_silent() -> None:
-    w, _, _ = ticking_worker({0}, {0: (ReportKind.SILENT, 0b10, 0b01, 0)}, shards=1)
+    w, _, _ = ticking_worker({0}, {0: (ReportKind.STOPPED, 0b10, 0b01, 0, 0, 0, 4321)}, shards=1)
     with pytest.raises(AllreduceTimeout) as e:
         w.allreduce(tensor(2), timeout=1.0)
     assert str(e.value) == (
-        "job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); "
-        "workers [0] have sent nothing for 3 s"
+        "job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); worker 0 silent for 4.3 s"
     )
-    assert e.value.missing == [0]
+    assert (e.value.missing, e.value.left) == ([0], [])
+
+
+@pytest.mark.parametrize(
+    ("missing", "left", "unheard", "ms", "why", "named"),
+    [
+        (0b1101, 0b0001, 0, 3050, "workers 2, 3 silent for 3.0 s or more, worker 0 said BYE",
+         ([2, 3], [0])),
+        (0b0101, 0b0101, 0, 0, "workers 0, 2 said BYE", ([], [0, 2])),
+        (0b1001, 0, 0b1000, 0, "worker 0 silent for over 3 s, worker 3 never heard from",
+         ([0, 3], [])),
+        (0b0011, 0b0001, 0b0010, 0, "worker 0 said BYE, worker 1 never heard from", ([1], [0])),
+    ],
+)  # fmt: skip
+def test_a_timeout_names_each_worker_that_stopped_as_what_it_is(
+    missing: int, left: int, unheard: int, ms: int, why: str, named: tuple[list[int], list[int]]
+) -> None:
+    """Silent (for how long), said BYE, or never heard from (issue 37: a
+    peer that gave up and left was named silent)."""
+    report = (ReportKind.STOPPED, 0b100, missing, 0, left, unheard, ms)
+    w, _, _ = ticking_worker({0}, {0: report}, shards=1)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == f"job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); {why}"
+    assert (e.value.missing, e.value.left) == named
