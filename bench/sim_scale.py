@@ -4,7 +4,7 @@ load, and what it does with more jobs at once than there are wire ids.
     .venv/bin/python -m bench.sim_scale --sizes 1000 5000 10000 --schemes esa atp
 
 Each size N is ``WorkloadSpec(mix="mixed", jobs=N, load=--load)`` on the
-network and pool of ``sim.sweep.SUBSET``'s "moderate" point, seed
+network and pool of ``sim.sweep.REGIMES``'s "moderate" point, seed
 ``--seed``.  The load fixes how many jobs run at once whatever N (the
 table shows it, ``sim.workload.concurrency``), so the CPU seconds per
 1,000 jobs stay flat if an event costs the same however many jobs came
@@ -25,10 +25,10 @@ from esa import wire
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim.fluid import FluidSim
 from sim.rates import Flow
-from sim.sweep import SUBSET
+from sim.sweep import REGIMES
 from sim.workload import WorkloadSpec, concurrency, make_jobs
 
-MODERATE = next(p for p in SUBSET if p.name == "moderate")
+MODERATE = next(p for p in REGIMES if p.name == "moderate")
 
 
 def seconds(scheme: Scheme, jobs: int, load: float, seed: int) -> tuple[float, float]:

@@ -62,16 +62,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{link} esa {n.window_for(Scheme.ESA)} atp {n.window_for(Scheme.ATP)}"
         for link, n in links.items()
     )
+    layout = "with the controller's homes" if net.esa_homes else "hashed"
     print(
         f"{len(points)} points x {args.seeds} seeds x {len(SIM_SCHEMES)} schemes, fluid model, "
-        f"{'barrier' if net.barrier else 'no barrier'}, {net.ps_shards} PS shards per job, "
+        f"{'barrier' if net.barrier else 'no barrier'}, "
+        f"{shard_list(points)} PS hosts per job "
+        f"(judged: {shard_list([p for p in points if not p.sensitivity])}), "
+        f"ESA {layout}, "
         f"each contribution's spread exponential with mean {net.jitter_ns / 1000:g} us, "
         f"squat timeout {SQUAT_RTTS} round trips; windows (packets, each scheme's own "
         f"bandwidth-delay product): {windows}"
     )
     print(summary.table(summaries))
     print()
-    print(f"curves at {curves.BASE}, {curves.SEEDS} seed: the pool, then the PS shards per job")
+    print(
+        f"curves at {curves.BASE}, {curves.SEEDS} seed: the pool ({curves.POOL_SHARDS} PS host "
+        "per job), then the PS hosts per job"
+    )
     print(summary.table(by_pool + by_shards))
     print()
     solves = sum(int(str(r["solves"])) for r in rows + curve_rows if r["job"] == 1)
@@ -81,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rate solves: {solves:,}, unconverged 0 (an unconverged solve stops the run)")
     print(f"({time.monotonic() - t0:.1f} s; results in {args.out})")
     return 0
+
+
+def shard_list(points: list[sweep.Point]) -> str:
+    return " and ".join(str(n) for n in sorted({p.ps_shards for p in points}))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,13 @@ import matplotlib.pyplot as plt
 
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim.summary import CONTROLLER_ESA, NEAR_IDEAL, NEAR_PS_ONLY, Summary, verdict
-from sim.sweep import SUBSET, Point
+from sim.sweep import REGIMES, Point, at_shards
 
 POOLS = (8, 64, 256, 1024, 4096, 16384, 65536)
 SHARDS = (1, 2, 4, 8)
 BASE = "overload"
+POOL_SHARDS = 1
+"""PS hosts per job along the pool curve: the regime ``make sim`` judges."""
 SEEDS = 1
 WITHIN_IDEAL = 1.05
 """The shard curve names the fewest shards that bring a scheme this close to ``ideal``."""
@@ -36,15 +38,16 @@ window); more memory cut into more such partitions is slower."""
 
 
 def _base() -> Point:
-    return next(p for p in SUBSET if p.name == BASE)
+    return next(p for p in REGIMES if p.name == BASE)
 
 
 def pool_points() -> list[Point]:
-    return [replace(_base(), name=f"{BASE} pool {n}", pool=n, sensitivity=True) for n in POOLS]
+    base = at_shards(_base(), POOL_SHARDS)
+    return [replace(base, name=f"{base.name} pool {n}", pool=n, sensitivity=True) for n in POOLS]
 
 
 def shard_points() -> list[Point]:
-    return [replace(_base(), name=f"{BASE} {n} PS", ps_shards=n, sensitivity=True) for n in SHARDS]
+    return [replace(at_shards(_base(), n), sensitivity=True) for n in SHARDS]
 
 
 def pool_goals(curve: list[Summary]) -> list[str]:
@@ -72,8 +75,15 @@ def pool_goals(curve: list[Summary]) -> list[str]:
 
 
 def shard_lines(curve: list[Summary]) -> list[str]:
-    """Per scheme, the fewest PS shards that bring it within ``WITHIN_IDEAL``
-    of ``ideal`` (shown, not judged)."""
+    """Where a scheme's JCT rises with more PS shards (judged: more PS
+    capacity never slows a scheme), and per scheme the fewest PS shards that
+    bring it within ``WITHIN_IDEAL`` of ``ideal`` (shown)."""
+    rises = [
+        f"{sc.value} {a.point.ps_shards}->{b.point.ps_shards}"
+        for sc in SIM_SCHEMES
+        for a, b in itertools.pairwise(curve)
+        if b.by[sc].mean > a.by[sc].mean * (1 + RISE_TOLERANCE)
+    ]
     need = []
     for sc in SIM_SCHEMES:
         if sc is Scheme.IDEAL:
@@ -81,8 +91,11 @@ def shard_lines(curve: list[Summary]) -> list[str]:
         near = [s.point.ps_shards for s in curve if s.ratio(sc, Scheme.IDEAL) <= WITHIN_IDEAL]
         need.append(f"{sc.value} {min(near) if near else f'>{SHARDS[-1]}'}")
     return [
-        f"shard curve ({BASE}, pool {curve[0].point.pool}): PS shards per job to come within "
-        f"{WITHIN_IDEAL - 1:.0%} of ideal: " + ", ".join(need)
+        f"shard curve ({BASE}, pool {curve[0].point.pool}): no scheme slower with more PS "
+        f"shards (by more than {RISE_TOLERANCE:.0%}): {verdict(not rises)}"
+        + (f"; rises at {', '.join(rises)}" if rises else ""),
+        f"shard curve: PS shards per job to come within {WITHIN_IDEAL - 1:.0%} of ideal: "
+        + ", ".join(need),
     ]
 
 
@@ -100,7 +113,7 @@ def plot(pools: list[Summary], shards: list[Summary], path: Path) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel("mean JCT (s)")
         ax.grid(alpha=0.3, which="both")
-    axes[0].set_title(f"{BASE}: against switch memory ({shards[-1].point.ps_shards} PS shards)")
+    axes[0].set_title(f"{BASE}: against switch memory ({pools[0].point.ps_shards} PS shards)")
     axes[1].set_title(f"{BASE}: against PS shards (pool {shards[0].point.pool})")
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()

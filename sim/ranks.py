@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.ranks", description=__doc__)
     ap.add_argument("--seeds", type=arguments.at_least("seeds", 1), default=2)
     args = ap.parse_args(argv)
-    base = {p.name: p for p in sweep.SUBSET}
+    base = {p.name: p for p in sweep.REGIMES}
     print("| point | PS shards | scheme | mean JCT s | rank | to PS | rate / line |")
     print("|---|---|---|---|---|---|---|")
     for name in POINTS:

@@ -4,7 +4,7 @@ In-network aggregation is deployed to replace parameter-server hosts, so
 the regime that decides it is a job with fewer PS hosts than workers: one
 or two, where every chunk the switch does not sum costs the job its fan-in
 in packets on one PS link.  This runs ``make sim``'s points (``sim.sweep
-.SUBSET``) with 1, 2 and 8 PS hosts per job, every scheme on the same
+.REGIMES``) with 1, 2 and 8 PS hosts per job, every scheme on the same
 hardware (pool, PS hosts, links), in the fluid model, with ESA's two
 layouts side by side: **homes** (``Net.esa_homes``, the controller's
 default, ``esa-ctl policy esa``: every running job streams through its
@@ -28,7 +28,7 @@ from sim import fluid
 from sim.engine import Engine
 from sim.entry import mean_jct
 from sim.params import BASELINES
-from sim.sweep import SUBSET, Point
+from sim.sweep import REGIMES, Point
 
 SHARDS = (1, 2, 8)
 """PS hosts per job: the deployed regime (1, 2) and the PS as fast as the workers (8)."""
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"PS hosts per job, each of {SHARD_COUNTS} (default: {' '.join(map(str, SHARDS))})",
     )
     ap.add_argument(
-        "--points", nargs="+", choices=[p.name for p in SUBSET], help="default: every point"
+        "--points", nargs="+", choices=[p.name for p in REGIMES], help="default: every point"
     )
     ap.add_argument(
         "--procs",
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         help="worker processes of a local Dask cluster (default 2; 0: one by one here)",
     )
     args = ap.parse_args(argv)
-    base = [p for p in SUBSET if args.points is None or p.name in args.points]
+    base = [p for p in REGIMES if args.points is None or p.name in args.points]
     points = [replace(p, name=f"{p.name} {n} PS", ps_shards=n) for n in args.shards for p in base]
     with Engine(args.procs) as engine:
         rows = table(points, args.seeds, engine)

@@ -3,7 +3,8 @@
 ``SUBSET`` is what ``make sim`` runs: one point per regime that decides the
 question (light load, moderate load, overload in small, medium and large
 pools, workers whose links lag each other by microseconds, a large
-bandwidth-delay product).  ``full()`` is ``make sim-full``:
+bandwidth-delay product), each with 1 and 2 PS hosts per job, judged, and
+with 8, shown; ESA with the controller's homes.  ``full()`` is ``make sim-full``:
 the grid of mixes, loads, pools, links and link lag, and the sensitivity
 variants (barrier, PS shards, a fixed window, no squat timeout).
 """
@@ -49,6 +50,9 @@ class Point:
     lag_ns: float = 0.0
     window: int = 0
     squat: bool = True
+    esa_homes: bool = False
+    """ESA's layout: homes (the controller's default, ``Net.esa_homes``) or
+    every job hashed over the pool."""
     sensitivity: bool = False
     """a variant of a design point (not the system as built): shown, not judged."""
 
@@ -62,6 +66,7 @@ class Point:
             lag_ns=self.lag_ns,
             window=self.window,
             squat_us=None if self.squat else 0,
+            esa_homes=self.esa_homes,
         )
 
     def workload(self) -> WorkloadSpec:
@@ -82,7 +87,7 @@ LAG_NS = 2000.0
 """Worker links up to 2 us apart (``Net.lag_ns``): the regime where the
 packet model once had ESA losing to ``static-fb`` (docs/simulator.md)."""
 
-SUBSET: tuple[Point, ...] = (
+REGIMES: tuple[Point, ...] = (
     Point("light", "mixed", LIGHT, 4096),
     Point("moderate", "mixed", MODERATE, 1024),
     Point("overload", "comm-heavy", OVERLOAD, 1024, burst=BURST),
@@ -91,6 +96,31 @@ SUBSET: tuple[Point, ...] = (
     Point("moderate-lag", "mixed", MODERATE, 1024, lag_ns=LAG_NS),
     Point("large-bdp", "mixed", MODERATE, 4096, gbps=400.0, hop_ns=5000.0),
     Point("large-bdp-overload", "comm-heavy", OVERLOAD, 16384, BURST, gbps=400.0, hop_ns=5000.0),
+)
+"""One point per regime, each job with 8 PS hosts and ESA hashed over the
+pool: ``make sim-full``'s variants start from these."""
+HEADLINE_SHARDS = (1, 2)
+"""PS hosts per job where ``make sim`` judges: fewer than the workers, as
+in-network aggregation is deployed (docs/simulator.md, "The results")."""
+SENSITIVITY_SHARDS = 8
+"""PS hosts per job of ``make sim``'s sensitivity rows: the PS as fast as
+the workers, where no switch can gain much."""
+
+
+def at_shards(pt: Point, shards: int) -> Point:
+    """``pt`` with ``shards`` PS hosts per job and ESA as the controller
+    runs it (homes), named for both; judged only at ``HEADLINE_SHARDS``."""
+    return replace(
+        pt,
+        name=f"{pt.name} {shards} PS",
+        ps_shards=shards,
+        esa_homes=True,
+        sensitivity=shards not in HEADLINE_SHARDS,
+    )
+
+
+SUBSET: tuple[Point, ...] = tuple(
+    at_shards(pt, n) for n in (*HEADLINE_SHARDS, SENSITIVITY_SHARDS) for pt in REGIMES
 )
 
 
@@ -134,7 +164,7 @@ def full() -> list[Point]:
     )
     variants = [
         replace(change(base), name=f"{base.name}/{tag}", sensitivity=True)
-        for base in SUBSET
+        for base in REGIMES
         if base.name in ("moderate", "overload", "overload-small-pool", "large-bdp-overload")
         for tag, change in changes
     ]

@@ -14,7 +14,7 @@ from sim.__main__ import main as sim_main
 from sim.engine import Engine
 from sim.taskfile import StaleFile, fingerprint
 
-POINT = replace(next(p for p in sweep.SUBSET if p.name == "overload-small-pool"), jobs=4)
+POINT = replace(next(p for p in sweep.REGIMES if p.name == "overload-small-pool"), jobs=4)
 SEEDS = 2
 TASKS = [(POINT, s, sc) for s in range(SEEDS) for sc in SIM_SCHEMES]
 RUN_ONE = sweep.run_one

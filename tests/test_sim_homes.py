@@ -13,7 +13,7 @@ from sim import fluid, homes, packet
 from sim.calibrate import SPREAD
 from sim.control import Partitions
 from sim.rates import modulo_blocked
-from sim.sweep import SUBSET
+from sim.sweep import REGIMES
 from sim.workload import beyond_compute
 
 
@@ -106,7 +106,7 @@ def test_modulo_blocked_is_a_share_that_a_larger_home_never_raises(
 
 
 def test_the_fluid_model_runs_esa_homes_and_never_gives_ideal_one() -> None:
-    pt = replace(SUBSET[1], ps_shards=1, jobs=8)
+    pt = replace(REGIMES[1], ps_shards=1, jobs=8)
     specs, net = pt.specs(0), pt.net()
     homes = replace(net, esa_homes=True)
     assert fluid.simulate(specs, pt.pool, Scheme.IDEAL, homes) == fluid.simulate(

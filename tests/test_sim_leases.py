@@ -21,10 +21,10 @@ from sim.control import Partitions
 from sim.leases import Leases
 from sim.params import Net
 from sim.rates import Flow
-from sim.sweep import SUBSET
+from sim.sweep import REGIMES
 from sim.workload import WorkloadSpec, make_jobs
 
-MODERATE = next(p for p in SUBSET if p.name == "moderate")
+MODERATE = next(p for p in REGIMES if p.name == "moderate")
 
 BEFORE_LEASES = {
     Scheme.ESA: {

@@ -27,7 +27,7 @@ def test_ranks_are_averaged_over_time_highest_priority_first() -> None:
 
 
 def test_under_srpt_the_top_rank_sends_the_fewest_chunks_to_its_ps() -> None:
-    pt = replace(next(p for p in sweep.SUBSET if p.name == "overload-small-pool"), jobs=8)
+    pt = replace(next(p for p in sweep.REGIMES if p.name == "overload-small-pool"), jobs=8)
     _, equal = study(pt, Scheme.ESA_EQUAL, seeds=1)
     _, srpt = study(pt, Scheme.ESA_SRPT, seeds=1)
     top = srpt.rows()[0]

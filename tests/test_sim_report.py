@@ -69,41 +69,68 @@ def means(
 
 def test_the_goals_are_judged_as_stated() -> None:
     ok = [
+        # best baseline 12, ESA 10, ideal 0.5 * 10 = 5: ESA takes 2 / 7 of the gap
         a_summary("hot", 1024, 10.0, means(12.0, 10.0, equal=11.2, atp=14.0)),
-        a_summary("cold", 4096, 2.0, means(10.0, 10.4, equal=10.4)),
+        a_summary("cold", 4096, 2.0, means(10.0, 10.05, equal=10.05)),
     ]
+    ok[0].by[Scheme.IDEAL] = JctStats(9.5, (9.5, 9.5), 19.0)
+    ok[0].by[Scheme.ESA_SRPT] = JctStats(10.0, (10.0, 10.0), 20.0)
+    ok[1].by[Scheme.IDEAL] = JctStats(9.9, (9.9, 9.9), 19.8)
     lines = summary.goals(ok)
-    assert len(lines) == 3 and all(line.endswith("MET") for line in lines)
-    assert ok[0].contended and not ok[1].contended
-    assert ok[0].esa_gain == 1.2
-    assert "against static-bdp" in lines[0]
-    assert "the most any scheme could show, best baseline / ideal: 2.400" in lines[0]
-    assert "the least any rule could show, ideal / ESA-equal: 0.446" in lines[2]
+    assert lines == [
+        "esa-aging / best baseline at most 1.005 (cold, against atp), best baseline / "
+        "esa-aging 0.995 .. 1.200 over 2 points; goal: never more than 1% behind: MET",
+        "where best baseline / ideal >= 1.2 (1 points): esa-aging takes 80% .. 80% of best "
+        "baseline - ideal (least at hot); goal >= 75%: MET",
+        "ESA-SRPT / ESA-equal: 0.893 .. 1.000; where ESA-equal / ideal >= 1.1 (1 points) at most "
+        "0.893, goal <= 0.9: MET",
+    ]
 
     bad = [
         a_summary("hot", 1024, 10.0, means(10.0, 10.5, equal=11.0, atp=10.2)),
         a_summary("cold", 4096, 2.0, means(10.0, 10.6, equal=10.5, atp=9.9)),
     ]
     lines = summary.goals(bad)
-    assert all("NOT MET" in line for line in lines)
-    assert "ESA not ahead at hot" in lines[0]
-    assert "behind at cold" in lines[1]
-    assert "priorities cost at cold" in lines[2]
+    assert all(line.endswith("NOT MET") or "NOT MET;" in line for line in lines)
+    assert lines[0].endswith("NOT MET; behind at hot, cold")
+    assert "esa-aging takes -" in lines[1]
+
+
+def test_goals_without_room_say_so() -> None:
+    tight = a_summary("tight", 1024, 10.0, means(10.0, 10.0))
+    tight.by[Scheme.IDEAL] = JctStats(9.8, (9.8, 9.8), 19.6)
+    _, room, prio = summary.goals([tight])
+    assert room == "best baseline / ideal below 1.2 at every point: no headroom goal"
+    assert prio == (
+        "ESA-SRPT / ESA-equal: 1.000 .. 1.000; ESA-equal / ideal at most 1.020: below 1.1 at "
+        "every point, so no rule could show 0.9: no priority goal"
+    )
 
 
 def test_the_goals_judge_esa_as_the_controller_runs_it() -> None:
     """A better ESA variant does not stand in for the controller's."""
     hot = means(12.0, 13.0, equal=9.0)
     line = summary.goals([a_summary("hot", 1024, 10.0, hot)])[0]
-    assert "best baseline / esa-aging 0.923" in line and line.endswith("ESA not ahead at hot")
+    assert "best baseline / esa-aging 0.923 .. 0.923" in line and line.endswith("behind at hot")
 
 
 def test_sensitivity_points_are_shown_not_judged() -> None:
     good = a_summary("hot", 1024, 10.0, means(14.0, 10.0, equal=12.0))
-    worse = replace(good, point=replace(good.point, name="hot/2 PS", sensitivity=True))
+    good.by[Scheme.ESA_SRPT] = JctStats(10.0, (10.0, 10.0), 20.0)
+    good.by[Scheme.IDEAL] = JctStats(9.0, (9.0, 9.0), 18.0)
+    worse = replace(good, point=replace(good.point, name="hot 8 PS", sensitivity=True))
     worse = replace(worse, by=means_stats(means(9.0, 10.0)))
-    assert all(line.endswith("MET") for line in summary.goals([good, worse]))
-    assert "hot/2 PS" in summary.table([good, worse])
+    assert all(line.endswith("MET") and "NOT" not in line for line in summary.goals([good, worse]))
+    assert "hot 8 PS" in summary.table([good, worse])
+
+
+def test_make_sim_judges_one_and_two_ps_hosts_with_esa_homes_and_shows_eight() -> None:
+    judged = [p for p in sweep.SUBSET if not p.sensitivity]
+    shown = [p for p in sweep.SUBSET if p.sensitivity]
+    assert {p.ps_shards for p in judged} == {1, 2} and {p.ps_shards for p in shown} == {8}
+    assert len(judged) == 2 * len(sweep.REGIMES) and len(shown) == len(sweep.REGIMES)
+    assert all(p.net().esa_homes for p in sweep.SUBSET)
+    assert [p.name for p in shown] == [f"{r.name} 8 PS" for r in sweep.REGIMES]
 
 
 def test_a_sweep_point_runs_every_scheme_on_the_same_jobs() -> None:
@@ -148,6 +175,20 @@ def test_the_pool_curve_judges_esa_against_the_bounds_and_names_a_rise() -> None
     assert "NOT MET; rises at atp 8->64" in rises and "static-bdp 8->64" in rises
 
 
+def test_the_shard_curve_names_a_rise_with_more_ps_hosts() -> None:
+    curve = [
+        replace(
+            a_summary(f"overload {n} PS", 1024, 8.0, means(8.0 / n, 5.5 if n < 8 else 6.0)),
+            point=replace(sweep.Point(f"overload {n} PS", "mixed", 4.0, 1024), ps_shards=n),
+        )
+        for n in (1, 2, 4, 8)
+    ]
+    rises, _ = curves.shard_lines(curve)
+    assert rises.endswith(
+        "NOT MET; rises at esa-equal 4->8, esa 4->8, esa-srpt 4->8, esa-aging 4->8, ideal 4->8"
+    )
+
+
 def test_the_shard_curve_names_the_fewest_shards_near_ideal() -> None:
     curve = [
         replace(
@@ -158,7 +199,11 @@ def test_the_shard_curve_names_the_fewest_shards_near_ideal() -> None:
     ]
     for s in curve:
         s.by[Scheme.IDEAL] = JctStats(1.0, (1.0, 1.0), 2.0)
-    (line,) = curves.shard_lines(curve)
+    rises, line = curves.shard_lines(curve)
+    assert rises == (
+        "shard curve (overload, pool 1024): no scheme slower with more PS shards "
+        "(by more than 1%): MET"
+    )
     assert line.endswith(
         "of ideal: atp 8, static-bdp 8, static-fb 8, static-equal 8, esa-equal >8, esa >8, "
         "esa-srpt >8, esa-aging >8, ps-only >8"
@@ -171,6 +216,6 @@ def test_a_solve_that_does_not_converge_stops_the_sweep_naming_it(
     """One round and no root search."""
     monkeypatch.setattr(rates, "ROUNDS", 1)
     monkeypatch.setattr(rates, "ROOT_METHODS", ())
-    pt = replace(sweep.SUBSET[5], jobs=4)
+    pt = replace(sweep.REGIMES[5], jobs=4)
     with pytest.raises(sweep.SolveFailed, match="point 'moderate-lag', seed 0, scheme esa-equal"):
         sweep.run_one((pt, 0, Scheme.ESA_EQUAL))

@@ -11,7 +11,7 @@ from esa.job import JobSpec
 from sim import sweep
 from sim.traces.rules import Slice, to_specs
 
-MODERATE = next(p for p in sweep.SUBSET if p.name == "moderate")
+MODERATE = next(p for p in sweep.REGIMES if p.name == "moderate")
 
 
 @dataclass(frozen=True, kw_only=True)
