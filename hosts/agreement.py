@@ -39,7 +39,7 @@ Replies = list[tuple[payload.Control, Addr]]
 
 
 @dataclass
-class Stopped:
+class StoppedWorkers:
     """The workers of an agreed call that stopped, as a REPORT names them
     (bitmaps): silent for ``LIVE_TTL`` or more (``quiet_ms`` the most recently
     heard of them, 0: unknown), said BYE, or never heard from in the call
@@ -289,7 +289,7 @@ class CallBook:
     ) -> payload.Control:
         """The REPORT answering STATUS ``msg``."""
         kind, announced, missing, partials = ReportKind.UNKNOWN_CALL, 0, 0, 0
-        s = Stopped()
+        s = StoppedWorkers()
         ag = self.agreement(msg.call)
         m = None if ag is None else ag.members.get(msg.worker)
         if ag is not None and m is not None and m.nonce == msg.nonce:
@@ -310,9 +310,9 @@ class CallBook:
             partials=partials,
         )  # fmt: skip
 
-    def _stopped(self, ag: Agreement, now: float) -> Stopped:
+    def _stopped(self, ag: Agreement, now: float) -> StoppedWorkers:
         """The workers of agreed call ``ag`` that stopped, each as what it is."""
-        s = Stopped()
+        s = StoppedWorkers()
         quiet: list[float] = []
         for i in sorted(self.workers):
             m = ag.members.get(i)

@@ -35,25 +35,25 @@ SHARDS = (1, 2, 8)
 
 
 @dataclass(frozen=True)
-class Column:
+class Variant:
     name: str
     scheme: Scheme
     homes: bool = False
 
 
 COLUMNS = (
-    *(Column(s.value, s) for s in BASELINES),
-    Column("esa-equal homes", Scheme.ESA_EQUAL, True),
-    Column("esa homes", Scheme.ESA, True),
-    Column("esa-equal hashed", Scheme.ESA_EQUAL),
-    Column("esa hashed", Scheme.ESA),
-    Column(Scheme.PS_ONLY.value, Scheme.PS_ONLY),
-    Column(Scheme.IDEAL.value, Scheme.IDEAL),
+    *(Variant(s.value, s) for s in BASELINES),
+    Variant("esa-equal homes", Scheme.ESA_EQUAL, True),
+    Variant("esa homes", Scheme.ESA, True),
+    Variant("esa-equal hashed", Scheme.ESA_EQUAL),
+    Variant("esa hashed", Scheme.ESA),
+    Variant(Scheme.PS_ONLY.value, Scheme.PS_ONLY),
+    Variant(Scheme.IDEAL.value, Scheme.IDEAL),
 )
 HOMES, HASHED = "esa homes", "esa hashed"
 """The two ESA layouts the ratios compare with the best baseline."""
 
-Task = tuple[Point, int, Column]
+Task = tuple[Point, int, Variant]
 
 
 def run_one(task: Task) -> float:
