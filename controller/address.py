@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
 import os
 import socket
 import stat
@@ -96,5 +97,39 @@ def admin_address(text: str) -> str:
     known (``controller.cli``)."""
     try:
         return check_admin_addr(text, any_port=True)
+    except InvalidRequest as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_METRICS_FORMS = (
+    "use HOST:PORT, HOST an IPv4 address, an IPv6 address in brackets or localhost, "
+    "PORT 0..65535 (0: a free one, logged): 127.0.0.1:9100, [::1]:9100, 0.0.0.0:9100"
+)
+
+
+def check_metrics_addr(addr: str) -> tuple[str, int]:
+    """``--metrics HOST:PORT`` as the host and port to bind; ``InvalidRequest``
+    unless HOST is an IP address (an IPv6 one in brackets) or ``localhost``
+    and PORT is 0..65535.  No name is looked up: nothing here waits on DNS."""
+    host, sep, port = addr.rpartition(":")
+    family: type[ipaddress.IPv4Address] | type[ipaddress.IPv6Address]
+    if host.startswith("[") and host.endswith("]"):
+        host, family = host[1:-1], ipaddress.IPv6Address
+    else:
+        family = ipaddress.IPv4Address
+    try:
+        if host != "localhost":
+            family(host)
+    except ValueError:
+        sep = ""
+    if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise InvalidRequest(f"metrics address {addr!r}: {_METRICS_FORMS}")
+    return host, int(port)
+
+
+def metrics_address(text: str) -> tuple[str, int]:
+    """``check_metrics_addr`` as a command-line argument."""
+    try:
+        return check_metrics_addr(text)
     except InvalidRequest as e:
         raise argparse.ArgumentTypeError(str(e)) from None

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 from controller import codec
-from controller.address import admin_address, check_admin_addr
+from controller.address import admin_address, check_admin_addr, metrics_address
 from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
 from controller.errors import ControllerError, InvalidRequest
 from controller.formats import (
@@ -159,6 +159,13 @@ def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
         "BMv2, which serves no register reads over P4Runtime "
         "(e.g. 'ip netns exec sw simple_switch_CLI --thrift-port 9090'); once per switch, "
         "each prefixed with its name and '=' when the topology has several",
+    )
+    p.add_argument(
+        "--metrics",
+        type=metrics_address,
+        metavar="HOST:PORT",
+        help="serve the switches' counters in Prometheus' text format on "
+        "http://HOST:PORT/metrics (port 0: a free one, which it logs; default: not served)",
     )
 
 

@@ -11,6 +11,11 @@ Order matters, so that a refused ``serve`` leaves no trace:
 3. only then is the state file opened (or created), the admin API started
    and every switch synced.
 
+With ``--metrics HOST:PORT`` the metrics address is bound in step 2, after
+the admin address (a refused bind leaves no state file either), and
+serves the controller's counters once the controller exists
+(``controller.metrics``).
+
 The topology is a fabric of switches (``controller.fabric``), each with its
 own P4Runtime address and device id; a one-switch topology file is a fabric
 of one switch, ``s1``, at ``--switch`` with ``--device-id``.  After the first
@@ -40,6 +45,7 @@ from controller.errors import (
 )
 from controller.fabric import DEFAULT_DEVICE, Device, Fabric, one_switch
 from controller.instance import claim, holder, lock_path
+from controller.metrics import MetricsServer
 from controller.p4rt import Session
 from controller.pipeline import check_p4info, device_config, pool_size_of, resolve_pool_size
 from controller.service import Controller
@@ -169,6 +175,10 @@ def run_serve(args: argparse.Namespace) -> int:
         stack.callback(claim(lock_path(db), name, f"state file {db}").release)
         server = AdminServer(args.admin, name)
         stack.callback(server.stop)
+        metrics = None
+        if args.metrics is not None:
+            metrics = MetricsServer(*args.metrics)
+            stack.callback(metrics.stop)
         store = stack.enter_context(closing(Store(db)))
         if fabric is None:
             fabric = _saved_fabric(store, args)
@@ -182,6 +192,10 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         for session in ctl.sessions.values():
             stack.callback(session.drop)
+        if metrics is not None:
+            metrics.attach(ctl.sample)
+            stack.callback(metrics.stop)
+            log.info("metrics on %s", metrics.url)
         server.start(ctl)
         stack.callback(server.stop, 1.0)
         log.info("admin API on %s", server.addr)

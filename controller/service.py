@@ -42,6 +42,7 @@ from controller.messages import (
     Stats,
     Status,
 )
+from controller.metrics import Sample, SwitchSample
 from controller.plan import device_entries
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.session import Connector, Planner, SwitchSession
@@ -270,6 +271,35 @@ class Controller:
                 served = read_owners(self.thrift_cli[name])
             owners[name] = served
         return views.slots(owners)
+
+    def sample(self) -> Sample:
+        """What a metrics scrape shows (``controller.metrics``): each switch's
+        counters and slot owners, read under the lock one switch at a time,
+        as ``stats`` and ``slots`` read them, the Thrift CLI run without the
+        lock.  Unlike them it reconnects no switch (the serve loop does), and
+        a switch that is down or fails a read is shown as down, not raised."""
+        with self.lock:
+            jobs = len(self.state.jobs)
+        switches = {}
+        for name, session in self.sessions.items():
+            with self.lock:
+                if not session.connected:
+                    switches[name] = SwitchSample(up=False)
+                    continue
+                priorities = {j: e.priority for j, e in session.applied.jobs.items()}
+                try:
+                    counters = session.read_counters(priorities)
+                    owners = served_owners(session)
+                except ControllerError:
+                    switches[name] = SwitchSample(up=False)
+                    continue
+            if owners is None and name in self.thrift_cli:
+                try:
+                    owners = read_owners(self.thrift_cli[name])
+                except ControllerError:
+                    owners = None
+            switches[name] = SwitchSample(True, priorities, counters, owners)
+        return Sample(jobs, self.pool_size, switches)
 
     def identify(self) -> Identity:
         """This process and its state file; takes no lock, so it answers while

@@ -54,8 +54,8 @@ class Setup:
         pcaps = self.out / "pcaps" / sub if self.args.pcap else None
         work = Path(tempfile.mkdtemp(prefix="w", dir=self.work))
         logs = self.out / "logs" / sub
-        trace = self.args.trace
-        return World(self.scenario, self.topo, self.program, logs, work, pcaps, trace)
+        trace, metrics = self.args.trace, self.args.cli
+        return World(self.scenario, self.topo, self.program, logs, work, pcaps, trace, metrics)
 
 
 def run_rounds(

@@ -5,9 +5,13 @@ properties), with no job admitted and no PS started.  Mininet's own
 commands work (``h1 ping h2``, ``xterm h1``, ``nodes``, ``net``), a host's
 shell runs the project's programs (``h3 esa-ps ... &``, ``h1 esa-worker
 ...``, ``h1 esa-ctl jobs``: ``runner.world`` puts them on its PATH and
-points ``esa-ctl`` at the controller), and three commands are added:
+points ``esa-ctl`` at the controller), and four commands are added:
 
 - ``esa ARGS``: ``esa-ctl ARGS`` against the run's controller;
+- ``metrics [WORD ...]``: the controller's Prometheus metrics (``esa-ctl
+  serve --metrics``, on a free port of 127.0.0.1 in the run's network
+  namespace, which the banner shows), the samples whose line has every
+  WORD;
 - ``job N [M ...]``: run jobs of the scenario now, as the batch run does
   (admit, PS, workers, progress, removal), and print their table and
   whether every worker received every exact sum;
@@ -22,6 +26,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +43,8 @@ from runner.jobs import run_jobs
 from runner.paths import ROOT
 from runner.scenario import RunJob, Scenario
 from runner.world import PY, World
+
+METRICS_TIMEOUT_S = 30.0
 
 
 def _relative(path: Path) -> str:
@@ -66,6 +73,7 @@ def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
     pcaps = f"{_relative(out / 'pcaps')}/" if world.pcaps else "off (--pcap)"
     pair = " ".join(str(j.spec.job) for j in s.jobs[:2])
     names = [d.name for d in topo.switches]
+    scrape = f'metrics job="{first.job}"'
     by_hand = topo.address(topo.top(Placement((a.name, b.name), (ps.name,))))
     if len(names) == 1:
         switches = f"switch {names[0]} is the {world.program.kind.label}, {s.pool_size} slots"
@@ -96,6 +104,14 @@ def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
         f"  {'esa jobs':<22} the controller (esa-ctl): jobs, status, stats, slots, "
         "policy atp, prio, ...",
         f"  {f'{a.name} esa-ctl jobs':<22} the same from a host's shell",
+        *(
+            [
+                f"  {'metrics':<22} the controller's Prometheus metrics, {world.metrics_url}",
+                f"  {'':<22} in the run's network namespace ({scrape}: job {first.job}'s alone)",
+            ]
+            if world.metrics_url
+            else []
+        ),
         "",
         f"  a job by hand ({a.name} and {b.name} sum through the switch, the PS on {ps.name}):",
         f"  esa admit {example} --workers {a.name} {b.name} --ps {ps.name} --priority 100",
@@ -137,6 +153,24 @@ class EsaCLI(CLI):  # type: ignore[misc]
             return
         cmd = [PY, "-m", "controller.cli", "--admin", self.world.admin, *(argv or ["--help"])]
         subprocess.run(cmd, cwd=ROOT, check=False)
+
+    def do_metrics(self, line: str) -> None:
+        """metrics [WORD ...]: the controller's Prometheus metrics, the
+        samples whose line has every WORD (metrics job="1", metrics drops)."""
+        url = self.world.metrics_url
+        if url is None:
+            self._say("metrics: the controller serves none in this run")
+            return
+        try:
+            with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as reply:
+                text = reply.read().decode()
+        except OSError as e:
+            self._say(f"metrics: {url}: {e}")
+            return
+        words = line.split()
+        for sample in text.splitlines():
+            if not sample.startswith("#") and all(w in sample for w in words):
+                self._say(sample)
 
     def do_scenario(self, _line: str) -> None:
         """scenario: the scenario's jobs and the hosts they run on."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -65,6 +66,8 @@ sessions share)."""
 CONTROLLER_INTERVAL_S = 0.5
 """how often the controller checks the switch: bounds the re-sync after a crash."""
 START_TIMEOUT_S = 30.0
+_METRICS_LINE = re.compile(r"metrics on (http://\S+/metrics)$", re.M)
+"""``esa-ctl serve``'s line naming the address its metrics are on."""
 
 
 def _sh(cmd: str) -> tuple[int, str]:
@@ -82,10 +85,13 @@ class World:
         work: Path,
         pcaps: Path | None = None,
         trace: bool = False,
+        metrics: bool = False,
     ) -> None:
         """``work``: a private directory for sockets and state; ``logs`` and
         ``pcaps`` (None: no captures) are kept; ``trace``: BMv2 logs every
-        packet's way through the pipeline to the switch's log."""
+        packet's way through the pipeline to the switch's log; ``metrics``:
+        the controller serves its counters to Prometheus on a free port of
+        127.0.0.1 (``metrics_url``)."""
         self.scenario = scenario
         self.topo = topology
         self.program = program
@@ -94,6 +100,9 @@ class World:
         self.logs = logs
         self.pcaps = pcaps
         self.trace = trace
+        self.metrics = metrics
+        self.metrics_url: str | None = None
+        """where the controller serves its metrics, once started with ``metrics``."""
         logs.mkdir(parents=True, exist_ok=True)
         self.jobs = assign(scenario, topology)
         self.net: Any = None
@@ -262,7 +271,11 @@ class World:
         for name, sw in self.switches.items():
             if isinstance(sw, Bmv2MininetSwitch):
                 cmd += ["--thrift-cli", f"{name}={shlex.join(sw.cli_command())}"]
-        with open(self.logs / "controller.log", "ab") as log:
+        if self.metrics:
+            cmd += ["--metrics", "127.0.0.1:0"]
+        log_path = self.logs / "controller.log"
+        start = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
             # its own session: a Ctrl-C reaches the run, which stops it in order
             self.ctl = subprocess.Popen(
                 cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -272,6 +285,14 @@ class World:
             if self.ctl.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"controller did not start; see {self.logs / 'controller.log'}")
             time.sleep(0.2)
+        if self.metrics:
+            # logged before the admin API starts, so there by now
+            with open(log_path, "rb") as log:
+                log.seek(start)
+                found = _METRICS_LINE.search(log.read().decode(errors="replace"))
+            if found is None:
+                raise RuntimeError(f"controller logged no metrics address; see {log_path}")
+            self.metrics_url = found[1]
 
     def controller_ready(self) -> bool:
         """The controller answers and holds every switch."""

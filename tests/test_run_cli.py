@@ -1,7 +1,8 @@
 """``make run RUN_ARGS=--cli`` through a pseudo-terminal, as a user types it:
 the prompt, a job of the scenario by name, a job by hand with esa-ctl,
-esa-ps and esa-worker on the hosts, the logs and captures, and nothing left
-behind after ``exit``.  On BMv2 and on the reference switch."""
+esa-ps and esa-worker on the hosts and its counters in the controller's
+Prometheus metrics, the logs and captures, and nothing left behind after
+``exit``.  On BMv2 and on the reference switch."""
 
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
             LIMIT_S,
         )
         term.expect(r"job 1 +run job 1 of one.json now \(workers on h1 h2, PS on h3\)", LIMIT_S)
+        term.expect(
+            r"metrics +the controller's Prometheus metrics, http://127\.0\.0\.1:\d+/metrics\n",
+            LIMIT_S,
+        )
         term.expect(PROMPT, LIMIT_S)
         work = Path(json.loads((out / lock.PIDFILE).read_text())["work"])
         assert work.is_dir()
@@ -94,6 +99,10 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
         term.expect(PROMPT, LIMIT_S)
         term.send("h1 esa-ctl jobs")
         term.expect(r"9 +100 +static +0\+16 +h6 +h4,h5\n", LIMIT_S)  # its home: the whole pool
+        term.expect(PROMPT, LIMIT_S)
+        # the controller's Prometheus metrics: job 9's sums, completed in the switch
+        term.send('metrics esa_job_completed_total job="9"')
+        term.expect(r'\nesa_job_completed_total\{job="9",switch="s1"\} [1-9][0-9]*\.0\n', LIMIT_S)
         term.expect(PROMPT, LIMIT_S)
         term.send("esa remove 9")
         term.expect(PROMPT, LIMIT_S)
