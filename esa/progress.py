@@ -1,72 +1,148 @@
-"""A progress line that suits where it is written.
+"""Progress of long commands, drawn by tqdm where it suits.
 
-At a terminal each state overwrites the last (a carriage return, padded to
-cover a longer line before it).  In a file or a pipe (a log, CI) carriage
-returns would pile every state onto one endless line, so there a state is
-written as a line of its own, at most one every ``every`` seconds, and
-``close`` writes the last state if it was not written yet.
+At a terminal a live bar.  In a file or a pipe (a log, CI) no bar: a
+``Stage`` writes a line as it starts and one as it ends (tasks done,
+elapsed), nothing in between.
+
+A stage's tasks are of kinds (a sweep's schemes) whose costs differ a lot,
+and they do not run in a random order, so the time left (``Estimate``) is
+the remaining tasks' cost, each at its kind's mean so far, at the pace the
+finished tasks kept, not the first tasks' pace times the tasks left.
 """
 
 from __future__ import annotations
 
-import math
+import sys
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from types import TracebackType
+from typing import NoReturn
+
+from tqdm import tqdm
+
+LEAST = 3
+"""finished tasks before a time left is shown (fewer if they cover every
+kind still to run)."""
+
+BAR = "{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}{postfix}]"
 
 
-class Progress:
+def clock_time(seconds: float) -> str:
+    """``01:05``, ``1:01:40``: as the bar shows its elapsed time."""
+    return tqdm.format_interval(seconds)
+
+
+def bar(
+    label: str, total: int, unit: str, initial: int = 0, *, quiet: bool = False
+) -> tqdm[NoReturn]:
+    """A bar of ``total`` ``unit`` on stderr, off unless stderr is a terminal
+    (or if ``quiet``): check ``.disable`` to write lines instead."""
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=label,
+        unit=unit,
+        file=sys.stderr,
+        disable=True if quiet else None,
+        bar_format=BAR,
+        dynamic_ncols=True,
+    )
+
+
+class Estimate:
+    """The time left of a stage's tasks of ``kinds`` (one per task), from the
+    tasks finished so far: each remaining task costs the mean time of the
+    finished tasks of its kind (of all finished tasks while none of its kind
+    has), and the tasks go at the pace the finished ones went, their time
+    over the time since the start (about the number of tasks that run side
+    by side)."""
+
     def __init__(
-        self, stream: TextIO, every: float = 10.0, clock: Callable[[], float] = time.monotonic
+        self,
+        kinds: Iterable[Hashable],
+        least: int = LEAST,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.every = every
+        self.todo: Counter[Hashable] = Counter(kinds)
+        self.count: Counter[Hashable] = Counter()
+        self.spent: dict[Hashable, float] = {}
+        """seconds the finished tasks of each kind took."""
+        self.least, self.clock = least, clock
+        self.t0 = clock()
+
+    def finish(self, kind: Hashable, seconds: float) -> None:
+        """A task of ``kind`` finished; it took ``seconds`` where it ran."""
+        self.todo[kind] -= 1
+        self.count[kind] += 1
+        self.spent[kind] = self.spent.get(kind, 0.0) + seconds
+
+    def left(self) -> float | None:
+        """Seconds left; None until ``least`` tasks, or one of each kind
+        still to run, finished."""
+        done = sum(self.count.values())
+        todo = {k: n for k, n in self.todo.items() if n > 0}
+        if not done or (done < self.least and any(k not in self.count for k in todo)):
+            return None
+        spent = sum(self.spent.values())
+        elapsed = self.clock() - self.t0
+        if spent <= 0 or elapsed <= 0:
+            return None
+        mean = spent / done
+        work = sum(
+            n * (self.spent[k] / self.count[k] if k in self.count else mean)
+            for k, n in todo.items()
+        )
+        return work * elapsed / spent
+
+
+class Stage:
+    """A stage of ``total`` tasks, ``kinds`` those to run (one kind per task;
+    the rest were done before, by an earlier run): a bar with the time left
+    at a terminal; elsewhere a line as it starts and one as it ends."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        kinds: Sequence[Hashable],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label, self.todo, self.ran = label, len(kinds), 0
         self.clock = clock
-        self.last = ""
-        """the latest state shown."""
-        self.pending = False
-        """``last`` is not written yet (not at a terminal)."""
-        self.width = 0
-        """characters of the line drawn at the terminal."""
-        self.next_line = -math.inf
+        self.t0 = clock()
+        self.estimate = Estimate(kinds, clock=clock)
+        self.bar = bar(label, total, "tasks", total - self.todo)
+        self.piped = bool(self.bar.disable)
+        before = f" ({total - self.todo} of {total} done before)" if self.todo < total else ""
+        self._line(f"{self.todo} tasks to run{before}")
 
-    def show(self, text: str) -> None:
-        """The progress is now ``text`` (one line)."""
-        self.last = text
-        if self.tty:
-            self.stream.write(f"\r{text:<{self.width}}")
-            self.width = max(self.width, len(text))
-            self.stream.flush()
+    def __enter__(self) -> Stage:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.bar.close()
+        if not self.todo:
             return
-        now = self.clock()
-        self.pending = now < self.next_line
-        if not self.pending:
-            self._line(text)
-            self.next_line = now + self.every
+        elapsed = clock_time(self.clock() - self.t0)
+        if self.ran < self.todo:
+            self._line(f"stopped after {self.ran} of {self.todo} tasks, {elapsed}")
+        else:
+            self._line(f"{self.ran} tasks done in {elapsed}")
 
-    def close(self) -> None:
-        """End the line at a terminal; elsewhere, write the last state if it is not."""
-        if self.tty:
-            if self.width:
-                self.stream.write("\n")
-                self.stream.flush()
-        elif self.pending:
-            self._line(self.last)
-        self.pending, self.width = False, 0
+    def done(self, kind: Hashable, seconds: float) -> None:
+        """A task of ``kind`` finished; it took ``seconds`` where it ran."""
+        self.ran += 1
+        self.estimate.finish(kind, seconds)
+        left = self.estimate.left() if self.ran < self.todo else None
+        self.bar.set_postfix_str("" if left is None else f"{clock_time(left)} left", False)
+        self.bar.update()
 
     def _line(self, text: str) -> None:
-        self.stream.write(text.rstrip() + "\n")
-        self.stream.flush()
-
-
-def tally(label: str, done: int, total: int, ran: int, elapsed_s: float) -> str:
-    """``label [#####     ] done/total, 2m05s left``: the time left at the
-    pace of the ``ran`` tasks this run finished in ``elapsed_s`` (tasks done
-    before it, as by a resumed run, took none of that time)."""
-    bar = "#" * (30 * done // total) if total else ""
-    text = f"{label} [{bar:<30}] {done}/{total}"
-    if ran and done < total:
-        left = round(elapsed_s / ran * (total - done))
-        text += f", {left // 60}m{left % 60:02d}s left"
-    return text
+        if self.piped:
+            print(f"{self.label}: {text}", file=sys.stderr, flush=True)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from esa import progress
 from esa.job import JobSpec
-from esa.progress import Progress
 from runner import torchjobs, verify
 from runner.ctl import Ctl
 from runner.faults import Fault
@@ -120,7 +120,11 @@ class Runner:
         self.streams: dict[IO[str], tuple[int, int]] = {}
         self.events: dict[int, dict[str, int]] = {}
         self.next_draw = 0.0
-        self.progress = Progress(sys.stderr)
+        self.bar = progress.bar(
+            "jobs", sum(s.iterations for s in specs), "iterations", quiet=not live
+        )
+        self.lines = live and bool(self.bar.disable)
+        """not at a terminal: a line as each job starts and ends, no bar."""
 
     # -- arrivals and kills --
 
@@ -140,6 +144,7 @@ class Runner:
             if p.stdout is not None:
                 self.streams[p.stdout] = (spec.job, m.index)
         self.jobs[spec.job] = job
+        self._say(f"job {spec.job}: started")
 
     def kill(self, job: int, index: int, fault: Fault) -> bool:
         """For the fault injector: kill one worker for good."""
@@ -165,22 +170,25 @@ class Runner:
 
     def loop(self) -> None:
         pending = sorted(self.specs, key=lambda j: j.arrival_s)
-        while pending or any(not j.done for j in self.jobs.values()):
-            while pending and time.monotonic() - self.t0 >= pending[0].arrival_s:
-                self.arrive(pending.pop(0))
-            if self.streams:
-                ready, _, _ = select.select(list(self.streams), [], [], 0.2)
-                for stream in ready:
-                    self._line(stream)
-            else:
-                time.sleep(0.2)
-            for job in self.jobs.values():
-                if not job.done:
-                    self._check(job)
-            self.ctl.flush()
+        try:
+            while pending or any(not j.done for j in self.jobs.values()):
+                while pending and time.monotonic() - self.t0 >= pending[0].arrival_s:
+                    self.arrive(pending.pop(0))
+                if self.streams:
+                    ready, _, _ = select.select(list(self.streams), [], [], 0.2)
+                    for stream in ready:
+                        self._line(stream)
+                else:
+                    time.sleep(0.2)
+                for job in self.jobs.values():
+                    if not job.done:
+                        self._check(job)
+                self.ctl.flush()
+                self._draw()
+            self.next_draw = 0.0
             self._draw()
-        if self.live:
-            self.progress.close()
+        finally:
+            self.bar.close()
 
     def _line(self, stream: IO[str]) -> None:
         job_id, index = self.streams[stream]
@@ -217,6 +225,7 @@ class Runner:
         self.timeline.counters()
         self.events[job.spec.job] = {e: self.timeline.total(job.spec.job, e) for e in EVENTS}
         self.ctl.remove(job.spec.job)
+        self._say(f"job {job.spec.job}: {'FAILED' if job.failed else 'done'}")
 
     def _failure(self, job: RunningJob) -> str:
         """Why a job whose workers all exited did not finish ("" if it did)."""
@@ -230,23 +239,34 @@ class Runner:
                 why.append(f"worker {w.index} printed no report")
         return "; ".join(why)
 
+    def _say(self, text: str) -> None:
+        if self.lines:
+            elapsed = time.monotonic() - self.t0
+            print(f"  {elapsed:6.1f} s  {text}", file=sys.stderr, flush=True)
+
     def _draw(self) -> None:
-        if not self.live or time.monotonic() < self.next_draw:
+        """At a terminal, every ``DRAW_S``: the iterations done of all jobs
+        as a bar, each job's state after it."""
+        if self.bar.disable or time.monotonic() < self.next_draw:
             return
         self.next_draw = time.monotonic() + DRAW_S
         slots = self.timeline.slots_now
-        parts = []
+        parts, iters = [], 0
         for spec in self.specs:
             job = self.jobs.get(spec.job)
             if job is None:
                 parts.append(f"job {spec.job}: at {spec.arrival_s:g} s")
-            elif job.done:
+                continue
+            finished = job.done and not job.failed
+            iters += spec.iterations if finished else min(job.iters, spec.iterations)
+            if job.done:
                 parts.append(f"job {spec.job}: {'FAILED' if job.failed else 'done'}")
             else:
                 held = f" [{slots.get(spec.job, 0)} slots]" if self.timeline.slots_seen else ""
                 parts.append(f"job {spec.job}: {job.iters}/{spec.iterations}{held}")
-        elapsed = time.monotonic() - self.t0
-        self.progress.show(f"  {elapsed:6.1f} s  " + "  ".join(parts))
+        self.bar.n = iters
+        self.bar.set_postfix_str("  ".join(parts), False)
+        self.bar.refresh()
 
     # -- results --
 

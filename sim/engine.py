@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import dask
 from distributed import Client, LocalCluster, as_completed
 
 from esa import arguments
-from esa.progress import Progress, tally
+from esa.progress import Stage
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -103,29 +102,25 @@ class Engine:
         done: Callable[[T, R], None],
         label: str,
         total: int,
+        kind: Callable[[T], Hashable] = lambda _: None,
     ) -> None:
         """``fn`` on every task, each result handed to ``done`` (here) as its
         task finishes; a task that raises stops the rest and raises here.
-        ``total`` counts the tasks done before too, for the progress line."""
-        progress = Progress(sys.stderr)
-        before = total - len(tasks)
-        progress.show(tally(label, before, total, 0, 0.0))
-        if not tasks:
-            progress.close()
-            return
-        client = None if self.serial else self.client()
-        t0 = time.monotonic()
-        if client is None:
-            results: Generator[tuple[T, R], None, None] = ((t, fn(t)) for t in tasks)
-        else:
-            results = self._results(client, fn, tasks)
-        try:
+        ``total`` counts the tasks done before too, and ``kind`` tells which
+        tasks cost alike (a scheme), for the progress and its time left."""
+        client = None if self.serial or not tasks else self.client()
+        timed = Timed(fn)
+        with Stage(label, total, [kind(t) for t in tasks]) as stage:
+            if client is None:
+                results: Generator[tuple[T, tuple[float, R]], None, None] = (
+                    (t, timed(t)) for t in tasks
+                )
+            else:
+                results = self._results(client, timed, tasks)
             with contextlib.closing(results):
-                for ran, (task, result) in enumerate(results, 1):
+                for task, (seconds, result) in results:
                     done(task, result)
-                    progress.show(tally(label, before + ran, total, ran, time.monotonic() - t0))
-        finally:
-            progress.close()
+                    stage.done(kind(task), seconds)
 
     @staticmethod
     def _results(
@@ -138,3 +133,15 @@ class Engine:
                 yield pending.pop(future), future.result()
         finally:
             client.cancel(list(pending))
+
+
+class Timed(Generic[T, R]):
+    """``fn``, returning the seconds it took with its result (where it ran)."""
+
+    def __init__(self, fn: Callable[[T], R]) -> None:
+        self.fn = fn
+
+    def __call__(self, task: T) -> tuple[float, R]:
+        t0 = time.perf_counter()
+        result = self.fn(task)
+        return time.perf_counter() - t0, result

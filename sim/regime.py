@@ -73,6 +73,7 @@ def table(points: list[Point], seeds: int, engine: Engine) -> dict[str, dict[str
         lambda t, jct: got.setdefault((t[0].name, t[2].name), []).append(jct),
         "regime",
         len(tasks),
+        lambda t: t[2].name,
     )
     return {
         pt.name: {col.name: statistics.fmean(got[pt.name, col.name]) for col in COLUMNS}

@@ -241,7 +241,7 @@ def run(
     store = TaskFile(path, COLUMNS, 3, fingerprint(tasks, COLUMNS), fresh)
     todo = [t for t in tasks if key(t) not in store.done]
     todo.sort(key=lambda t: t[2] is not Scheme.ATP)
-    engine.run(run_one, todo, lambda _, rows: store.append(rows), label, len(tasks))
+    engine.run(run_one, todo, lambda _, rows: store.append(rows), label, len(tasks), lambda t: t[2])
     return store.rows([key(t) for t in tasks])
 
 

@@ -1,11 +1,16 @@
-"""The progress line: redrawn in place at a terminal, plain periodic lines
-in a file or a pipe."""
+"""Progress: a bar at a terminal, a line per stage in a file or a pipe, and
+a time left from the tasks finished, each kind of task at its own cost."""
 
 from __future__ import annotations
 
 import io
+import re
+import sys
 
-from esa.progress import Progress, tally
+import pytest
+
+from esa.progress import Estimate, Stage
+from sim.engine import Engine
 
 
 class Terminal(io.StringIO):
@@ -15,49 +20,121 @@ class Terminal(io.StringIO):
 
 class Clock:
     def __init__(self) -> None:
-        self.now = 100.0
+        self.now = 0.0
 
     def __call__(self) -> float:
         return self.now
 
 
-def test_a_terminal_sees_one_line_redrawn() -> None:
-    out = Terminal()
-    p = Progress(out, every=10.0)
-    for text in ("job 1: 1/10", "job 1: 10/10", "done"):
-        p.show(text)
-    p.close()
-    assert out.getvalue() == "\rjob 1: 1/10\rjob 1: 10/10\rdone        \n"
+def piped(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    return out
 
 
-def test_a_file_gets_a_line_every_period_and_the_last_state() -> None:
-    out, clock = io.StringIO(), Clock()
-    p = Progress(out, every=10.0, clock=clock)
-    for t, text in ((0, "0/4  "), (4, "1/4"), (10, "2/4"), (15, "3/4"), (19, "4/4")):
-        clock.now = 100.0 + t
-        p.show(text)
-    p.close()
-    assert out.getvalue() == "0/4\n2/4\n4/4\n"
-    assert "\r" not in out.getvalue()
+def test_a_pipe_gets_a_line_as_a_stage_starts_and_one_as_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, clock = piped(monkeypatch), Clock()
+    with Stage("sweep", 6, ["atp", "esa", "esa", "ps"], clock) as stage:
+        for t, kind in ((30, "atp"), (40, "esa"), (50, "esa"), (65, "ps")):
+            clock.now = t
+            stage.done(kind, 10.0)
+    assert out.getvalue() == (
+        "sweep: 4 tasks to run (2 of 6 done before)\nsweep: 4 tasks done in 01:05\n"
+    )
 
 
-def test_a_file_gets_no_line_twice() -> None:
-    out, clock = io.StringIO(), Clock()
-    p = Progress(out, every=10.0, clock=clock)
-    p.show("sweep 1/1")
-    p.close()
-    assert out.getvalue() == "sweep 1/1\n"
+def test_a_stage_a_task_stopped_says_how_far_it_got(monkeypatch: pytest.MonkeyPatch) -> None:
+    out, clock = piped(monkeypatch), Clock()
+    with pytest.raises(RuntimeError), Stage("trace", 3, [None] * 3, clock) as stage:
+        clock.now = 3725.0
+        stage.done(None, 3725.0)
+        raise RuntimeError("the second task failed")
+    assert out.getvalue() == "trace: 3 tasks to run\ntrace: stopped after 1 of 3 tasks, 1:02:05\n"
 
 
-def test_nothing_shown_writes_nothing() -> None:
-    for out in (io.StringIO(), Terminal()):
-        Progress(out).close()
-        assert out.getvalue() == ""
+def test_a_stage_with_nothing_to_run_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = piped(monkeypatch)
+    with Stage("curves", 12, []):
+        pass
+    assert out.getvalue() == "curves: 0 tasks to run (12 of 12 done before)\n"
 
 
-def test_a_tally_counts_and_estimates_from_the_tasks_this_run_finished() -> None:
-    assert tally("sweep", 0, 10, 0, 0.0) == f"sweep [{'':<30}] 0/10"
-    assert tally("sweep", 6, 10, 2, 30.0) == f"sweep [{'#' * 18:<30}] 6/10, 1m00s left"
-    assert tally("sweep", 9, 10, 9, 65.0) == f"sweep [{'#' * 27:<30}] 9/10, 0m07s left"
-    assert tally("sweep", 10, 10, 10, 80.0) == f"sweep [{'#' * 30}] 10/10"
-    assert tally("curves", 0, 0, 0, 0.0) == f"curves [{'':<30}] 0/0"
+def test_a_terminal_gets_a_bar_with_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    out, clock = Terminal(), Clock()
+    monkeypatch.setattr(sys, "stderr", out)
+    with Stage("sweep", 5, ["a", "b", "b", "a"], clock) as stage:
+        stage.bar.mininterval = 0.0  # redraw at every task, however fast
+        for t, kind in ((10, "a"), (20, "b"), (30, "b"), (40, "a")):
+            clock.now = t
+            stage.done(kind, 10.0)
+    # the elapsed time is the bar's own (the wall clock)
+    frames = re.sub(r"\[\d\d:\d\d", "[00:00", out.getvalue()).split("\r")
+    assert frames == [
+        "",
+        "sweep:  20%|##        | 1/5 tasks [00:00]",
+        "sweep:  40%|####      | 2/5 tasks [00:00]",
+        "sweep:  60%|######    | 3/5 tasks [00:00, 00:20 left]",
+        "sweep:  80%|########  | 4/5 tasks [00:00, 00:10 left]",
+        "sweep: 100%|##########| 5/5 tasks [00:00]            ",
+        "sweep: 100%|##########| 5/5 tasks [00:00]\n",
+    ]
+
+
+def test_the_time_left_waits_for_a_few_tasks_and_costs_each_kind_apart() -> None:
+    clock = Clock()
+    est = Estimate(["a", "a", "a", "b", "b"], least=3, clock=clock)
+    seen = []
+    for t, kind, seconds in ((4, "a", 8.0), (8, "a", 8.0), (12, "a", 8.0), (14, "b", 4.0)):
+        clock.now = t
+        est.finish(kind, seconds)
+        seen.append(est.left())
+    # two tasks at a time (busy 2 s a second); b costs the mean of all (8 s)
+    # until a b finished, then its own (4 s)
+    assert seen == [None, None, 8.0, 2.0]
+    clock.now = 18
+    est.finish("b", 4.0)
+    assert est.left() == 0.0
+
+
+def test_the_time_left_shows_once_every_kind_left_has_a_finished_task() -> None:
+    clock = Clock()
+    est = Estimate(["a", "b", "a", "b"], least=3, clock=clock)
+    clock.now = 3
+    est.finish("a", 6.0)
+    assert est.left() is None
+    clock.now = 5
+    est.finish("b", 4.0)
+    assert est.left() == 5.0  # (6 + 4) s of work at 2 s a second
+
+
+def test_a_slow_first_task_of_a_kind_does_not_stand_for_the_others() -> None:
+    clock = Clock()
+    est = Estimate(["atp"] + ["esa"] * 9, least=3, clock=clock)
+    for t, kind, seconds in ((60, "atp", 60.0), (62, "esa", 2.0), (64, "esa", 2.0)):
+        clock.now = t
+        est.finish(kind, seconds)
+    assert est.left() == 7 * 2.0  # not 7 tasks at the first one's 60 s
+
+
+def square(x: int) -> int:
+    if x < 0:
+        raise ValueError("negative")
+    return x * x
+
+
+def test_the_engine_shows_a_stage_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = piped(monkeypatch)
+    got: list[int] = []
+    with Engine(0) as engine:
+        engine.run(square, [1, 2, 3], lambda _, r: got.append(r), "squares", 5, lambda x: x % 2)
+        with pytest.raises(ValueError):
+            engine.run(square, [4, -1, 5], lambda _, r: got.append(r), "more", 3)
+    assert got == [1, 4, 9, 16]
+    assert out.getvalue() == (
+        "squares: 3 tasks to run (2 of 5 done before)\n"
+        "squares: 3 tasks done in 00:00\n"
+        "more: 3 tasks to run\n"
+        "more: stopped after 1 of 3 tasks, 00:00\n"
+    )
