@@ -141,7 +141,7 @@ class SwitchSample:
 
 
 @dataclass(frozen=True)
-class Sample:
+class Scrape:
     """What a scrape shows: the controller's jobs and each switch."""
 
     jobs: int
@@ -149,7 +149,7 @@ class Sample:
     switches: Mapping[str, SwitchSample]
 
 
-def families(sample: Sample) -> list[Metric]:
+def families(sample: Scrape) -> list[Metric]:
     """The metric families of one scrape, in ``METRICS`` order."""
     out: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
     for spec in METRICS:
@@ -182,7 +182,7 @@ class ControllerCollector:
     address and the controller's start)."""
 
     def __init__(self) -> None:
-        self.source: Callable[[], Sample] | None = None
+        self.source: Callable[[], Scrape] | None = None
 
     def collect(self) -> Iterator[Metric]:
         if self.source is not None:
@@ -217,7 +217,7 @@ class MetricsServer:
     def url(self) -> str:
         return metrics_url(self.host, self.port)
 
-    def attach(self, source: Callable[[], Sample]) -> None:
+    def attach(self, source: Callable[[], Scrape]) -> None:
         """Serve what ``source`` returns from now on."""
         self.collector.source = source
 

@@ -42,7 +42,7 @@ from controller.messages import (
     Stats,
     Status,
 )
-from controller.metrics import Sample, SwitchSample
+from controller.metrics import Scrape, SwitchSample
 from controller.plan import device_entries
 from controller.priority import DEFAULT_AGING_PERIOD_S
 from controller.session import Connector, Planner, SwitchSession
@@ -272,7 +272,7 @@ class Controller:
             owners[name] = served
         return views.slots(owners)
 
-    def sample(self) -> Sample:
+    def sample(self) -> Scrape:
         """What a metrics scrape shows (``controller.metrics``): each switch's
         counters and slot owners, read under the lock one switch at a time,
         as ``stats`` and ``slots`` read them, the Thrift CLI run without the
@@ -299,7 +299,7 @@ class Controller:
                 except ControllerError:
                     owners = None
             switches[name] = SwitchSample(True, priorities, counters, owners)
-        return Sample(jobs, self.pool_size, switches)
+        return Scrape(jobs, self.pool_size, switches)
 
     def identify(self) -> Identity:
         """This process and its state file; takes no lock, so it answers while
