@@ -67,7 +67,18 @@ SPREAD = Case(
 )
 """LAG as the sweep runs it: each contribution spread (``Net.jitter_ns``'s
 default) and the workers' retransmission timeout on."""
-CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG, SPREAD)
+REGIME = tuple(
+    Case(
+        f"spread, {n} PS, homes",
+        SPREAD.jobs,
+        replace(SPREAD.net, ps_shards=n, esa_homes=True),
+        (256, 1024),
+    )
+    for n in (1, 2, 8)
+)
+"""SPREAD as ``make sim`` judges it: 1 and 2 PS hosts per job (8 shown),
+ESA with the controller's homes."""
+CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG, SPREAD, *REGIME)
 
 
 def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float, float]:
@@ -109,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         help="instead: ESA-equal on the spread case with the barrier, one row per PS stall",
     )
+    ap.add_argument(
+        "--barrier",
+        choices=("on", "off", "both"),
+        default="both",
+        help="with the host barrier (make sim's), without, or both (default)",
+    )
     args = ap.parse_args(argv)
     if args.stall_us:
         stall_table(args.stall_us)
@@ -117,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | barrier | pool | " + " | ".join(s.value for s in CALIBRATED) + " |")
     print("|---" * (3 + len(CALIBRATED)) + "|")
     for case in cases:
-        for barrier in (False, True):
+        for barrier in {"off": (False,), "on": (True,), "both": (False, True)}[args.barrier]:
             for pool in case.pools:
                 cells = []
                 for scheme in CALIBRATED:

@@ -182,6 +182,15 @@ class Net:
         path = Scheme.ATP if scheme.policy is Policy.ESA and self.barrier else scheme
         return math.ceil(self.rtt_ns(path) / self.pkt_ns)
 
+    @property
+    def line_hold(self) -> int:
+        """Slots a job of ``WINDOW_FAN_IN`` workers keeps in the pool while
+        it streams at line rate under ESA: one per packet time for as long
+        as a chunk's contributions take to arrive (the range of their spread
+        and the workers' lag)."""
+        hold = spread_range_ns(self.jitter_ns, WINDOW_FAN_IN) + self.lag_ns
+        return math.ceil(hold / self.pkt_ns)
+
     def window_for(self, scheme: Scheme) -> int:
         return self.window if self.window > 0 else self.bdp_window(scheme)
 

@@ -374,24 +374,34 @@ def solve(flows: list[Flow], parked: list[Parked], paths: SolveConstants, net: N
     share_switch(flows, paths, net)
 
 
+MIXED_ROUNDS = 4
+"""Rounds of ``solve_pool`` between the homes and the hashed jobs when
+there are both: each side solved given what the other did last."""
+
+
 def solve_pool(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -> None:
     """The shared-pool solve, by home: an ESA job with a home (``part``,
-    ``Net.esa_homes``) streams alone in it, its chunks on ``seq mod part``,
-    where no other job's home lands; the jobs without one hash over the
-    pool, among the others' held slots and parked chunks.  A hashed chunk
-    may land in a home, where the model counts the home's held slots as a
-    blocker of its priority but not the home's owner as losing its slot:
-    the equal split gives every job a home while the pool has a slot for
-    each, so that is the case of more jobs than slots."""
+    ``Net.esa_homes``) streams in it, its chunks on ``seq mod part``, where
+    no other job's home lands; the jobs without one hash over the whole
+    pool, among the homes' held slots and the parked chunks.  When there
+    are both (fixed-size homes for the top ranks, ``Net.esa_home_size``,
+    or more jobs than slots), the two sides meet in the homes: a hashed
+    chunk there keeps the owner's chunk out unless the owner outranks it,
+    and an owner that outranks it evicts it.  Each side is solved given the
+    other's last answer, ``MIXED_ROUNDS`` times."""
     homed = [f for f in flows if f.part > 0]
+    hashed = [f for f in flows if f.part == 0]
     if not homed:
         solve_shared(flows, parked, paths)
         return
-    for f in homed:
-        solve_shared([f], [], replace(paths, pool=f.part, modulo=True))
-    hashed = [f for f in flows if f.part == 0]
-    if hashed:
-        solve_shared(hashed, parked + [(f.prio, f.held) for f in homed], paths)
+    for _ in range(MIXED_ROUNDS if hashed else 1):
+        for f in homed:
+            # the hashed chunks that land in this home, as its share of the pool
+            guests = [(g.prio, g.held * f.part / paths.pool) for g in hashed]
+            solve_shared([f], guests, replace(paths, pool=f.part, modulo=True))
+        if hashed:
+            owners = [(f.prio, f.held) for f in homed]
+            solve_shared(hashed, parked + owners, paths, [(f.prio, f.rate) for f in homed])
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -413,8 +423,18 @@ def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
         f.to_ps = 0.0
 
 
-def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -> None:
+def solve_shared(
+    flows: list[Flow],
+    parked: list[Parked],
+    paths: SolveConstants,
+    outside: Sequence[Parked] = (),
+) -> None:
     """The fixed point of slots held, collisions, evictions and PS load.
+
+    ``outside``: (priority, chunks per ns) of flows solved elsewhere whose
+    chunks land on this pool's slots too (the homes' owners, for the jobs
+    hashed over the pool): they evict a chunk they outrank, and take an
+    idle one, as the flows here do.
 
     Under ATP the slots a job holds grow with its PS queue, which grows with
     the collisions the others' slots cause: the iteration starts damped.
@@ -436,7 +456,12 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
         return
     tx, w, pool, modulo, jitter = paths.tx, paths.window, paths.pool, paths.modulo, paths.jitter
     unlimited = math.isinf(pool)
-    if not parked and not paths.atp and all(f.skew == f.lag_spread == 0 for f in flows):
+    if (
+        not parked
+        and not outside
+        and not paths.atp
+        and all(f.skew == f.lag_spread == 0 for f in flows)
+    ):
         for f in flows:
             f.window, f.held, f.to_ps, f.queue = w, 0.0, 0.0, 0.0
             f.latency = paths.lat_ok + f.lag_max
@@ -462,6 +487,7 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
     to_ps = [f.to_ps for f in flows]
     logs = [math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]]
     parked_slots = sum(b for _, b in parked)
+    away = sum(r for _, r in outside)
     atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
     damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
     damp_held, damp_ps = damp_rate[:], damp_rate[:]
@@ -481,10 +507,15 @@ def solve_shared(flows: list[Flow], parked: list[Parked], paths: SolveConstants)
             free_ge = level_sums(lvl, logs, n_lv)
             log_free = [free_ge[k] for k in lvl_f]
             rate_ge = level_sums(lvl_f, rate, n_lv)
-            higher, total = [rate_ge[k + 1] for k in lvl_f], rate_ge[0]
+            higher, total = [rate_ge[k + 1] for k in lvl_f], rate_ge[0] + away
+            if outside:
+                higher = [
+                    h + sum(r for p, r in outside if p > f.prio)
+                    for h, f in zip(higher, flows, strict=True)
+                ]
         else:
             log_free = [array_sum(logs)] * n
-            higher, total = [0.0] * n, rate_sum
+            higher, total = [0.0] * n, rate_sum + away
         for i in fl:
             t_blk, t_idle, _, span[i] = holds[i]
             if unlimited:

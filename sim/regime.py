@@ -10,7 +10,10 @@ layouts side by side: **homes** (``Net.esa_homes``, the controller's
 default, ``esa-ctl policy esa``: every running job streams through its
 share of the equal split, its chunks on ``seq mod home``) and **hashed**
 (``--layout hashed``, the paper's ESA and ``make sim``'s: every job over
-the whole pool).  Beside them the bounds, ``ideal`` (no memory limit) and
+the whole pool), and a third that the controller also runs,
+**fixed** homes (``esa-ctl policy esa --part-size N``) of ``Net.line_hold``
+slots, what a job holds at line rate, for the highest SRPT ranks, the
+other jobs hashed.  Beside them the bounds, ``ideal`` (no memory limit) and
 ``ps-only`` (no aggregation), and per row the best baseline over each ESA
 layout, so a reader sees where each layout wins and loses.
 """
@@ -39,6 +42,9 @@ class Variant:
     name: str
     scheme: Scheme
     homes: bool = False
+    fixed: bool = False
+    """homes of ``Net.line_hold`` slots to the highest ranks, the other jobs
+    hashed (``esa-ctl policy esa --part-size N``), not the equal split"""
 
 
 COLUMNS = (
@@ -47,11 +53,12 @@ COLUMNS = (
     Variant("esa homes", Scheme.ESA, True),
     Variant("esa-equal hashed", Scheme.ESA_EQUAL),
     Variant("esa hashed", Scheme.ESA),
+    Variant("esa-srpt fixed", Scheme.ESA_SRPT, True, True),
     Variant(Scheme.PS_ONLY.value, Scheme.PS_ONLY),
     Variant(Scheme.IDEAL.value, Scheme.IDEAL),
 )
-HOMES, HASHED = "esa homes", "esa hashed"
-"""The two ESA layouts the ratios compare with the best baseline."""
+LAYOUTS = ("esa homes", "esa hashed", "esa-srpt fixed")
+"""The ESA layouts the ratios compare with the best baseline."""
 
 Task = tuple[Point, int, Variant]
 
@@ -59,7 +66,9 @@ Task = tuple[Point, int, Variant]
 def run_one(task: Task) -> float:
     """Mean JCT (s) of one point, seed and column."""
     pt, seed, col = task
-    net = replace(pt.net(), esa_homes=col.homes)
+    net = pt.net()
+    size = min(pt.pool, net.line_hold) if col.fixed else 0
+    net = replace(net, esa_homes=col.homes, esa_home_size=size)
     return mean_jct(fluid.FluidSim(pt.specs(seed), pt.pool, col.scheme, net, seed).run())
 
 
@@ -89,14 +98,13 @@ def best_baseline(row: dict[str, float]) -> tuple[str, float]:
 def render(rows: dict[str, dict[str, float]]) -> list[str]:
     width = max(len(n) for n in rows) + 2
     head = f"{'point':<{width}}" + "".join(f"{c.name:>17}" for c in COLUMNS)
-    out = [head + f"{'base/homes':>12}{'base/hashed':>12}  best baseline"]
+    out = [head + "".join(f"{'base/' + n.split()[-1]:>13}" for n in LAYOUTS) + "  best baseline"]
     for name, row in rows.items():
         base, jct = best_baseline(row)
         cells = "".join(f"{row[c.name]:>17.2f}" for c in COLUMNS)
-        out.append(
-            f"{name:<{width}}{cells}{jct / row[HOMES]:>12.3f}{jct / row[HASHED]:>12.3f}  {base}"
-        )
-    for layout in (HOMES, HASHED):
+        gains = "".join(f"{jct / row[n]:>13.3f}" for n in LAYOUTS)
+        out.append(f"{name:<{width}}{cells}{gains}  {base}")
+    for layout in LAYOUTS:
         ratios = {n: best_baseline(r)[1] / r[layout] for n, r in rows.items()}
         worst = min(ratios, key=lambda n: ratios[n])
         verdict = "MET" if ratios[worst] >= 1 / 1.01 else "NOT MET"

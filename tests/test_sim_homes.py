@@ -134,3 +134,16 @@ def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
     assert exact["homes"] < 0.8 * exact["equal"]
     assert coarse["homes"] < 0.8 * coarse["equal"]
     assert abs(coarse["homes"] / exact["homes"] - 1) < 0.15
+
+
+def test_with_fixed_homes_srpt_beats_one_priority_in_both_models() -> None:
+    """Homes of 128 slots for the top ranks of 256, the other jobs hashed,
+    one PS host: the ranks decide who streams in a home, and the fluid
+    model's homes and hashed jobs meet as the packet model's do
+    (``sim.rates.solve_pool``)."""
+    net = replace(SPREAD.net, barrier=True, ps_shards=1, esa_homes=True, esa_home_size=128)
+    jobs = list(SPREAD.jobs)
+    for model in (packet, fluid):
+        srpt = beyond_compute(SPREAD.jobs, model.simulate(jobs, 256, Scheme.ESA_SRPT, net))
+        equal = beyond_compute(SPREAD.jobs, model.simulate(jobs, 256, Scheme.ESA_EQUAL, net))
+        assert srpt < 0.97 * equal, model.__name__
