@@ -16,8 +16,10 @@ Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
     Jobs get them in the caller's order and keep them until they leave; a
     job that finds none has size 0 until one frees up.  A freed partition
     goes to the first job in the caller's order without one.  Under ESA
-    (``ranked``) the partitions belong to the highest-ranked jobs: a job
-    that outranks a holder takes its partition at once.
+    (``ranked``) ``N`` is the least home: while the equal split gives every
+    job ``N`` slots or more the pool is split equally; otherwise the
+    partitions of ``N`` belong to the highest-ranked jobs (a job that
+    outranks a holder takes its partition at once) and the others hash.
 
 The caller's order is admission order, except under ESA, where it is
 priority order (highest first): memory goes to the most urgent jobs.
@@ -85,8 +87,11 @@ def partition(
     ``ranked`` (ESA): ``jobs`` is in priority order and only the first
     ``pool // part_size`` of them may hold a fixed partition, so a job
     that outranks a holder takes its partition; otherwise a holder keeps
-    its partition until it leaves."""
-    if part_size == 0:
+    its partition until it leaves.  Under ESA ``part_size`` is the least
+    home: while the equal split gives every job ``part_size`` slots or more
+    it is the equal split (a fixed size would leave the rest of the pool to
+    hashing)."""
+    if part_size == 0 or (ranked and len(jobs) * part_size <= pool_size):
         return equal_split(pool_size, jobs)
     return fixed(pool_size, jobs, part_size, previous or {}, ranked)
 

@@ -58,14 +58,21 @@ def test_fixed_partitions_are_disjoint_stable_and_fill_the_pool(
 
 def test_ranked_partitions_go_to_the_highest_ranked_and_a_higher_rank_takes_one() -> None:
     """ESA: ``jobs`` in priority order; a job that outranks a holder takes
-    its partition, the holders it does not outrank keep theirs in place."""
+    its partition, the holders it does not outrank keep theirs in place;
+    while the equal split gives every job the size or more, it is the
+    equal split."""
     before = partition(64, [7, 3], part_size=32, ranked=True)
-    assert before == {7: (0, 32), 3: (32, 32)}
+    assert before == {3: (0, 32), 7: (32, 32)} == partition(64, [7, 3])
     after = partition(64, [7, 9, 3], part_size=32, previous=before, ranked=True)
-    assert after == {7: (0, 32), 9: (32, 32), 3: (0, 0)}
+    assert after == {7: (32, 32), 9: (0, 32), 3: (0, 0)}
+    assert partition(96, [7, 9, 3], part_size=24, previous=after, ranked=True) == {
+        3: (0, 32),
+        7: (32, 32),
+        9: (64, 32),
+    }
     assert partition(64, [7, 9, 3], part_size=32, previous=before) == {
-        7: (0, 32),
-        3: (32, 32),
+        7: (32, 32),
+        3: (0, 32),
         9: (0, 0),
     }
 

@@ -474,7 +474,7 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     assert parts() == {2: (big, big), 9: (0, big)}
     assert Store(rig.db).part_size() == big
     assert rig.call("Policy", policy="esa")["part_size"] == big, "kept unless given"
-    assert parts() == {2: (big, big), 9: (0, big)}, "ESA streams through fixed partitions"
+    assert parts() == {2: (0, big), 9: (big, big)}, "ESA: the equal split gives each job big"
 
 
 def test_the_hashed_layout_gives_no_homes_and_is_kept(rig: Rig) -> None:

@@ -34,14 +34,15 @@ def test_esa_homes_go_to_the_highest_priority_jobs_first() -> None:
 
 def test_fixed_size_homes_go_to_the_top_ranks_and_stay_where_they_are() -> None:
     """``Net.esa_home_size``: homes of 4 slots in a 10-slot pool, two of
-    them; a holder outranked takes no other job's home but loses its own."""
+    them; a holder outranked takes no other job's home but loses its own;
+    once the equal split gives each job 4 or more, the equal split."""
     parts = Partitions(Scheme.ESA, 10, 1, homes=True, home_size=4)
     for job in (1, 2, 3):
         parts.request(job)
     assert parts.layout({1: 20, 2: 100, 3: 200}) == {3: (0, 4), 2: (4, 4), 1: (0, 0)}
     assert parts.layout({1: 150, 2: 100, 3: 200}) == {3: (0, 4), 1: (4, 4), 2: (0, 0)}
     parts.release(3)
-    assert parts.layout({1: 150, 2: 100}) == {1: (4, 4), 2: (0, 4)}
+    assert parts.layout({1: 150, 2: 100}) == {1: (0, 5), 2: (5, 5)}
 
 
 ROOMY = scn.from_json(
