@@ -1,0 +1,51 @@
+"""A minute of ``make soak`` (``bench.soak``), seed 3, so that a change
+that breaks a recovery fails here: two jobs (fan-in 3 on two PS shards,
+fan-in 4 on one) train on the reference switch on 127.0.0.1 while their
+workers, PS shards, the controller and the switch are killed and started
+again, a second controller is refused and ``esa-ctl`` changes jobs and
+policies.  Asserted: the invariants the soak checks, and what the seed
+makes exact (the faults by kind, one worker failure per surviving peer of
+each killed worker); never a timing."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from bench.soak import Soak, parse_args, quiet_tail, report
+from bench.soak_plan import Kind, layouts, schedule
+
+ARGS = ["--minutes", "1", "--jobs", "2", "--every", "2.5", "--timeout", "8", "--seed", "3"]
+ARGS += ["--min-life", "20"]
+
+
+def test_the_seed_draws_every_kind_of_fault_and_both_job_shapes() -> None:
+    args = parse_args(ARGS)
+    jobs = layouts(args.seed, args.jobs)
+    assert [(j.fan_in, j.shards) for j in jobs] == [(3, 2), (4, 1)]
+    plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
+    assert {f.kind for f in plan} == set(Kind)
+    assert plan == schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
+    policies = [f.args[1] for f in plan if f.kind is Kind.POLICY]
+    assert all(a != b for a, b in zip(["esa", *policies], policies, strict=False))
+
+
+def test_a_minute_of_faults_breaks_no_promise() -> None:
+    args = parse_args(ARGS)
+    jobs = layouts(args.seed, args.jobs)
+    plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
+    s = Soak(args).run()
+    text = io.StringIO()
+    report(s, text)
+    assert s.ok, text.getvalue()
+    assert Counter(ev.fault.kind for ev in s.events) == Counter(f.kind for f in plan)
+    assert all(ev.ok for ev in s.events), text.getvalue()
+    in_flight = [ev for ev in s.events if ev.fault.kind is Kind.PS_KILL_IN_FLIGHT]
+    assert in_flight and all(ev.in_flight for ev in in_flight), text.getvalue()
+    fan_in = {j.job: j.fan_in for j in jobs}
+    kills = [ev.fault for ev in s.events if ev.fault.kind is Kind.WORKER_KILL]
+    assert len(s.failures) == sum(fan_in[f.job] - 1 for f in kills), text.getvalue()
+    assert all(verdict is None for _, verdict in s.failures), text.getvalue()
+    assert s.mismatches == [] and s.calls_done > 0
+    assert s.slots_held == 0 and s.procs_left == []
+    assert s.growths, "no process lived long enough to judge its memory"
