@@ -140,7 +140,7 @@ def serve_ps(args: argparse.Namespace) -> int:
     ps = ParameterServer(
         held_socket(args.data_fd), addrs(args.switch)[0], dict(args.job),
         control=held_socket(args.control_fd), shard=args.shard, shards=args.shards,
-        keys=dict(args.key_file),
+        keys=dict(args.key_file), cache_size=args.cache,
     )  # fmt: skip
     stopping = False
 
@@ -176,6 +176,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ps.add_argument("--switch", required=True, help="HOST:PORT")
     ps.add_argument("--shard", type=int, default=0)
     ps.add_argument("--shards", type=int, default=1)
+    ps.add_argument("--cache", type=arguments.COUNT, default=1 << 16, help="finished chunks kept")
     for q in (w, ps):
         q.add_argument("--data-fd", type=int, required=True)
         q.add_argument("--control-fd", type=int, required=True)
