@@ -5,14 +5,14 @@ commanded at random, and every outcome is checked.
     make soak SOAK_ARGS="--minutes 10 --seed 1 --jobs 4"
     .venv/bin/python -m bench.soak --minutes 1 --seed 7 --jobs 2 --every 3
 
-Everything runs on 127.0.0.1, in processes of the soak's own: the reference
-switch (``testbed.loopref``: its P4Runtime server and pipeline behind a UDP
-socket), the controller (``esa-ctl serve`` on a state file and an admin
-socket in the soak's work directory), and per job (fan-in 2-4, 1-2 PS
-shards, drawn from the seed) a PS process per shard and a training worker
-process per index (``bench.soak_hosts``).  The soak binds every host's
-sockets and holds them, so a process started again is where the last one
-was.
+Everything runs on 127.0.0.1 (the namespace's, with ``--net``), in
+processes of the soak's own: the reference switch (``testbed.loopref``: its
+P4Runtime server and pipeline behind a UDP socket), the controller
+(``esa-ctl serve`` on a state file and an admin socket in the soak's work
+directory), and per job (fan-in 2-4, 1-2 PS shards, drawn from the seed) a
+PS process per shard and a training worker process per index
+(``bench.soak_hosts``).  The soak binds every host's sockets and holds
+them, so a process started again is where the last one was.
 
 The fault schedule is drawn from the seed (``bench.soak_plan``): one of
 each kind first, then at random, on average one every ``--every`` seconds:
@@ -22,15 +22,18 @@ each kind first, then at random, on average one every ``--every`` seconds:
   (docs/agreement.md: a job started again after its workers were killed is
   accepted once they have been silent for ``LIVE_TTL``), and must train on;
 - kill -9 of a PS shard, at any moment or timed into a call in flight
-  (proved: a worker resumed that call with the new PS), started again on
-  its sockets: the calls go on;
+  (proved: a worker had every GO of that call before the kill and its sum
+  after), started again on its sockets: the calls go on;
 - kill -9 of the controller, and of the switch process, each started
   again: within a bound the switch holds exactly what the controller's
   state file says, and every job completes calls again;
 - a second ``esa-ctl serve`` on the same state file: refused, naming the
   running one, nothing changed;
 - ``esa-ctl admit``, ``remove``, ``prio`` and ``policy``: accepted, and the
-  switch agrees with the state after each.
+  switch agrees with the state after each;
+- as root with nftables (``--net``), in a network namespace of the soak's
+  own around its loopback (``bench.soak_net``): loss bursts, a host's link
+  down and up, duplicated datagrams: no call fails.
 
 Checked throughout and printed at the end: every completed call's sum
 bit-exact (against numpy's sum of the same gradients); every failed call
@@ -44,6 +47,7 @@ seconds flat within the bounds.  Exit status 0 when every invariant held.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -71,10 +75,21 @@ from bench.soak_checks import (
     left_behind,
     sample,
 )
-from bench.soak_plan import SPARE_HOSTS, SPARE_JOB, Fault, JobLayout, Kind, layouts, schedule
+from bench.soak_net import Net, missing_net
+from bench.soak_plan import (
+    NETWORK,
+    SPARE_HOSTS,
+    SPARE_JOB,
+    Fault,
+    JobLayout,
+    Kind,
+    layouts,
+    schedule,
+)
 from controller.admin import AdminClient, AdminError
 from controller.fabric import Device, Fabric
 from hosts import auth
+from runner.devices.netns import entered
 from runner.paths import ROOT
 from runner.verify import expected_digest
 
@@ -211,6 +226,9 @@ class Summary:
     rss_bound_kib: int = 0
     fd_bound: int = 0
     min_life: float = 0.0
+    network: str = ""
+    """the network faults: "on", or why not."""
+    namespace_left: bool = False
 
     @property
     def ok(self) -> bool:
@@ -223,7 +241,8 @@ class Soak:
         self.seconds = args.minutes * 60
         self.quiet = quiet_tail(args)
         self.layouts = layouts(args.seed, args.jobs)
-        self.plan = schedule(args.seed, self.seconds, self.layouts, args.every, self.quiet)
+        use_net, self.network = network(args)
+        self.plan = schedule(args.seed, self.seconds, self.layouts, args.every, self.quiet, use_net)
         self.work = Path(tempfile.mkdtemp(prefix="esa-soak-"))
         (self.work / "logs").mkdir()
         self.slots_held = -1
@@ -247,10 +266,17 @@ class Soak:
         self.grpc = f"unix:{self.work / 'p4rt.sock'}"
         self.admin = f"unix:{self.work / 'ctl.sock'}"
         self.db = self.work / "state.db"
-        self._sockets()
-        self._topology()
         self.switch: Proc | None = None
         self.controller: Proc | None = None
+        self.namespace_left = False
+        self.net = Net() if use_net else None
+        try:
+            self._sockets()
+        except BaseException:
+            if self.net is not None:
+                self.net.close()
+            raise
+        self._topology()
 
     # -- set-up ---------------------------------------------------------------
 
@@ -263,9 +289,12 @@ class Soak:
             s.bind((LOCAL, 0))
             return s
 
-        self.switch_sock = bound()
         names = [h for j in self.layouts for h in (*j.workers, *j.ps)] + list(SPARE_HOSTS)
-        self.hosts = {n: (bound(), bound()) for n in names}
+        with contextlib.ExitStack() as inside:
+            if self.net is not None:
+                inside.enter_context(entered(self.net.name))
+            self.switch_sock = bound()
+            self.hosts = {n: (bound(), bound()) for n in names}
         self.port = {n: i + 1 for i, n in enumerate(names)}
 
     def _topology(self) -> None:
@@ -296,10 +325,12 @@ class Soak:
 
     def spawn(self, name: str, kind: str, cmd: list[str], fds: Sequence[int] = ()) -> Proc:
         log = self.work / "logs" / f"{name.replace(' ', '-')}.log"
+        inside = self.net.prefix() if self.net else []
         with open(log, "a") as err:
             popen = subprocess.Popen(
-                [PY, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=err, text=True, pass_fds=tuple(fds), start_new_session=True,
+                [*inside, PY, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err, text=True, pass_fds=tuple(fds),
+                start_new_session=True,
             )  # fmt: skip
         p = Proc(name, kind, popen, time.monotonic())
         with self.lock:
@@ -583,6 +614,9 @@ class Soak:
             Kind.CONTROLLER_KILL: self.kill_controller,
             Kind.SWITCH_KILL: self.kill_switch,
             Kind.SECOND_CONTROLLER: self.second_controller,
+            Kind.LOSS_BURST: self.network_fault,
+            Kind.LINK_DOWN: self.network_fault,
+            Kind.DUPLICATE: self.network_fault,
         }.get(f.kind, self.command)
         handler(ev)
         with self.lock:
@@ -659,6 +693,22 @@ class Soak:
         ev.ok = res.returncode == 1 and named in err[0] and before is None and after is None
         ev.note = err[0] if ev.ok else f"status {res.returncode}: {err[0]}; switch: {after}"
         ev.ok = ev.ok and self.controller.alive and self.controller_ready()
+
+    def network_fault(self, ev: Event) -> None:
+        """A rule of the soak's namespace for ``rest`` seconds (``bench.soak_net``)."""
+        f, net = ev.fault, self.net
+        assert net is not None
+        if f.kind is Kind.LOSS_BURST:
+            rules = [net.loss(f.percent)]
+        elif f.kind is Kind.DUPLICATE:
+            rules = [net.duplicate(f.percent)]
+        else:
+            rules = net.link_down([s.getsockname()[1] for s in self.hosts[f.host]])
+        ev.t = time.time()
+        time.sleep(f.rest)
+        for rule in rules:
+            net.delete(rule)
+        ev.back = time.time()
 
     def command(self, ev: Event) -> None:
         res = self.ctl(*ev.fault.args)
@@ -794,6 +844,11 @@ class Soak:
             d.close()
             c.close()
         self.switch_sock.close()
+        if self.net is not None:
+            self.net.close()
+            self.namespace_left = self.net.left()
+            if self.namespace_left:
+                self.violation(f"network namespace {self.net.name} left")
         if self.args.keep or self.violations or self.mismatches:
             self.say(f"logs kept in {self.work}")
         else:
@@ -831,7 +886,8 @@ class Soak:
                 mismatches=list(self.mismatches), failures=list(self.judged),
                 violations=list(self.violations), slots_held=self.slots_held,
                 procs_left=self.procs_left, growths=growths, rss_bound_kib=int(rss_bound),
-                fd_bound=fd_bound, min_life=self.args.min_life,
+                fd_bound=fd_bound, min_life=self.args.min_life, network=self.network,
+                namespace_left=self.namespace_left,
             )  # fmt: skip
 
     def _recoveries(self) -> None:
@@ -840,8 +896,9 @@ class Soak:
         in a later run, after the deadline its peers waited)."""
         for ev in self.events:
             f = ev.fault
-            if f.kind not in (Kind.WORKER_KILL, Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT,
-                              Kind.SWITCH_KILL, Kind.CONTROLLER_KILL) or not ev.ok:  # fmt: skip
+            kills = (Kind.WORKER_KILL, Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT, Kind.SWITCH_KILL,
+                     Kind.CONTROLLER_KILL)  # fmt: skip
+            if f.kind not in (*kills, *NETWORK) or not ev.ok:
                 continue
             after = max(ev.t, ev.back)
             jobs = [f.job] if f.job else list(self.jobs)
@@ -857,7 +914,7 @@ class Soak:
                     ev.note += f"; job {j} completed no call within {bound:g} s"
                     self.violations.append(f"{f.kind.value}{_target(f)}: {ev.note}")
                     break
-                worst = max(worst, min(later) - ev.t)
+                worst = max(worst, min(later) - (ev.back if f.kind in NETWORK else ev.t))
             if ev.ok and f.kind not in (Kind.SWITCH_KILL, Kind.CONTROLLER_KILL):
                 ev.recover_s = worst
             elif ev.ok:
@@ -866,6 +923,18 @@ class Soak:
                 ev.ok = False
                 ev.note += "; not proved in flight"
                 self.violations.append(f"{f.kind.value}{_target(f)}: {ev.note}")
+
+
+def network(args: argparse.Namespace) -> tuple[bool, str]:
+    """Whether the soak makes its network faults (``--net``), and how to say so."""
+    if args.net == "off":
+        return False, "off (--net off)"
+    why = missing_net()
+    if why is None:
+        return True, "on"
+    if args.net == "on":
+        raise SystemExit(f"python -m bench.soak: error: --net on: {why}")
+    return False, f"skipped: {why}"
 
 
 def quiet_tail(args: argparse.Namespace) -> float:
@@ -881,6 +950,10 @@ def _target(f: Fault) -> str:
         return f" (job {f.job} shard {f.target})"
     if f.args:
         return f" ({' '.join(f.args)})"
+    if f.kind is Kind.LINK_DOWN:
+        return f" ({f.host} of job {f.job}, {f.rest:g} s)"
+    if f.kind in NETWORK:
+        return f" ({f.percent} %, {f.rest:g} s)"
     return ""
 
 
@@ -894,6 +967,7 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
     for j in s.jobs:
         mode = f"priority {j.priority}" if j.priority is not None else f"size {j.volume}"
         w(f"job {j.job}: fan-in {j.fan_in}, PS shards {j.shards}, {j.size} values a call, {mode}")
+    w(f"network faults: {s.network}")
     w("faults injected (recovered):")
     by_kind: dict[Kind, list[Event]] = {}
     for ev in s.events:
@@ -901,7 +975,8 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
     for kind in Kind:
         evs = by_kind.get(kind, [])
         if not evs:
-            w(f"  {kind.value:22} 0")
+            skipped = kind in NETWORK and s.network != "on"
+            w(f"  {kind.value:22}   0" + (f" ({s.network})" if skipped else ""))
             continue
         ok = sum(e.ok for e in evs)
         extra = ""
@@ -910,6 +985,9 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
             extra = f"; switch == state within {max(times):.1f} s at most"
         elif kind in (Kind.WORKER_KILL, Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT) and times:
             extra = f"; its job's next exact call {max(times):.1f} s after the kill at most"
+        elif kind in NETWORK and times:
+            whose = "its job's" if kind is Kind.LINK_DOWN else "every job's"
+            extra = f"; no call failed, {whose} next exact call {max(times):.1f} s after at most"
         if kind in (Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT):
             extra += (
                 f"; {sum(e.in_flight for e in evs)} met a call in flight (a worker had its "
@@ -938,10 +1016,12 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
     leaks = (
         (s.slots_held != 0)
         + len(s.procs_left)
+        + s.namespace_left
         + sum(g.rss_kib > s.rss_bound_kib or g.fds > s.fd_bound for g in s.growths)
     )
     w(f"leaks: {leaks} (slots held at the end {s.slots_held}; processes left {len(s.procs_left)}; "
-      f"namespaces none made; over the {len(s.growths)} processes that lived "
+      f"namespaces left {int(s.namespace_left)}{'' if s.network == 'on' else ' (none made)'}; "
+      f"over the {len(s.growths)} processes that lived "
       f"{s.min_life:g} s or more, RSS grew {worst_rss / 1024:.1f} MiB at most (bound "
       f"{s.rss_bound_kib / 1024:g}), descriptors {worst_fd} (bound {s.fd_bound}))")  # fmt: skip
     if biggest:
@@ -971,6 +1051,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     ap.add_argument("--rss-bound", type=float, default=16.0, help="MiB a process may grow (16)")
     ap.add_argument("--fd-bound", type=int, default=2, help="descriptors it may gain (2)")
+    ap.add_argument(
+        "--net", choices=("auto", "on", "off"), default="auto",
+        help="network faults in a namespace of the soak's own: auto (where root and nft "
+        "are), on (fail without them), off",
+    )  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     ap.add_argument("--schedule", action="store_true", help="print the fault schedule and exit")
     args = ap.parse_args(argv)
@@ -983,7 +1068,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.schedule:
         jobs = layouts(args.seed, args.jobs)
-        for f in schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args)):
+        use_net, _ = network(args)
+        plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args), use_net)
+        for f in plan:
             print(f)
         return 0
     summary = Soak(args).run()

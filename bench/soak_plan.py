@@ -35,6 +35,14 @@ class Kind(enum.Enum):
     REMOVE = "esa-ctl remove"
     PRIO = "esa-ctl prio"
     POLICY = "esa-ctl policy"
+    LOSS_BURST = "loss burst"
+    LINK_DOWN = "link down/up"
+    DUPLICATE = "duplicated datagrams"
+
+
+NETWORK = (Kind.LOSS_BURST, Kind.LINK_DOWN, Kind.DUPLICATE)
+"""Faults of the soak's network namespace (``bench.soak_net``): drawn only
+where the soak makes one."""
 
 
 WEIGHTS = {
@@ -48,6 +56,9 @@ WEIGHTS = {
     Kind.REMOVE: 1,
     Kind.PRIO: 2,
     Kind.POLICY: 2,
+    Kind.LOSS_BURST: 2,
+    Kind.LINK_DOWN: 2,
+    Kind.DUPLICATE: 1,
 }
 """How often each kind is drawn, after one of each."""
 POLICIES = ("esa", "atp", "static")
@@ -79,7 +90,11 @@ class Fault:
     args: tuple[str, ...] = ()
     """an ``esa-ctl`` command's arguments."""
     rest: float = 0.0
-    """seconds a killed process stays down."""
+    """seconds a killed process stays down, or a network fault lasts."""
+    percent: int = 0
+    """a loss burst's or duplication's share of the datagrams."""
+    host: str = ""
+    """the host whose link goes down."""
 
     def __str__(self) -> str:
         what = self.kind.value
@@ -89,6 +104,10 @@ class Fault:
             what += f" job {self.job} shard {self.target}"
         elif self.args:
             what = "esa-ctl " + " ".join(self.args)
+        elif self.kind is Kind.LINK_DOWN:
+            what += f" {self.host} (job {self.job}) for {self.rest:g} s"
+        elif self.kind in NETWORK:
+            what += f" {self.percent} % for {self.rest:g} s"
         return f"{self.at:7.1f} s  {what}"
 
 
@@ -133,18 +152,20 @@ def _priority(rng: random.Random) -> tuple[str, ...]:
 
 
 def schedule(
-    seed: int, seconds: float, jobs: list[JobLayout], every: float, quiet: float
+    seed: int, seconds: float, jobs: list[JobLayout], every: float, quiet: float, net: bool
 ) -> list[Fault]:
     """The faults of a soak of ``seconds``: one of each kind first, in an
     order of the seed's, then kinds drawn by ``WEIGHTS``, on average one
     every ``every`` seconds, none in the first ``every`` seconds nor in the
     last ``quiet`` (the soak's calls recover there).  ``admit`` and
     ``remove`` alternate (the spare job is admitted, then removed), so each
-    is a request the controller accepts; each ``policy`` changes the policy."""
+    is a request the controller accepts; each ``policy`` changes the policy.
+    ``net``: the network faults too (``NETWORK``)."""
     rng = random.Random(f"soak-faults-{seed}")
-    first = list(Kind)
+    kinds = [k for k in Kind if net or k not in NETWORK]
+    weights = [WEIGHTS[k] for k in kinds]
+    first = list(kinds)
     rng.shuffle(first)
-    kinds, weights = list(WEIGHTS), list(WEIGHTS.values())
     out: list[Fault] = []
     at, spare, policy = every, False, POLICIES[0]
     while at < seconds - quiet:
@@ -161,8 +182,17 @@ def schedule(
         elif kind in (Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT):
             j = rng.choice(jobs)
             f = Fault(0, kind, j.job, rng.randrange(j.shards), rest=rng.uniform(0.1, 1.0))
+        elif kind is Kind.LINK_DOWN:
+            j = rng.choice(jobs)
+            host = rng.choice([*j.workers, *j.ps])
+            f = Fault(0, kind, j.job, rest=rng.uniform(0.5, 2.5), host=host)
+        elif kind is Kind.LOSS_BURST or kind is Kind.DUPLICATE:
+            f = Fault(0, kind, rest=rng.uniform(1.0, 4.0), percent=rng.randint(5, 30))
         else:
             f = Fault(0, kind, rest=rng.uniform(0.1, 1.0))
-        out.append(Fault(round(at, 2), f.kind, f.job, f.target, f.args, round(f.rest, 2)))
+        out.append(
+            Fault(round(at, 2), f.kind, f.job, f.target, f.args, round(f.rest, 2), f.percent,
+                  f.host)
+        )  # fmt: skip
         at += rng.expovariate(1.0 / every)
     return out

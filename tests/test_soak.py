@@ -5,15 +5,17 @@ workers, PS shards, the controller and the switch are killed and started
 again, a second controller is refused and ``esa-ctl`` changes jobs and
 policies.  Asserted: the invariants the soak checks, and what the seed
 makes exact (the faults by kind, one worker failure per surviving peer of
-each killed worker); never a timing."""
+each killed worker); never a timing.  As root with nftables the soak adds
+its network faults in a namespace of its own (loss bursts, links down and
+up, duplicated datagrams); elsewhere it says why it does not."""
 
 from __future__ import annotations
 
 import io
 from collections import Counter
 
-from bench.soak import Soak, parse_args, quiet_tail, report
-from bench.soak_plan import Kind, layouts, schedule
+from bench.soak import Soak, network, parse_args, quiet_tail, report
+from bench.soak_plan import NETWORK, Kind, layouts, schedule
 
 ARGS = ["--minutes", "1", "--jobs", "2", "--every", "2.5", "--timeout", "8", "--seed", "3"]
 ARGS += ["--min-life", "20"]
@@ -23,9 +25,11 @@ def test_the_seed_draws_every_kind_of_fault_and_both_job_shapes() -> None:
     args = parse_args(ARGS)
     jobs = layouts(args.seed, args.jobs)
     assert [(j.fan_in, j.shards) for j in jobs] == [(3, 2), (4, 1)]
-    plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
-    assert {f.kind for f in plan} == set(Kind)
-    assert plan == schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
+    for net in (True, False):
+        plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args), net)
+        assert {f.kind for f in plan} == {k for k in Kind if net or k not in NETWORK}
+        again = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args), net)
+        assert plan == again
     policies = [f.args[1] for f in plan if f.kind is Kind.POLICY]
     assert all(a != b for a, b in zip(["esa", *policies], policies, strict=False))
 
@@ -33,7 +37,8 @@ def test_the_seed_draws_every_kind_of_fault_and_both_job_shapes() -> None:
 def test_a_minute_of_faults_breaks_no_promise() -> None:
     args = parse_args(ARGS)
     jobs = layouts(args.seed, args.jobs)
-    plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args))
+    net, _ = network(args)
+    plan = schedule(args.seed, args.minutes * 60, jobs, args.every, quiet_tail(args), net)
     s = Soak(args).run()
     text = io.StringIO()
     report(s, text)
@@ -47,5 +52,5 @@ def test_a_minute_of_faults_breaks_no_promise() -> None:
     assert len(s.failures) == sum(fan_in[f.job] - 1 for f in kills), text.getvalue()
     assert all(verdict is None for _, verdict in s.failures), text.getvalue()
     assert s.mismatches == [] and s.calls_done > 0
-    assert s.slots_held == 0 and s.procs_left == []
+    assert s.slots_held == 0 and s.procs_left == [] and not s.namespace_left
     assert s.growths, "no process lived long enough to judge its memory"
