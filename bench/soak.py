@@ -1049,7 +1049,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--min-life", type=float, default=60.0,
         help="judge RSS and descriptors of processes that lived this long (60 s)",
     )  # fmt: skip
-    ap.add_argument("--rss-bound", type=float, default=16.0, help="MiB a process may grow (16)")
+    ap.add_argument("--rss-bound", type=float, default=8.0, help="MiB a process may grow (8)")
     ap.add_argument("--fd-bound", type=int, default=2, help="descriptors it may gain (2)")
     ap.add_argument(
         "--net", choices=("auto", "on", "off"), default="auto",
@@ -1064,6 +1064,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _interrupt(_sig: int, _frame: object) -> None:
+    """SIGTERM as Ctrl-C: the soak stops what it started on its way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.schedule:
@@ -1073,7 +1078,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in plan:
             print(f)
         return 0
-    summary = Soak(args).run()
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        summary = Soak(args).run()
+    except KeyboardInterrupt:
+        print("python -m bench.soak: interrupted; everything it started is stopped", flush=True)
+        return 130
     report(summary)
     return 0 if summary.ok else 1
 
