@@ -156,9 +156,10 @@ def judge(f: Failure, faults: RunFaults, failed: set[int]) -> str | None:
 
     ``failed``: the workers of the run that failed a call (each said BYE
     after).  A run's calls may fail only because a worker of it was killed
-    (or, resumed with a restarted PS, at the deadline saying so); the error
-    names the job and the call, comes within the call's deadline, and is a
-    timeout naming a killed worker as missing and no live worker but those
+    (or, at a PS restarted during the call, at the deadline saying so); the
+    error names the job and the call, comes within the call's deadline, and
+    is a timeout naming a killed worker as missing (unless a PS restarted
+    during the call, losing its record of it) and no live worker but those
     that gave up and left."""
     e, j = f.event, f.job
     if not f.error.startswith(f"job {j} call {e.get('call')}"):
@@ -170,13 +171,17 @@ def judge(f: Failure, faults: RunFaults, failed: set[int]) -> str | None:
         return f"{e.get('type')}: no fault of the soak makes a PS refuse a call"
     missing = e.get("missing")
     named = set(missing or []) | set(e.get("left") or [])
+    end = float(e.get("t", 0))
+    ps_struck = any(end - seconds <= t <= end for _, t in faults.ps_restarts)
     if faults.victims:
+        if missing is None and ps_struck:
+            return None  # the PS restarted during the call: its record of the call is gone
         if missing is None or not faults.victims & set(missing):
             return f"it does not name the killed worker(s) {sorted(faults.victims)} as missing"
         wrong = named - faults.victims - (failed - {f.index})
         if wrong:
             return f"it names workers {sorted(wrong)}, which were neither killed nor gave up"
         return None
-    if faults.ps_restarts and "restarted during the call" in f.error:
+    if ps_struck and "restarted during the call" in f.error:
         return None
     return "no fault of the run explains it"

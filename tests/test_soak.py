@@ -15,6 +15,7 @@ import io
 from collections import Counter
 
 from bench.soak import Soak, network, parse_args, quiet_tail, report
+from bench.soak_checks import Failure, RunFaults, judge
 from bench.soak_plan import NETWORK, Kind, layouts, schedule
 
 ARGS = ["--minutes", "1", "--jobs", "2", "--every", "2.5", "--timeout", "8", "--seed", "3"]
@@ -54,3 +55,28 @@ def test_a_minute_of_faults_breaks_no_promise() -> None:
     assert s.mismatches == [] and s.calls_done > 0
     assert s.slots_held == 0 and s.procs_left == [] and not s.namespace_left
     assert s.growths, "no process lived long enough to judge its memory"
+
+
+def failure(index: int, error: str, missing: list[int] | None, **more: object) -> Failure:
+    event = {"call": 4, "type": "AllreduceTimeout", "s": 10.2, "timeout": 10.0, "t": 100.0}
+    return Failure(1, 1, index, {**event, "error": error, "missing": missing, **more})
+
+
+def test_a_failure_is_judged_by_what_struck_its_run() -> None:
+    killed = RunFaults(victims={2})
+    named = "job 1 call 4: no sum after 10 s (...); worker 2 silent for 9.8 s"
+    assert judge(failure(0, named, [2]), killed, {0}) is None
+    assert judge(failure(0, named, [2], left=[1]), killed, {0, 1}) is None
+    assert "neither killed" in str(judge(failure(0, named, [2], left=[1]), killed, {0}))
+    assert "does not name" in str(judge(failure(0, named, [1]), killed, {0}))
+    assert "does not name" in str(judge(failure(0, named, None), killed, {0}))
+    assert "deadline" in str(judge(failure(0, named, [2], s=14.0), killed, {0}))
+    assert "does not name job 1" in str(judge(failure(0, "call 4: late", [2]), killed, {0}))
+    assert "refuse" in str(judge(failure(0, named, [2], type="CallRejected"), killed, {0}))
+    assert "no fault" in str(judge(failure(0, named, [2]), RunFaults(), {0}))
+    restarted = "job 1 call 4: no sum after 10 s (the PS restarted during the call); ..."
+    during, before = RunFaults(ps_restarts=[(0, 95.0)]), RunFaults(ps_restarts=[(0, 80.0)])
+    assert judge(failure(0, restarted, None), during, {0}) is None
+    assert "no fault" in str(judge(failure(0, restarted, None), before, {0}))
+    both = RunFaults(victims={2}, ps_restarts=[(0, 95.0)])
+    assert judge(failure(0, "job 1 call 4: (the PS did not answer)", None), both, {0}) is None
