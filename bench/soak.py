@@ -236,6 +236,9 @@ class Summary:
 
 
 class Soak:
+    """One soak: its jobs and schedule (from ``args``), its work directory,
+    network namespace (``--net``) and sockets; ``run`` does the rest."""
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.seconds = args.minutes * 60
