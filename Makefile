@@ -10,7 +10,7 @@ BUILD := build
 P4_MAIN := p4src/esa.p4
 P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 
-.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier sim-trace bench clean
+.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier sim-trace bench soak clean
 
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
@@ -28,6 +28,7 @@ help:
 	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
 	@echo "make sim-trace TRACE=FILE FORMAT=philly|helios|pai - replay a public cluster trace under every scheme (TRACE_ARGS=...)"
 	@echo "make bench   - the data-plane and host packet-rate benchmarks"
+	@echo "make soak    - jobs on the reference switch under a seeded schedule of kills and esa-ctl commands, 10 minutes (SOAK_ARGS=\"--minutes M --seed S --jobs N\")"
 	@echo "make clean   - make stop, then remove build/ and results/ (compiled programs, logs, pcaps)"
 
 setup:
@@ -92,6 +93,9 @@ sim-trace: $(PY)
 bench: $(PY) build
 	$(PY) -m bench.dataplane_rate
 	$(PY) -m bench.host_rate
+
+soak: $(PY)
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 clean: stop
 	rm -rf $(BUILD) results

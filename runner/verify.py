@@ -20,18 +20,21 @@ def expected_digests(job: JobSpec, seed: int = SEED) -> list[str]:
     """Per iteration, the digest of numpy's sum of the workers' quantised
     gradients (``synthetic_gradient`` with ``seed``), dequantised as a
     worker does."""
-    scale = quant.job_scale(BOUND, job.workers)
-    out = []
-    for it in range(job.iterations):
-        qs = [
-            quant.quantise(
-                synthetic_gradient(seed, job.job, w, it, BOUND, job.values), BOUND, scale
-            )
-            for w in range(job.workers)
-        ]
-        total = np.sum([q.values.astype(np.int64) for q in qs], axis=0)
-        out.append(digest(quant.dequantise(total, scale).ravel()[: job.values]))
-    return out
+    return [
+        expected_digest(job.job, job.workers, job.values, seed, it) for it in range(job.iterations)
+    ]
+
+
+def expected_digest(job: int, workers: int, values: int, seed: int, it: int) -> str:
+    """The digest of iteration ``it``'s exact sum over ``workers`` workers
+    of ``values`` values each (``expected_digests``)."""
+    scale = quant.job_scale(BOUND, workers)
+    qs = [
+        quant.quantise(synthetic_gradient(seed, job, w, it, BOUND, values), BOUND, scale)
+        for w in range(workers)
+    ]
+    total = np.sum([q.values.astype(np.int64) for q in qs], axis=0)
+    return digest(quant.dequantise(total, scale).ravel()[:values])
 
 
 def exact(job: JobSpec, reports: dict[tuple[int, int], dict[str, Any]]) -> bool:
