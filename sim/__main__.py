@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{link} esa {n.window_for(Scheme.ESA)} atp {n.window_for(Scheme.ATP)}"
         for link, n in links.items()
     )
-    layout = "with the controller's homes" if net.esa_homes else "hashed"
+    layout = f"with homes of at least {net.esa_home_size} slots" if net.esa_homes else "hashed"
     print(
         f"{len(points)} points x {args.seeds} seeds x {len(SIM_SCHEMES)} schemes, fluid model, "
         f"{'barrier' if net.barrier else 'no barrier'}, "

@@ -10,10 +10,11 @@ layouts side by side: **homes** (``Net.esa_homes``, the controller's
 default, ``esa-ctl policy esa``: every running job streams through its
 share of the equal split, its chunks on ``seq mod home``) and **hashed**
 (``--layout hashed``, the paper's ESA and ``make sim``'s: every job over
-the whole pool), and a third that the controller also runs,
-**fixed** homes (``esa-ctl policy esa --part-size N``) of ``Net.line_hold``
-slots, what a job holds at line rate, for the highest SRPT ranks, the
-other jobs hashed.  Beside them the bounds, ``ideal`` (no memory limit) and
+the whole pool), and a third that the controller also runs, homes of
+**at least** ``Net.line_hold`` slots, what a job holds at line rate
+(``esa-ctl policy esa --part-size N``): the equal split while it gives
+every job that many, homes of that size for the highest SRPT ranks and the
+other jobs hashed when it does not.  Beside them the bounds, ``ideal`` (no memory limit) and
 ``ps-only`` (no aggregation), and per row the best baseline over each ESA
 layout, so a reader sees where each layout wins and loses.
 """
@@ -42,9 +43,10 @@ class Variant:
     name: str
     scheme: Scheme
     homes: bool = False
-    fixed: bool = False
-    """homes of ``Net.line_hold`` slots to the highest ranks, the other jobs
-    hashed (``esa-ctl policy esa --part-size N``), not the equal split"""
+    least: bool = False
+    """homes of at least ``Net.line_hold`` slots (``esa-ctl policy esa
+    --part-size N``): the equal split while it gives every job that many,
+    homes of that size to the highest ranks and the others hashed when not"""
 
 
 COLUMNS = (
@@ -53,11 +55,11 @@ COLUMNS = (
     Variant("esa homes", Scheme.ESA, True),
     Variant("esa-equal hashed", Scheme.ESA_EQUAL),
     Variant("esa hashed", Scheme.ESA),
-    Variant("esa-srpt fixed", Scheme.ESA_SRPT, True, True),
+    Variant("esa-srpt least", Scheme.ESA_SRPT, True, True),
     Variant(Scheme.PS_ONLY.value, Scheme.PS_ONLY),
     Variant(Scheme.IDEAL.value, Scheme.IDEAL),
 )
-LAYOUTS = ("esa homes", "esa hashed", "esa-srpt fixed")
+LAYOUTS = ("esa homes", "esa hashed", "esa-srpt least")
 """The ESA layouts the ratios compare with the best baseline."""
 
 Task = tuple[Point, int, Variant]
@@ -67,7 +69,7 @@ def run_one(task: Task) -> float:
     """Mean JCT (s) of one point, seed and column."""
     pt, seed, col = task
     net = pt.net()
-    size = min(pt.pool, net.line_hold) if col.fixed else 0
+    size = min(pt.pool, net.line_hold) if col.least else 0
     net = replace(net, esa_homes=col.homes, esa_home_size=size)
     return mean_jct(fluid.FluidSim(pt.specs(seed), pt.pool, col.scheme, net, seed).run())
 

@@ -51,13 +51,16 @@ class Point:
     window: int = 0
     squat: bool = True
     esa_homes: bool = False
-    """ESA's layout: homes (the controller's default, ``Net.esa_homes``) or
+    """ESA's layout: homes of at least ``Net.line_hold`` slots, what a job
+    holds at line rate (``esa-ctl policy esa --part-size N``: the equal
+    split while it gives every job that many, homes of that size for the
+    highest ranks otherwise; ``Net.esa_homes``, ``Net.esa_home_size``), or
     every job hashed over the pool."""
     sensitivity: bool = False
     """a variant of a design point (not the system as built): shown, not judged."""
 
     def net(self) -> Net:
-        return Net(
+        net = Net(
             gbps=self.gbps,
             hop_ns=self.hop_ns,
             barrier=self.barrier,
@@ -66,8 +69,10 @@ class Point:
             lag_ns=self.lag_ns,
             window=self.window,
             squat_us=None if self.squat else 0,
-            esa_homes=self.esa_homes,
         )
+        if not self.esa_homes:
+            return net
+        return replace(net, esa_homes=True, esa_home_size=min(self.pool, net.line_hold))
 
     def workload(self) -> WorkloadSpec:
         return WorkloadSpec(mix=self.mix, jobs=self.jobs, load=self.load, burst=self.burst)
@@ -108,8 +113,9 @@ the workers, where no switch can gain much."""
 
 
 def at_shards(pt: Point, shards: int) -> Point:
-    """``pt`` with ``shards`` PS hosts per job and ESA as the controller
-    runs it (homes), named for both; judged only at ``HEADLINE_SHARDS``."""
+    """``pt`` with ``shards`` PS hosts per job and ESA's homes of at least
+    what a job holds at line rate, named for both; judged only at
+    ``HEADLINE_SHARDS``."""
     return replace(
         pt,
         name=f"{pt.name} {shards} PS",
