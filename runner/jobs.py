@@ -3,10 +3,11 @@ faults, the slot timeline, and each job's result.
 
 Each job is admitted when it arrives (``arrival_s``), so static partitions
 go to jobs in arrival order, and removed when its workers are done, so its
-partition goes to a later job.  The workers report every iteration on
-stdout; the run turns a job's slowest worker's count into the job's
-remaining volume for the controller's automatic priorities.  A job whose
-worker was killed, or which stops making progress, ends as failed with the
+partition goes to a later job.  The workers report every iteration (a
+training job's: every DDP step, and the example's epochs) on stdout; the
+run turns a job's slowest worker's count into the job's remaining volume
+for the controller's automatic priorities.  A job whose worker was killed
+or failed, or which stalls (``runner.stall``), ends as failed with the
 reason (the workers' own last words where they have them), never as a hang.
 """
 
@@ -25,7 +26,7 @@ from typing import IO, Any
 
 from esa import progress
 from esa.job import JobSpec
-from runner import torchjobs, verify
+from runner import stall, torchjobs, verify
 from runner.ctl import Ctl
 from runner.faults import Fault
 from runner.inject import FaultEvent, Injector
@@ -33,11 +34,11 @@ from runner.network import JobHosts
 from runner.report import JobResult
 from runner.scenario import TORCH, Scenario
 from runner.timeline import EVENTS, Sample, Timeline
+from runner.torchworker import EPOCH, STEP
 from runner.world import PY, World
 
-GRACE_S = 30.0
-"""a job with no finished iteration for its compute time, the workers'
-allreduce deadline and this long is stopped and reported failed."""
+MOVED = ("completed", "fallback")
+"""the switch's counters of a job's chunks going through it (``runner.stall``)."""
 DRAW_S = 0.5
 PS_START_S = 120.0
 """how long the PSes of a run may take to start listening (a loaded machine)."""
@@ -50,7 +51,10 @@ class RunningWorker:
     index: int
     proc: subprocess.Popen[str]
     log: Path
-    iters: int = 0
+    steps: int = 0
+    """iterations finished (``iter`` lines), or DDP steps its hook summed (``step``)."""
+    epochs: int = 0
+    """the example's epochs (``epoch`` lines)."""
     report: dict[str, Any] | None = None
     open: bool = True
     killed_by: Fault | None = None
@@ -60,16 +64,24 @@ class RunningWorker:
 class RunningJob:
     spec: JobSpec
     started: float
+    watch: stall.Watch
+    by_epochs: bool = False
+    """its ``iterations`` are the example's epochs, not steps."""
     workers: dict[int, RunningWorker] = field(default_factory=dict)
-    last_progress: float = 0.0
     reported: int = 0
     ended: float = 0.0
     done: bool = False
     failed: str = ""
 
     @property
+    def steps(self) -> int:
+        """Steps every worker summed."""
+        return min(w.steps for w in self.workers.values())
+
+    @property
     def iters(self) -> int:
-        return min(w.iters for w in self.workers.values())
+        """What its ``iterations`` count, every worker's: steps, or the example's epochs."""
+        return min(w.epochs if self.by_epochs else w.steps for w in self.workers.values())
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,9 @@ class Runner:
         hosts = self.world.jobs[spec.job]
         self.ctl.admit(spec, hosts.placement)
         now = time.monotonic()
-        job = RunningJob(spec, started=now, last_progress=now)
+        unit = "step" if self.s.train == TORCH else "iteration"
+        watch = stall.Watch(stall.limit_s(self.s, spec), unit, now, (0, self._moved(spec.job)))
+        job = RunningJob(spec, now, watch, torchjobs.counts_epochs(self.s))
         for m in hosts.workers:
             log = self.world.logs / f"{m.role}.log"
             if self.s.train == TORCH:
@@ -199,21 +213,30 @@ class Runner:
             del self.streams[stream]
             w.open = False
             w.proc.wait()
-        elif line.startswith(("iter ", torchjobs.PROGRESS)):
-            w.iters += 1
-            done = job.iters
+        elif line.startswith(("iter ", STEP, EPOCH)):
+            if line.startswith(EPOCH):
+                w.epochs += 1
+            else:
+                w.steps += 1
+            done = min(job.iters, job.spec.iterations)
             if done > job.reported:
-                job.reported, job.last_progress = done, time.monotonic()
+                job.reported = done
                 if job.spec.priority is None:
                     self.ctl.progress(job_id, job.spec.remaining_bytes(done))
         elif line.startswith("{"):
             w.report = json.loads(line)
 
+    def _moved(self, job: int) -> int:
+        """Chunks of ``job`` through the switch so far (the timeline's last read)."""
+        return sum(self.timeline.total(job, e) for e in MOVED)
+
     def _check(self, job: RunningJob) -> None:
         now = time.monotonic()
-        limit = job.spec.compute_s * (1 + job.spec.jitter) + self.s.timeout_s + GRACE_S
-        if now - job.last_progress > limit and not job.failed:
-            job.failed = f"no iteration finished for {now - job.last_progress:.0f} s; stopped"
+        summed = sum(w.steps for w in job.workers.values())
+        job.watch.see(now, summed, self._moved(job.spec.job))
+        why = job.watch.stalled(now, job.steps)
+        if why and not job.failed:
+            job.failed = "; ".join(x for x in (self._failure(job), why) if x)
             for w in job.workers.values():
                 if w.proc.poll() is None:
                     w.proc.kill()
@@ -228,9 +251,12 @@ class Runner:
         self._say(f"job {job.spec.job}: {'FAILED' if job.failed else 'done'}")
 
     def _failure(self, job: RunningJob) -> str:
-        """Why a job whose workers all exited did not finish ("" if it did)."""
+        """Why the workers that ended failed ("" if none did): once all
+        ended, why the job did not finish."""
         why = []
         for w in job.workers.values():
+            if w.open:
+                continue
             if w.killed_by is not None:
                 why.append(f"worker {w.index} killed by fault {w.killed_by}")
             elif w.proc.returncode != 0:
@@ -263,7 +289,8 @@ class Runner:
                 parts.append(f"job {spec.job}: {'FAILED' if job.failed else 'done'}")
             else:
                 held = f" [{slots.get(spec.job, 0)} slots]" if self.timeline.slots_seen else ""
-                parts.append(f"job {spec.job}: {job.iters}/{spec.iterations}{held}")
+                done = f"step {job.steps}" if self.s.script else f"{job.iters}/{spec.iterations}"
+                parts.append(f"job {spec.job}: {done}{held}")
         self.bar.n = iters
         self.bar.set_postfix_str("  ".join(parts), False)
         self.bar.refresh()
@@ -284,7 +311,7 @@ class Runner:
             dropped = self.world.dropped([m.name for m in self.world.jobs[spec.job].members])
             if job.failed:
                 out[spec.job] = JobResult.failure(
-                    spec, job.ended - job.started, job.failed, events, dropped
+                    spec, job.ended - job.started, job.failed, events, dropped, job.steps
                 )
             elif self.s.train == TORCH:
                 out[spec.job] = torchjobs.result(spec, reports, events, dropped)

@@ -49,6 +49,7 @@ COLUMNS = (
     Column("job", "the job's id in the scenario", 4),
     Column("status", f"{DONE}, or {FAILED}: stopped (why: under the table)", 6),
     Column("values", "gradient values per iteration", 8),
+    Column("iterations", "iterations every worker finished (--train torch: DDP steps summed)", 10),
     Column("jct_s", "job completion time, s (failed: until it was stopped)", 8, ".2f"),
     Column("iter_per_s", "iterations per second", 10, ".2f"),
     Column("in_switch", "share of its chunks summed in the switch", 9, ".0%"),
@@ -73,6 +74,7 @@ class JobResult:
 
     job: int
     values: int
+    iterations: int
     jct_s: float
     iter_per_s: float
     chunks: int
@@ -111,6 +113,7 @@ class JobResult:
         return cls(
             job=job.job,
             values=job.values,
+            iterations=job.iterations,
             jct_s=jct,
             iter_per_s=job.iterations / jct,
             chunks=chunks,
@@ -126,13 +129,21 @@ class JobResult:
 
     @classmethod
     def failure(
-        cls, job: JobSpec, elapsed_s: float, why: str, events: dict[str, int], dropped: int = 0
+        cls,
+        job: JobSpec,
+        elapsed_s: float,
+        why: str,
+        events: dict[str, int],
+        dropped: int = 0,
+        ran: int = 0,
     ) -> JobResult:
-        """A job that did not finish: its counters so far and the reason."""
+        """A job that did not finish: its counters so far (``ran``: the
+        iterations every worker finished) and the reason."""
         chunks = job.chunks * job.iterations
         return cls(
             job=job.job,
             values=job.values,
+            iterations=ran,
             jct_s=elapsed_s,
             iter_per_s=0.0,
             chunks=chunks,
@@ -158,6 +169,7 @@ def mean_of(rounds: list[dict[int, JobResult]]) -> dict[int, JobResult]:
         out[job] = JobResult(
             job=job,
             values=rs[0].values,
+            iterations=_mean_count(rs, "iterations"),
             jct_s=sum(r.jct_s for r in rs) / n,
             iter_per_s=sum(r.iter_per_s for r in rs) / n,
             chunks=rs[0].chunks,

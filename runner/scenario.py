@@ -126,6 +126,10 @@ class Scenario:
     around a software switch), or every job hashed over the pool."""
     timeout_s: float = 30.0
     """the workers' allreduce deadline: a job that lost a worker fails after it."""
+    stall_s: float | None = None
+    """seconds a job may go without progress before it is stopped
+    (``runner.stall``); None: ``timeout_s`` and 30 s, and a synthetic
+    job's compute time."""
     sample_s: float = 0.25
     """interval of the slot timeline's samples."""
     faults: tuple[Fault, ...] = ()
@@ -146,8 +150,8 @@ JOB_FIELDS = {
 REQUIRED_JOB_FIELDS = {"job", "workers", "values", "iterations"}
 SCENARIO_FIELDS = {
     "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
-    "rto_s", "part_size", "layout", "timeout_s", "sample_s", "faults", "jobs", "train", "script",
-    "script_args",
+    "rto_s", "part_size", "layout", "timeout_s", "stall_s", "sample_s", "faults", "jobs", "train",
+    "script", "script_args",
 }  # fmt: skip
 
 
@@ -289,6 +293,8 @@ def check(s: Scenario) -> Scenario:
         raise _error(f"layout: {e}") from None
     if s.timeout_s <= 0 or s.sample_s <= 0 or s.rto_s <= 0:
         raise _error("timeout_s, sample_s and rto_s must be positive")
+    if s.stall_s is not None and s.stall_s <= 0:
+        raise _error("stall_s must be positive (absent: timeout_s + 30 s)")
     if s.train not in TRAINS:
         raise _error(f"unknown train {s.train!r} (known: {', '.join(TRAINS)})")
     check_script(s)
@@ -377,6 +383,7 @@ def from_json(raw: dict[str, Any]) -> Scenario:
             part_size=int(raw.get("part_size", 0)),
             layout=str(raw.get("layout", Layout.HOMES.value)),
             timeout_s=float(raw.get("timeout_s", 30.0)),
+            stall_s=None if raw.get("stall_s") is None else float(raw["stall_s"]),
             sample_s=float(raw.get("sample_s", 0.25)),
             faults=tuple(parse_fault(f) for f in raw.get("faults", [])),
             description=str(raw.get("description", "")),
@@ -417,6 +424,12 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
         "--timeout",
         type=arguments.seconds("timeout"),
         help="the workers' allreduce deadline, seconds",
+    )
+    ap.add_argument(
+        "--stall",
+        type=arguments.seconds("stall"),
+        help="stop a job that sums no step and moves no chunk through the switch for this "
+        "long, seconds (default: the allreduce deadline + 30 s, + a synthetic job's compute)",
     )
     ap.add_argument(
         "--topology",
@@ -471,6 +484,8 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
         s = replace(s, squat_us=args.squat_us)
     if args.timeout is not None:
         s = replace(s, timeout_s=args.timeout)
+    if args.stall is not None:
+        s = replace(s, stall_s=args.stall)
     if args.topology:
         s = replace(s, topology=args.topology)
     if args.train:

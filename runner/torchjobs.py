@@ -19,8 +19,8 @@ the last ``{"accuracy": ...}`` JSON line worker 0's script printed, if any.
 
 A job's fields map onto the example:
 
-- ``iterations``: epochs (the example prints a line per epoch: the run's
-  progress);
+- ``iterations``: epochs (the example prints a line per epoch, which the
+  run counts against them; the table shows the steps);
 - ``values``: the size of the gradient, which sets the MLP's hidden width
   (the width whose parameter count comes closest; ``prepare`` sets
   ``values`` to that count);
@@ -29,14 +29,15 @@ A job's fields map onto the example:
 DDP gets one bucket per layer (``BUCKET_CAP_MB``), so the sum of one layer's
 gradient overlaps the backward pass of the next.
 
-Onto a script: the script's arguments are its own; ``values`` and
-``iterations`` only size the job for the controller (an automatic
-priority's size hint), the table shows the gradient values the hook
-summed per step; the run's progress counts the hook's steps (DDP backward
-passes summed), for a job with a size hint at most ``iterations`` of them
-(its remaining volume never goes below zero), so give such a job the
-script's steps (``--iterations``): a job that counts no progress for the
-workers' all-reduce timeout plus ``runner.jobs.GRACE_S`` is stopped.
+Onto a script: the script's arguments are its own, and the job's
+``iterations`` are DDP steps.  ``values`` and ``iterations`` need not match
+the script: they only size a job without a static priority for the
+controller (its automatic priority's size hint, ``4 * values *
+iterations`` bytes, less ``4 * values`` per step summed, never below
+zero).  The table shows the gradient values and the steps the hook really
+summed.  For the example and a script alike the run follows every step
+each worker's hook sums, and stops a job only when it stalls
+(``runner.stall``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ MASTER_PORT = 29500
 BUCKET_CAP_MB = 0.001
 """below a layer's gradient: DDP makes a bucket of each layer."""
 SEED = 0
-PROGRESS = "epoch "
-"""how the example's per-epoch lines start."""
 
 
 def mlp_values(hidden: int) -> int:
@@ -125,16 +124,16 @@ def script_command(s: Scenario, job: JobSpec) -> list[str]:
     return [PY, "-m", s.script, *s.script_args]
 
 
+def counts_epochs(s: Scenario) -> bool:
+    """Whether a job's ``iterations`` are epochs (the example's) rather than steps."""
+    return s.train == TORCH and not s.script
+
+
 def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, me: HostRole) -> list[str]:
-    """``script_command`` under ``WORKER`` with ``ddp_env``, counting the
-    example's epochs or a script's steps (at most ``iterations`` for a job
-    with a size hint)."""
-    if not s.script:
-        progress = ["--progress", "epochs"]
-    else:
-        most = ["--most", str(job.iterations)] if job.priority is None else []
-        progress = ["--progress", "steps", *most]
-    return command(ddp_env(s, job, hosts, me), WORKER, [*progress, "--", *script_command(s, job)])
+    """``script_command`` under ``WORKER`` with ``ddp_env``, relaying every
+    step, and the example's epochs."""
+    epochs = ["--epochs"] if counts_epochs(s) else []
+    return command(ddp_env(s, job, hosts, me), WORKER, [*epochs, "--", *script_command(s, job)])
 
 
 def digest(report: dict[str, Any]) -> tuple[str, str] | None:
@@ -151,6 +150,7 @@ def result(
     """From the workers' hook reports and the job's switch counters."""
     mine = [r for (j, _), r in sorted(reports.items()) if j == job.job]
     jct = max(float(r["seconds"]) for r in mine)
+    steps = min(int(r["steps"]) for r in mine)
     chunks = int(mine[0]["counters"]["delivered"])
     digests = {digest(r) for r in mine}
     same = len(mine) == job.workers and len(digests) == 1 and None not in digests
@@ -158,8 +158,9 @@ def result(
     return JobResult(
         job=job.job,
         values=int(mine[0].get("values", job.values)),
+        iterations=steps,
         jct_s=jct,
-        iter_per_s=int(mine[0]["steps"]) / jct if jct > 0 else 0.0,
+        iter_per_s=steps / jct if jct > 0 else 0.0,
         chunks=chunks,
         in_switch=min(1.0, events.get("completed", 0) / max(1, chunks)),
         fallback=int(events.get("fallback", 0)),

@@ -1,7 +1,7 @@
 """What a worker host runs under ``make run --train torch``: the job's DDP
 script as a child process, its hook's report and progress wired to the run::
 
-    python -m runner.torchworker [--progress epochs|steps] [--most N] -- COMMAND...
+    python -m runner.torchworker [--epochs] -- COMMAND...
 
 The script gets this process's environment (torchrun's variables and the
 job's ``ESA_*`` settings, which the run sets, ``runner.torchjobs``)
@@ -11,10 +11,10 @@ plus ``ESA_REPORT``, a file the hook writes its report to at exit, and
 on.  Everything the script prints goes to this process's stderr, the
 worker's log.  On stdout, which the run reads, this process prints only:
 
-- the progress the run counts, a line per unit: each line of the script's
-  that starts with ``epoch `` (``--progress epochs``: the example prints one
-  per epoch), or ``iter N`` for each DDP step the hook finished
-  (``--progress steps``); at most ``--most`` of them;
+- ``step N`` for every DDP step the hook summed, however many the script
+  runs (the run's progress, ``runner.stall``);
+- with ``--epochs``, each line of the script's that starts with ``epoch ``
+  (the example prints one per epoch: what its job's ``iterations`` count);
 - at the end, the hook's report as one JSON line, with the ``accuracy`` of
   the last JSON object the script printed that has one.
 
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 EPOCH = "epoch "
-"""how the lines start that the run counts as epochs (``--progress epochs``)."""
-STEP = "iter "
-"""how the lines start that say a step finished (``--progress steps``)."""
+"""how the lines start that the run counts as epochs (``--epochs``)."""
+STEP = "step "
+"""how the lines start that say the hook summed a step."""
 PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when its parent ends."""
 NO_REPORT = (
@@ -96,28 +96,21 @@ def accuracy_of(line: str) -> float | None:
 class Relay:
     """Turns what the script and its hook say into what the run reads."""
 
-    def __init__(self, progress: str, most: int) -> None:
-        self.progress, self.most = progress, most
-        self.counted = 0
+    def __init__(self, epochs: bool) -> None:
+        self.epochs = epochs
         self.accuracy: float | None = None
-
-    def _count(self, line: str) -> None:
-        if self.most and self.counted >= self.most:
-            return
-        self.counted += 1
-        print(line, flush=True)
 
     def script_line(self, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
-        if self.progress == "epochs" and line.startswith(EPOCH):
-            self._count(line)
+        if self.epochs and line.startswith(EPOCH):
+            print(line, flush=True)
         got = accuracy_of(line)
         if got is not None:
             self.accuracy = got
 
     def step_line(self, line: str) -> None:
-        if self.progress == "steps" and line.strip():
-            self._count(f"{STEP}{line.strip()}")
+        if line.strip():
+            print(f"{STEP}{line.strip()}", flush=True)
 
     def report(self, path: Path) -> dict[str, Any] | None:
         """The hook's report with the script's accuracy, or None if it wrote none."""
@@ -147,8 +140,8 @@ def pump(handlers: dict[int, Callable[[str], None]]) -> None:
                 handlers[fd](line.decode(errors="replace").rstrip("\r"))
 
 
-def run(command: Sequence[str], progress: str, most: int) -> int:
-    relay = Relay(progress, most)
+def run(command: Sequence[str], epochs: bool) -> int:
+    relay = Relay(epochs)
     with tempfile.TemporaryDirectory(prefix="esa-worker-") as tmp:
         report = Path(tmp) / "report.json"
         steps_r, steps_w = os.pipe()
@@ -190,15 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m runner.torchworker", description=__doc__.splitlines()[0]
     )
     ap.add_argument(
-        "--progress", choices=("epochs", "steps"), default="steps",
-        help="what the run counts: the script's 'epoch ' lines, or the hook's steps",
-    )  # fmt: skip
-    ap.add_argument("--most", type=int, default=0, help="count at most this many (0: all)")
+        "--epochs",
+        action="store_true",
+        help="also relay the script's lines that start with 'epoch ' (the example's epochs)",
+    )
     opts = ap.parse_args(args[:cut])
     command = args[cut + 1 :]
     if not command:
         ap.error("no command after --")
-    return run(command, opts.progress, opts.most)
+    return run(command, opts.epochs)
 
 
 if __name__ == "__main__":

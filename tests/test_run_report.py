@@ -21,7 +21,7 @@ from runner import scenario as scn
 from runner.jobs import PolicyRun
 from runner.switches import BMV2, MODEL
 
-WHY = "no iteration finished for 60 s; stopped"
+WHY = "no iteration summed and no chunk through the switch for 60 s after 1 iteration; stopped"
 SCENARIO = scn.from_json(
     {
         "pool_size": 4,
@@ -35,13 +35,14 @@ SCENARIO = scn.from_json(
 J1, J2 = (j.spec for j in SCENARIO.jobs)
 EVENTS = {"completed": 16, "fallback": 2, "preempt_won": 1, "preempt_suffered": 3}
 HEAD = (
-    " job status   values    jct_s iter_per_s in_switch fallback    won   lost   retx  early"
-    " dropped exact"
+    " job status   values iterations    jct_s iter_per_s in_switch fallback    won   lost   retx"
+    "  early dropped exact"
 )
 LEGEND = [
     "  job         the job's id in the scenario",
     "  status      done, or failed: stopped (why: under the table)",
     "  values      gradient values per iteration",
+    "  iterations  iterations every worker finished (--train torch: DDP steps summed)",
     "  jct_s       job completion time, s (failed: until it was stopped)",
     "  iter_per_s  iterations per second",
     "  in_switch   share of its chunks summed in the switch",
@@ -65,7 +66,8 @@ def done(spec: JobSpec, jct: float, early: int = 0) -> report.JobResult:
 
 
 def failed(spec: JobSpec) -> report.JobResult:
-    return report.JobResult.failure(spec, 61.5, WHY, {"completed": 4, "fallback": 9}, dropped=2)
+    events = {"completed": 4, "fallback": 9}
+    return report.JobResult.failure(spec, 61.5, WHY, events, dropped=2, ran=1)
 
 
 def results() -> dict[str, dict[int, report.JobResult]]:
@@ -80,24 +82,25 @@ def results() -> dict[str, dict[int, report.JobResult]]:
 def test_one_vocabulary_defined_once() -> None:
     names = [c.name for c in report.COLUMNS]
     assert names == [
-        "job", "status", "values", "jct_s", "iter_per_s", "in_switch", "fallback", "won",
-        "lost", "retx", "early", "dropped", "exact", "accuracy", "chunks", "reason",
+        "job", "status", "values", "iterations", "jct_s", "iter_per_s", "in_switch", "fallback",
+        "won", "lost", "retx", "early", "dropped", "exact", "accuracy", "chunks", "reason",
     ]  # fmt: skip
     assert sorted([f.name for f in fields(report.JobResult)] + ["status"]) == sorted(names)
     assert [c.name for c in report.WHERE] == ["policy", "switch", "round"]
     r = done(J1, 2.0, early=1)
     assert (r.won, r.lost, r.retx, r.early, r.dropped) == (1, 3, 6, 2, 7)
-    assert (r.values, r.chunks, r.in_switch, r.status, r.reason) == (1024, 128, 0.125, "done", "")
+    assert (r.values, r.iterations, r.chunks, r.in_switch) == (1024, 4, 128, 0.125)
+    assert (r.status, r.reason) == ("done", "")
 
 
 def test_table_rows_and_legend_use_the_columns() -> None:
     assert report.job_table("esa", results()["esa"], BMV2.label).splitlines() == [
         "policy esa; switch: BMv2 (simple_switch_grpc)",
         HEAD,
-        "   1   done     1024     2.00       2.00       12%        2      1      3      6      0"
-        "       7   yes",
-        "   2   done     2048     4.00       1.00        6%        2      1      3      6      2"
-        "       7   yes",
+        "   1   done     1024          4     2.00       2.00       12%        2      1      3"
+        "      6      0       7   yes",
+        "   2   done     2048          4     4.00       1.00        6%        2      1      3"
+        "      6      2       7   yes",
         "average JCT 3.00 s",
         *LEGEND,
     ]
@@ -110,10 +113,10 @@ def test_a_failed_job_leaves_its_policy_without_an_average() -> None:
     assert report.job_table("atp", atp, MODEL.label).splitlines() == [
         "policy atp; switch: reference switch (esa.model)",
         HEAD,
-        "   1 failed     1024    61.50       0.00        3%        9      0      0      0      0"
-        "       2    NO",
-        "   2   done     2048     5.00       0.80        6%        2      1      3      6      0"
-        "       7   yes",
+        "   1 failed     1024          1    61.50       0.00        3%        9      0      0"
+        "      0      0       2    NO",
+        "   2   done     2048          4     5.00       0.80        6%        2      1      3"
+        "      6      0       7   yes",
         f"job 1 FAILED: {WHY}",
         f"average JCT: incomplete: job 1 failed: {WHY}",
         *LEGEND,
@@ -178,9 +181,9 @@ def test_files_carry_the_columns_and_each_jobs_status(tmp_path: Path) -> None:
     as_json = json.loads((tmp_path / "jobs.json").read_text())
     assert as_json[2] == {
         "policy": "atp", "switch": "model", "job": 1, "status": "failed", "values": 1024,
-        "jct_s": 61.5, "iter_per_s": 0.0, "in_switch": 4 / 128, "fallback": 9, "won": 0,
-        "lost": 0, "retx": 0, "early": 0, "dropped": 2, "exact": False, "accuracy": None,
-        "chunks": 128, "reason": WHY,
+        "iterations": 1, "jct_s": 61.5, "iter_per_s": 0.0, "in_switch": 4 / 128, "fallback": 9,
+        "won": 0, "lost": 0, "retx": 0, "early": 0, "dropped": 2, "exact": False,
+        "accuracy": None, "chunks": 128, "reason": WHY,
     }  # fmt: skip
     assert [list(x) for x in as_json] == [header] * 6
     rounds = json.loads((tmp_path / "rounds.json").read_text())

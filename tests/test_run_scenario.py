@@ -170,6 +170,7 @@ def _write(tmp_path: Path, **changes: Any) -> Path:
         ({"part_size": 3}, r"part_size must be 0..pool_size \(2\)"),
         ({"part_size": -1}, "part_size must be"),
         ({"timeout_s": 0}, "timeout_s, sample_s and rto_s must be positive"),
+        ({"stall_s": 0}, r"^scenario: stall_s must be positive \(absent: timeout_s \+ 30 s\)$"),
         ({"link": {"loss_pct": 100}}, r"loss must be a percentage in \[0, 100\)"),
         ({"link": {"delay": 1}}, "link has unknown field"),
         ({"colour": 1}, "unknown field"),
@@ -217,7 +218,7 @@ def test_overrides() -> None:
     args = _overrides(
         "--pool", "16", "--policies", "esa,atp", "--scale", "0.5", "--loss", "5",
         "--part-size", "4", "--fault", "controller-restart@2", "--fault", "kill-worker=2:1@4",
-        "--timeout", "5",
+        "--timeout", "5", "--stall", "12",
     )  # fmt: skip
     s = scn.apply_overrides(scn.load(DEFAULT), args)
     base = scn.load(DEFAULT)
@@ -227,7 +228,7 @@ def test_overrides() -> None:
         {"bw_mbps": 0.25, "loss_pct": 5.0},
         4,
     )
-    assert s.timeout_s == 5.0
+    assert (s.timeout_s, s.stall_s, base.stall_s) == (5.0, 12.0, None)
     assert [j.spec.values for j in s.jobs] == [j.spec.values // 2 for j in base.jobs]
     assert [j.placement for j in s.jobs] == [j.placement for j in base.jobs]
     assert s.faults == (

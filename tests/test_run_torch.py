@@ -80,7 +80,7 @@ def _worker_command(s: scn.Scenario, job: int = 1) -> list[str]:
 def test_a_worker_is_started_as_torchrun_would() -> None:
     s = torchjobs.prepare(scn.load(TORCH))
     assert _worker_command(s) == [
-        *ENV, PY, "-m", "runner.torchworker", "--progress", "epochs", "--",
+        *ENV, PY, "-m", "runner.torchworker", "--epochs", "--",
         PY, "-m", "examples.torch_digits",
         "--esa", "--epochs", "3", "--hidden", "64", "--bucket-cap-mb", "0.001", "--seed", "0",
     ]  # fmt: skip
@@ -91,17 +91,15 @@ def test_a_users_script_is_started_as_the_example_is() -> None:
     s = scn.apply_overrides(scn.load(TORCH), _overrides(*flags))
     assert (s.script, s.script_args) == (str(USER_SCRIPT), ("--epochs", "2", "--lr", "0.005"))
     assert torchjobs.prepare(s) is s, "a script's jobs keep their values"
-    # job 1 has a size hint: its steps count up to its iterations (3)
+    # every step counts, with a size hint (job 1) or without, whatever its iterations
     assert _worker_command(s) == [
-        *ENV, PY, "-m", "runner.torchworker", "--progress", "steps", "--most", "3", "--",
+        *ENV, PY, "-m", "runner.torchworker", "--",
         PY, str(USER_SCRIPT), "--epochs", "2", "--lr", "0.005",
     ]  # fmt: skip
     static = scn.with_specs(s, lambda j: replace(j, priority=100))
-    assert _worker_command(static)[len(ENV) + 3 :] == [
-        "--progress", "steps", "--", PY, str(USER_SCRIPT), "--epochs", "2", "--lr", "0.005",
-    ]  # fmt: skip
+    assert _worker_command(static) == _worker_command(s)
     module = replace(static, script="examples.torch_digits", script_args=("--esa",))
-    assert _worker_command(module)[len(ENV) + 6 :] == [PY, "-m", "examples.torch_digits", "--esa"]
+    assert _worker_command(module)[len(ENV) + 4 :] == [PY, "-m", "examples.torch_digits", "--esa"]
 
 
 def test_a_script_in_the_scenario_file() -> None:
@@ -174,8 +172,9 @@ def test_a_scripts_result_comes_from_its_hooks_reports() -> None:
                (2, 1): _hook_report(1, 2.5, params_sha256="ab")}  # fmt: skip
     r = torchjobs.result(job, reports, {"completed": 2064}, dropped=0)
     assert r == report.JobResult(
-        job=2, values=1370, jct_s=2.5, iter_per_s=48 / 2.5, chunks=2064, in_switch=1.0,
-        fallback=0, won=0, lost=0, retx=1, early=0, dropped=0, exact=True, accuracy=None,
+        job=2, values=1370, iterations=48, jct_s=2.5, iter_per_s=48 / 2.5, chunks=2064,
+        in_switch=1.0, fallback=0, won=0, lost=0, retx=1, early=0, dropped=0, exact=True,
+        accuracy=None,
     )  # fmt: skip
     assert "accuracy" not in report.job_table("esa", {2: r}, BMV2.label)
     told = {**reports, (2, 0): {**reports[2, 0], "accuracy": 0.875}}
@@ -205,8 +204,9 @@ def test_a_jobs_result_and_row() -> None:
     same = {(1, 0): _report(0, 9.0, "ab"), (1, 1): _report(1, 11.5, "ab")}
     r = torchjobs.result(job, same, events, dropped=3)
     assert r == report.JobResult(
-        job=1, values=job.values, jct_s=11.5, iter_per_s=46 / 11.5, chunks=500, in_switch=0.8,
-        fallback=7, won=1, lost=2, retx=5, early=1, dropped=3, exact=True, accuracy=0.95,
+        job=1, values=job.values, iterations=46, jct_s=11.5, iter_per_s=46 / 11.5, chunks=500,
+        in_switch=0.8, fallback=7, won=1, lost=2, retx=5, early=1, dropped=3, exact=True,
+        accuracy=0.95,
     )  # fmt: skip
     differ = {**same, (1, 1): _report(1, 11.5, "cd")}
     wrong = torchjobs.result(job, differ, events, dropped=0)
@@ -236,22 +236,24 @@ FAKE_SCRIPT = """
 import json, os, sys
 steps = int(os.environ["ESA_PROGRESS_FD"])
 print("epoch 1/2: loss 1.0", flush=True)
-for step in (1, 2, 3):
+for step in range(1, 8):
     os.write(steps, f"{step}\\n".encode())
 print('{"accuracy": 0.5}', flush=True)
 print("epoch 2/2: loss 0.5", flush=True)
 print('{"rank": 0, "accuracy": 0.75}')
 print("no newline at the end", end="")
 with open(os.environ["ESA_REPORT"], "w") as f:
-    json.dump({"steps": 3, "seconds": 1.5, "params_sha256": "ab"}, f)
+    json.dump({"steps": 7, "seconds": 1.5, "params_sha256": "ab"}, f)
 sys.exit(int(sys.argv[1]))
 """
-"""A script whose hook finished three steps and wrote its report."""
+"""A script whose hook finished seven steps and wrote its report."""
 SCRIPT_SAYS = [
     "epoch 1/2: loss 1.0", '{"accuracy": 0.5}', "epoch 2/2: loss 0.5",
     '{"rank": 0, "accuracy": 0.75}', "no newline at the end",
 ]  # fmt: skip
-RELAYED = {"steps": 3, "seconds": 1.5, "params_sha256": "ab", "accuracy": 0.75}
+STEPS = [f"step {n}" for n in range(1, 8)]
+"""every step the hook summed, relayed: the run counts them all."""
+RELAYED = {"steps": 7, "seconds": 1.5, "params_sha256": "ab", "accuracy": 0.75}
 
 
 def _relay(*opts: str, script: list[str], code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -259,28 +261,31 @@ def _relay(*opts: str, script: list[str], code: int = 0) -> subprocess.Completed
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
 
 
+def _progress(stdout: str, start: str) -> list[str]:
+    """The relayed lines that start with ``start`` (steps and epochs come
+    from two pipes, so only each kind's own order is defined)."""
+    return [ln for ln in stdout.splitlines() if ln.startswith(start)]
+
+
 @pytest.mark.parametrize(
-    ("opts", "progress"),
-    [
-        (("--progress", "steps"), ["iter 1", "iter 2", "iter 3"]),
-        (("--progress", "steps", "--most", "2"), ["iter 1", "iter 2"]),
-        (("--progress", "epochs"), ["epoch 1/2: loss 1.0", "epoch 2/2: loss 0.5"]),
-        (("--progress", "epochs", "--most", "1"), ["epoch 1/2: loss 1.0"]),
-    ],
+    ("opts", "epochs"),
+    [((), []), (("--epochs",), ["epoch 1/2: loss 1.0", "epoch 2/2: loss 0.5"])],
 )
-def test_the_run_reads_progress_and_the_hooks_report(
-    opts: tuple[str, ...], progress: list[str]
+def test_the_run_reads_every_step_and_the_hooks_report(
+    opts: tuple[str, ...], epochs: list[str]
 ) -> None:
     res = _relay(*opts, script=["-c", FAKE_SCRIPT])
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == [*progress, json.dumps(RELAYED)]
+    lines = res.stdout.splitlines()
+    assert (_progress(res.stdout, "step "), _progress(res.stdout, "epoch ")) == (STEPS, epochs)
+    assert (len(lines), lines[-1]) == (len(STEPS) + len(epochs) + 1, json.dumps(RELAYED))
     assert res.stderr.splitlines() == [*SCRIPT_SAYS, f"report: {json.dumps(RELAYED)}"]
 
 
 def test_a_failed_script_fails_its_worker_with_its_status() -> None:
-    res = _relay("--progress", "steps", script=["-c", FAKE_SCRIPT], code=3)
+    res = _relay(script=["-c", FAKE_SCRIPT], code=3)
     assert res.returncode == 3
-    assert res.stdout.splitlines() == ["iter 1", "iter 2", "iter 3", json.dumps(RELAYED)]
+    assert res.stdout.splitlines() == [*STEPS, json.dumps(RELAYED)]
     assert res.stderr.splitlines() == SCRIPT_SAYS, "the run names the script's last words"
 
 

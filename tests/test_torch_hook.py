@@ -435,7 +435,7 @@ def test_a_users_script_reports_through_the_runs_worker(tmp_path: Path) -> None:
     with LoopJob(JOB, 2) as bed:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "runner.torchworker", "--progress", "steps", "--",
+                [sys.executable, "-m", "runner.torchworker", "--",
                  sys.executable, str(USER_SCRIPT), "--epochs", "1"],
                 env={**os.environ, **ddp_env(rank, 2, store.port), **bed.esa_env(rank),
                      "ESA_LINGER": "0.2", "ESA_PART_SIZE": "32"},
@@ -450,7 +450,7 @@ def test_a_users_script_reports_through_the_runs_worker(tmp_path: Path) -> None:
     for rank, (code, out, err) in enumerate(done):
         assert code == 0, err
         lines = out.splitlines()
-        assert lines[:-1] == [f"iter {n}" for n in range(1, steps + 1)]
+        assert lines[:-1] == [f"step {n}" for n in range(1, steps + 1)]
         relayed.append(json.loads(lines[-1]))
         assert f"rank {rank} epoch 0: loss " in err, "the script's output goes to the log"
     for rank, got in enumerate(relayed):
