@@ -12,12 +12,14 @@ finished tasks kept, not the first tasks' pace times the tasks left.
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from types import TracebackType
-from typing import NoReturn
+from typing import IO, NoReturn
 
 from tqdm import tqdm
 
@@ -38,6 +40,7 @@ def bar(
 ) -> tqdm[NoReturn]:
     """A bar of ``total`` ``unit`` on stderr, off unless stderr is a terminal
     (or if ``quiet``): check ``.disable`` to write lines instead."""
+    sized = terminal_size(sys.stderr) != (0, 0)
     return tqdm(
         total=total,
         initial=initial,
@@ -46,8 +49,24 @@ def bar(
         file=sys.stderr,
         disable=True if quiet else None,
         bar_format=BAR,
-        dynamic_ncols=True,
+        # a terminal that reports no size (a pty nobody sized) gets the
+        # stats without a meter, untrimmed, and tqdm's own fallback height:
+        # it would take 0 rows as no room for any bar and print nothing
+        dynamic_ncols=sized,
+        ncols=None if sized else 0,
+        nrows=None if sized else 20,
     )
+
+
+def terminal_size(stream: IO[str]) -> tuple[int, int] | None:
+    """(columns, rows) of the terminal behind ``stream``, (0, 0) where it
+    reports none; None where ``stream`` has no file descriptor or it is no
+    terminal (tqdm then sizes the bar itself)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return size.columns, size.lines
 
 
 class Estimate:

@@ -4,6 +4,8 @@ a time left from the tasks finished, each kind of task at its own cost."""
 from __future__ import annotations
 
 import io
+import os
+import pty
 import re
 import sys
 
@@ -138,3 +140,30 @@ def test_the_engine_shows_a_stage_per_run(monkeypatch: pytest.MonkeyPatch) -> No
         "more: 3 tasks to run\n"
         "more: stopped after 1 of 3 tasks, 00:00\n"
     )
+
+
+def test_a_terminal_that_reports_no_size_still_shows_the_bar() -> None:
+    """A pty nobody sized (as under ``make cli`` driven by a program) says 0
+    columns and 0 rows; tqdm alone would print nothing there."""
+    code = (
+        "from esa import progress\n"
+        "b = progress.bar('jobs', 10003, 'iterations')\n"
+        "b.n = 17\n"
+        "b.set_postfix_str('job 2: 14/10000 [1 slots]', False)\n"
+        "b.refresh()\n"
+        "b.close()\n"
+    )
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its stderr is the unsized pty
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child closed the pty
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    assert b"job 2: 14/10000 [1 slots]" in out
