@@ -110,8 +110,10 @@ POOLS = (1, 16, 256, 4096)
 
 SEED_112 = pytest.param(112, 8, id="112-8")
 """Once 1.1 % slower for ESA-equal with 16 slots than with 1, from stranding
-under ESA's one marker per slot, while ESA's window was sized for the
-switch path alone and bound as chunks fell back (docs/simulator.md)."""
+under a marker of one chunk per slot, while ESA's window was sized for the
+switch path alone and bound as chunks fell back (docs/simulator.md; under
+that window with today's marker:
+``test_seed_112_under_the_switch_paths_window_stays_within_the_tolerance``)."""
 
 
 @pytest.mark.parametrize(
@@ -160,6 +162,7 @@ def test_seed_112_under_the_switch_paths_window_stays_within_the_tolerance() -> 
     ]
     assert all(b <= a * (1 + RISE_TOLERANCE) for a, b in itertools.pairwise(curve))
     assert curve[-1] <= curve[0] * (1 + RISE_TOLERANCE)
+
 
 @pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA_EQUAL, Scheme.ESA_SRPT])
 def test_fluid_matches_packet_with_spread_within_its_stated_error(scheme: Scheme) -> None:

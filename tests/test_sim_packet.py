@@ -74,6 +74,7 @@ def test_a_job_that_takes_over_a_wire_id_starts_past_its_predecessors_markers() 
     assert sim.ps_completed[2] <= 1.1 * sim.ps_completed[1]
     assert jct[2] <= 1.05 * jct[1]
 
+
 def test_contention_exercises_every_path() -> None:
     esa, atp = run(Scheme.ESA_SRPT), run(Scheme.ATP)
     esa_v = {v for (_, v), n in esa.verdicts.items() if n}
