@@ -288,5 +288,5 @@ class GoneIsGone(RuleBasedStateMachine):
         assert not self.open_chunks(), f"chunks never completed: {self.open_chunks()}"
 
 
-GoneIsGone.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
+GoneIsGone.TestCase.settings = settings(max_examples=400, stateful_step_count=100, deadline=None)
 TestGoneIsGone = GoneIsGone.TestCase
