@@ -115,6 +115,7 @@ def codes_p4() -> str:
         "",
         f"const {spec.USEC_T.name} DEFAULT_STALE_US = {spec.DEFAULT_STALE_US};",
         f"const {spec.USEC_T.name} DEFAULT_SQUAT_US = {spec.DEFAULT_SQUAT_US};",
+        f"const {spec.header_type('seq').name} GONE_SPAN = {spec.GONE_SPAN};",
         f"const {spec.VALUE_T.name} INT32_MAX_BITS = 0x7FFFFFFF;",
         f"const {spec.VALUE_T.name} INT32_MIN_BITS = 0x80000000;",
         *(

@@ -27,6 +27,7 @@ from esa.spec import (
     Verdict,
     counter_index,
     default_squat_us,
+    gone_covers,
     owner_key,
 )
 from esa.wire import Flag, PacketType
@@ -143,8 +144,18 @@ class Slot:
     ts: int = 0
     state: int = 0
     gone: int = 0
-    """owner key of the last chunk whose partial left this slot unfinished."""
+    """the marker: owner key of the highest-seq chunk of a job that went
+    from this slot to the PS; it covers that job's seqs up to
+    ``GONE_SPAN - 1`` behind it (``mark_gone``, ``esa.spec.gone_covers``)."""
     values: list[int] = field(default_factory=lambda: [0] * wire.K)
+
+
+def mark_gone(slot: Slot, key: int) -> None:
+    """Chunk ``key`` went from ``slot`` to its PS, so the rest of it must go
+    there too (S13): the marker keeps the job's highest such seq, so a
+    marker that already covers ``key`` stays; any other is replaced."""
+    if not gone_covers(slot.gone, key):
+        slot.gone = key
 
 
 @dataclass(frozen=True)
@@ -236,7 +247,7 @@ class SwitchModel:
             return passed
         slot, key = self.slots[idx], owner_key(pkt.job, pkt.seq)
         if slot.owner != key:
-            slot.gone = key
+            mark_gone(slot, key)
             return passed
         if slot.state & SlotState.DONE or slot.bitmap & pkt.bitmap:
             return passed
@@ -246,7 +257,7 @@ class SwitchModel:
         slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
         self._count(pkt.job, Event.FLUSHED)
         out = self._take(slot, PacketType.PARTIAL, summed)
-        slot.gone = key
+        mark_gone(slot, key)
         return Result(Verdict.FLUSH, (Output(Out.PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
@@ -255,7 +266,7 @@ class SwitchModel:
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
-        if slot.gone == key:
+        if gone_covers(slot.gone, key):
             self._count(pkt.job, Event.FOLLOWED)
             return self._fallback(pkt)
         return self._other(pkt, cfg, slot, key, now)
@@ -264,13 +275,13 @@ class SwitchModel:
         """S2-S7: the slot holds C's chunk."""
         retx = bool(pkt.flags & Flag.RETX)
         if slot.state & SlotState.DONE:
-            return self._fallback(pkt)
+            return self._divert(pkt, slot, key)
         if slot.bitmap & pkt.bitmap:
             self._count(pkt.job, Event.DUPLICATE)
             if not retx:
                 return Result(Verdict.DUPLICATE)
             out = self._take(slot, PacketType.PARTIAL, slot.values)
-            slot.gone = key
+            mark_gone(slot, key)
             self._count(pkt.job, Event.FLUSHED)
             return Result(Verdict.FLUSH, (Output(Out.PS, out),))
         summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
@@ -283,7 +294,7 @@ class SwitchModel:
         if retx:
             self._count(pkt.job, Event.FLUSHED)
             out = self._take(slot, PacketType.PARTIAL, summed)
-            slot.gone = key
+            mark_gone(slot, key)
             return Result(Verdict.FLUSH, (Output(Out.PS, out),))
         self._count(pkt.job, Event.AGGREGATED)
         slot.values = summed
@@ -353,7 +364,7 @@ class SwitchModel:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & SlotState.DONE:
                 outputs = (Output(Out.PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
-                slot.gone = slot.owner
+                mark_gone(slot, slot.owner)
         if verdict is Verdict.PREEMPT:
             self._count(pkt.job, Event.PREEMPT_WON)
         self._count(pkt.job, Event.AGGREGATED)
@@ -404,9 +415,10 @@ class SwitchModel:
         return out
 
     def _divert(self, pkt: Packet, slot: Slot, key: int) -> Result:
-        """S8: C goes to its PS, and so will the rest of its chunk (S13): a
-        later contribution that started a slot could never reach the fan-in."""
-        slot.gone = key
+        """S2, S8: C goes to its PS, and so will the rest of its chunk (S13):
+        a later contribution that started a slot could never reach the
+        fan-in."""
+        mark_gone(slot, key)
         return self._fallback(pkt)
 
     def _fallback(self, pkt: Packet) -> Result:

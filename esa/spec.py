@@ -249,8 +249,8 @@ SLOT_REGISTERS: tuple[Register, ...] = (
     Register(
         "slot_gone",
         CHUNK_KEY_T,
-        "the last chunk whose partial left this slot unfinished; "
-        "its later contributions follow it to the PS",
+        "a job and the highest seq of its chunks that went from this slot to "
+        "the PS; their later contributions follow them there (S13)",
     ),
     *(Register(f"slot_v{i}", VALUE_T, f"value lane {i}") for i in range(wire.K)),
 )
@@ -312,6 +312,25 @@ def unpack_ps_ports(packed: int, shards: int) -> tuple[int, ...]:
 def owner_key(job: int, seq: int) -> int:
     """The ``slot_owner`` value of a chunk."""
     return (job << 32) | seq
+
+
+SEQ_MASK = (1 << header_type("seq").bits) - 1
+
+GONE_SPAN = 1 << 16
+"""How many seqs a slot's marker (``slot_gone``: a job and a seq) covers:
+that seq and those up to ``GONE_SPAN - 1`` behind it, modulo 2^32 (rule
+S13, docs/dataplane.md "Gone is gone").  It must exceed the seqs a job has
+in flight at one slot (a worker's window is tens to hundreds of chunks) and
+stays far below 2^31, so that a marker left by a removed job covers the
+chunks of a later job with its id (whose workers start at a random 32-bit
+offset, ``esa.wire.epoch_offset``) only with odds ``GONE_SPAN / 2^32``."""
+
+
+def gone_covers(gone: int, key: int) -> bool:
+    """Whether a slot whose marker is ``gone`` counts chunk ``key`` (an
+    ``owner_key``) as gone: same job, and its seq at most ``GONE_SPAN - 1``
+    behind the marker's in serial-number arithmetic (the seq may wrap)."""
+    return gone >> 32 == key >> 32 and (gone - key) & SEQ_MASK < GONE_SPAN
 
 
 def counter_index(job: int, event: Event) -> int:

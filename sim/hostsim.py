@@ -2,6 +2,9 @@
 
 Hosts (our design; no ESA host code is public):
 
+* a job's seqs increase across its iterations; they start at 0, or, for a
+  job that takes over a wire id (``sim.leases``), past its last holder's
+  (``HostSim.wire_seq``);
 * a worker streams its iteration's chunks with a window of outstanding
   chunks (its scheme's bandwidth-delay product unless ``Net.window`` is
   set); a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
@@ -41,6 +44,7 @@ from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
 from esa.model import Packet
 from esa.schemes import Scheme
+from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
 from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
@@ -83,11 +87,28 @@ class HostSim:
         self.on_wire: dict[int, JobRun] = {}
         """wire id -> the job that last held it: whose the switches' packets
         of that id are."""
+        self.wire_seq: dict[int, int] = {}
+        """wire id -> the first seq of the next job to take it: ``GONE_SPAN``
+        past its last holder's seqs, so that the markers that job left in
+        the slots (``slot_gone``) cover none of the next one's chunks.  Real
+        hosts start each epoch at a random 32-bit seq
+        (``esa.wire.epoch_offset``), which a marker covers with odds of
+        ``GONE_SPAN / 2^32``; seqs from 0 on every lease would have the
+        next job's first chunks fall back wherever its predecessor left a
+        marker."""
         self.jobs = {spec.job: self._job_run(spec, seed) for spec in jobs}
 
     def _on_wire(self, job: JobRun, wire: int) -> None:
         """``job`` holds wire id ``wire`` (``sim.leases``): its packets carry
-        it, and packets of that id are its."""
+        it, and packets of that id are its.  A job new to the id, yet to send,
+        starts its seqs at ``wire_seq``."""
+        if self.on_wire.get(wire) is not job:
+            first = self.wire_seq.get(wire, 0)
+            if first + job.spec.chunks * job.spec.iterations >= 2**32:
+                first = 0  # the simulated hosts do not wrap seqs
+            for w in job.workers:
+                assert w.it == w.next_i == 0, "a job's wire id is its own until it finishes"
+                w.base = first
         job.wire = wire
         self.on_wire[wire] = job
 
@@ -189,6 +210,7 @@ class HostSim:
 
     def _finish(self, job: JobRun) -> None:
         job.finish = self.now
+        self.wire_seq[job.wire] = job.workers[0].base + GONE_SPAN
         admitted = self._release(job.spec.job)
         self._write_jobs()
         self._admit(admitted)

@@ -24,11 +24,14 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   contributions cross that shard's one link and the shard serves each, no
   timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
   sends its later contributions after it;
-* that memory is one chunk per slot: when another chunk's fallback or
-  eviction at the same slot overwrites it before the chunk's last
-  contribution came, and that contribution finds the slot free, it claims
-  it and the chunk is **stranded**: its partial waits for the squat timeout
-  and the next chunk to land there, or for the PS's pull (``stranded``);
+* that memory is one job per slot, with the highest seq of it gone
+  (docs/dataplane.md, "Gone is gone"): a later chunk of the same job that
+  goes to the PS keeps the earlier ones covered, but when another job's
+  fallback or eviction at the same slot replaces the marker before the
+  chunk's last contribution came, and that contribution finds the slot
+  free, it claims it and the chunk is **stranded**: its partial waits for
+  the squat timeout and the next chunk to land there, or for the PS's pull
+  (``stranded``);
 * every completed chunk's result reaches its PS shard too (ESA and STATIC
   multicast a copy to the PS; ATP holds the slot until the PS answers);
 * the rate is the least of the worker link, the PS shard's link and CPU,
@@ -207,25 +210,28 @@ class SolveConstants:
         chunk waits before its partial leaves the slot, and of that the ns
         it keeps other chunks out).
 
-        Every chunk that goes to the PS writes its slot's one marker (S8 on a
-        fallback, S10/S11 on an eviction), at ``sum(rate * to_ps) / pool``
-        per slot and ns.  A blocked chunk is marked at its first
+        Every chunk that goes to the PS marks its slot (S8 on a fallback,
+        S10/S11 on an eviction); a flow's marker is lost only to the
+        markings of the other flows' chunks (a job's own keep its earlier
+        chunks covered), at ``sum(rate * to_ps) / pool`` per slot and ns
+        less the flow's own.  A blocked chunk is marked at its first
         contribution and needs the marker for its whole ``span``; an evicted
         one, on average, for half of it.  A lost marker strands the chunk
         when its next contribution finds the slot free (``1 - occupied``)."""
-        marks = float((rate * to_ps).sum()) / self.pool
+        own = rate * to_ps
+        others = np.maximum(float(own.sum()) - own, 0.0) / self.pool
         vacant = 1 - min(1.0, occupied)
         share = [
-            self.strand_share(marks, float(p), float(b), float(s), vacant)
-            for p, b, s in zip(to_ps, blocked, span, strict=True)
+            self.strand_share(float(m), float(p), float(b), float(s), vacant)
+            for m, p, b, s in zip(others, to_ps, blocked, span, strict=True)
         ]
         return np.array(share), *self.strand_wait(float(rate.sum()))
 
     def strand_share(
         self, marks: float, to_ps: float, blocked: float, span: float, vacant: float
     ) -> float:
-        """``stranded``'s share of one flow, given the markers written per
-        slot and ns (``marks``) and the share of slots free (``vacant``)."""
+        """``stranded``'s share of one flow, given the other flows' markings
+        per slot and ns (``marks``) and the share of slots free (``vacant``)."""
         exposed = span * (blocked + (to_ps - blocked) / 2)
         lost = -math.expm1(-marks * exposed / (1e-12 if to_ps < 1e-12 else to_ps))
         return to_ps * lost * vacant
@@ -531,7 +537,10 @@ def solve_shared(
                 evict = 1 - math.exp(-load / pool)
                 new_to_ps[i] = b + (1 - b) * evict
         vacant = 1 - min(1.0, (array_sum(held) + parked_slots) / pool)
-        marks = array_sum([rate[i] * to_ps[i] for i in fl]) / pool
+        # each flow's markings, and all of them: a flow loses its markers
+        # only to the others' (a job's own keep its earlier chunks covered)
+        own_marks = [rate[i] * to_ps[i] for i in fl]
+        marks = array_sum(own_marks)
         wait, keep = paths.strand_wait(rate_sum)
         moved = 0.0
         for i in fl:
@@ -545,7 +554,9 @@ def solve_shared(
                 p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
             to_ps[i] = p
             blocked = f_b[i] if f_b[i] < p else p
-            strands[i] = strand = paths.strand_share(marks, p, blocked, span[i], vacant)
+            others = marks - own_marks[i]
+            others = others / pool if others > 0.0 else 0.0
+            strands[i] = strand = paths.strand_share(others, p, blocked, span[i], vacant)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
             ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
             # the least of the line rate, the PS bound and the window (Little's law)

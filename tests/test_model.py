@@ -20,7 +20,7 @@ from esa.model import (
     route_key,
     slot_hash,
 )
-from esa.spec import DEFAULT_SQUAT_US, Drop, Event, Policy, Verdict
+from esa.spec import DEFAULT_SQUAT_US, GONE_SPAN, Drop, Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
 POOL = 8
@@ -336,6 +336,79 @@ def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
     assert res.verdict is Verdict.FALLBACK
     assert sw.events(LOW)[Event.FOLLOWED] == 1
     assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+
+
+def test_a_slot_remembers_the_highest_gone_seq_of_a_job() -> None:
+    """Chunks 0, 4 and 8 of a job share a slot of its partition; 4 and 8
+    fall back around 0.  Chunk 4 stays gone when 8 goes: its next
+    contribution follows it to the PS rather than claiming the slot chunk 0
+    frees, where it could never complete (the marker keeps the job's
+    highest gone seq, and covers the seqs behind it)."""
+    sw = switch(parts=True)
+    assert sw.process(contrib(LOW, 0, 0), 0).verdict is Verdict.CLAIM
+    assert sw.process(contrib(LOW, 4, 0), 1).verdict is Verdict.FALLBACK
+    assert sw.process(contrib(LOW, 8, 0), 2).verdict is Verdict.FALLBACK
+    assert sw.process(contrib(LOW, 0, 1), 3).verdict is Verdict.COMPLETE
+    assert sw.process(contrib(LOW, 4, 1), 4).verdict is Verdict.FALLBACK
+    assert sw.process(contrib(LOW, 8, 1), 5).verdict is Verdict.FALLBACK
+    assert sw.slots[0].owner == 0 and sw.slots[0].gone == (LOW << 32) | 8
+    assert sw.events(LOW)[Event.FOLLOWED] == 2
+    # the marker never goes back: a partial of 0 that leaves (a late
+    # retransmission of a chunk complete here goes on to the PS) keeps 8
+    assert sw.process(contrib(LOW, 0, 1, flags=Flag.RETX), 6).verdict is Verdict.FALLBACK
+    assert sw.slots[0].gone == (LOW << 32) | 8
+    # a later chunk claims the slot as usual
+    assert sw.process(contrib(LOW, 12, 0), 7).verdict is Verdict.CLAIM
+
+
+def test_the_marker_covers_seqs_behind_it_across_the_wrap_and_within_its_span() -> None:
+    """Serial-number arithmetic: a marker at seq 4 covers 2^32 - 4, the
+    chunk before the wrap; it covers ``GONE_SPAN`` seqs, its own and those
+    behind it, and nothing ahead of it (the next chunks claim as usual)."""
+    # chunks of slot 0 (seq mod 4 = 0) just before the wrap, and the one
+    # farthest behind 4 that the marker covers
+    for before in (2**32 - 4, 4 - (GONE_SPAN - 4) + 2**32):
+        sw = switch(parts=True)
+        sw.process(contrib(LOW, before, 0), 0)
+        assert sw.process(contrib(LOW, 4, 0), 1).verdict is Verdict.FALLBACK
+        assert sw.process(contrib(LOW, before, 1, flags=Flag.RETX), 2).verdict is Verdict.COMPLETE
+        assert sw.process(contrib(LOW, before, 0), 3).verdict is Verdict.FALLBACK
+        assert sw.slots[0].gone == (LOW << 32) | 4
+    for outside in (8, 4 - GONE_SPAN + 2**32):
+        sw = switch(parts=True)
+        sw.process(contrib(LOW, 4, 0, flags=Flag.RETX), 0)
+        assert sw.slots[0].gone == (LOW << 32) | 4
+        assert sw.process(contrib(LOW, outside, 0), 1).verdict is Verdict.CLAIM
+
+
+def test_another_jobs_chunk_replaces_the_marker_the_residual_case() -> None:
+    """The marker keeps one job: where two jobs share a slot (hashed), the
+    second job's chunk that goes to the PS from it replaces the first's
+    marker, and the first chunk's next contribution starts a partial that
+    can not complete (it waits for a timer or the PS's pull)."""
+    sw = switch()
+    low_seq, high_seq = colliding_seqs()
+    sw.process(contrib(HIGH, high_seq, 0), 0)
+    assert sw.process(contrib(LOW, low_seq, 0), 1).verdict is Verdict.FALLBACK
+    assert sw.process(contrib(HIGH, high_seq, 0, flags=Flag.RETX), 2).verdict is Verdict.FLUSH
+    assert sw.slots[slot_hash(LOW, low_seq, POOL)].gone == (HIGH << 32) | high_seq
+    assert sw.process(contrib(LOW, low_seq, 1), 3).verdict is Verdict.CLAIM
+
+
+def test_atp_marks_a_chunk_that_falls_back_from_its_held_slot() -> None:
+    """S2: a copy of a chunk that ATP holds complete goes to the PS, and
+    marks the slot: once the PS's result has released it, a later copy
+    follows to the PS rather than claiming the slot as a partial no one
+    will complete."""
+    sw = switch(Policy.ATP)
+    sw.process(contrib(LOW, 7, 0), 0)
+    sw.process(contrib(LOW, 7, 1), 1)
+    assert sw.process(contrib(LOW, 7, 0), 2).verdict is Verdict.FALLBACK
+    ps = Packet(PacketType.PS_RESULT, LOW, 7, 0b11, vals(0), count=2)
+    assert sw.process(ps, 3, in_port=PS_PORT).verdict is Verdict.PS_RELEASE
+    assert sw.process(contrib(LOW, 7, 0), 4).verdict is Verdict.FALLBACK
+    assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
 
 
 SHARDED = 3

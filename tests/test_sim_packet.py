@@ -11,7 +11,7 @@ import pytest
 from controller.partition import partition
 from esa.job import JobSpec, ps_shard
 from esa.schemes import Scheme
-from esa.spec import Event, Verdict
+from esa.spec import GONE_SPAN, Event, Verdict
 from sim import calibrate
 from sim.hostsim import Deadlock
 from sim.packet import SUMMED, PacketSim
@@ -51,6 +51,28 @@ def test_switch_counters_are_the_models(scheme: Scheme) -> None:
         assert ev[Event.RELEASED_BY_PS] == v[Verdict.PS_RELEASE]
         assert ev[Event.FLUSHED] == v[Verdict.FLUSH]
     assert_every_chunk_completed_once(sim)
+
+
+def test_a_job_that_takes_over_a_wire_id_starts_past_its_predecessors_markers() -> None:
+    """The second job leases the first one's wire id once it finished: its
+    seqs start ``GONE_SPAN`` past the first one's last, so the markers the
+    first left in the slots (S13) cover none of its chunks, as with the
+    hosts' random epoch offsets, and it runs as fast (from seq 0 it would
+    follow those markers to the PS with nearly every chunk)."""
+    jobs = [
+        JobSpec(1, 4, 32 * 500, 2, priority=10, arrival_s=0.0, compute_s=20e-6, jitter=0.01),
+        JobSpec(2, 4, 32 * 500, 2, priority=10, arrival_s=2e-3, compute_s=20e-6, jitter=0.01),
+    ]
+    sim = PacketSim(jobs, 16, Scheme.ESA_EQUAL, replace(NET, jitter_ns=1000.0))
+    jct = sim.run()
+    first, second = sim.jobs[1], sim.jobs[2]
+    assert first.wire == second.wire == 1 and first.finish is not None
+    assert second.admitted_at > first.finish
+    chunks = 500 * 2  # per job, over its iterations: each base is now past them
+    assert second.workers[0].base - chunks == first.workers[0].base + GONE_SPAN
+    assert sim.ps_completed[1] > 0
+    assert sim.ps_completed[2] <= 1.1 * sim.ps_completed[1]
+    assert jct[2] <= 1.05 * jct[1]
 
 
 def test_contention_exercises_every_path() -> None:

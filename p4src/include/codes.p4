@@ -30,6 +30,7 @@ typedef bit<72> ps_ports_t;  // the PS port of each shard, shard s in bits 9s an
 
 const usec_t DEFAULT_STALE_US = 20000;
 const usec_t DEFAULT_SQUAT_US = 5000;
+const seq_t GONE_SPAN = 65536;
 const value_t INT32_MAX_BITS = 0x7FFFFFFF;
 const value_t INT32_MIN_BITS = 0x80000000;
 const slot_state_t STATE_OVERFLOW = 2;

@@ -7,13 +7,20 @@
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
-// What a rule does to the slot and the packet.
+// The marker `gone` (a slot_gone entry) covers chunk `c`: the same job, and
+// c's seq at most GONE_SPAN - 1 behind the marker's, modulo 2^32 (S13).
+bool covers(in chunk_key_t gone, in chunk_key_t c) {
+    return gone[47:32] == c[47:32] && gone[31:0] - c[31:0] < GONE_SPAN;
+}
+
+// What a rule does to the slot and the packet.  "Mark" is the marking of
+// docs/dataplane.md: slot_gone := the chunk, unless it covers the chunk.
 enum SlotOp {
     NONE,              // nothing (S4; S12 sets its outcome directly)
     PASS_SUM,          // S0: the contribution alone is the complete sum
-    FALLBACK,          // the contribution goes to its PS unchanged (S1, S2, S13)
-    DIVERT,            // S8: so does the rest of its chunk (slot_gone := the chunk)
-    PASS_GONE,         // T2: a packet passing through to its PS; slot_gone := its chunk
+    FALLBACK,          // the contribution goes to its PS unchanged (S1, S13)
+    DIVERT,            // S2, S8: so does the rest of its chunk (mark the chunk)
+    PASS_GONE,         // T2: a packet passing through to its PS; mark its chunk
     CLAIM,             // S9: the contribution starts the slot
     ADD,               // S7: add into the slot, keep waiting
     COMPLETE_RELEASE,  // S5 (ESA, STATIC): the sum goes out, the slot is free
@@ -31,7 +38,7 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
         bool retx = (esa.flags & FLAG_RETX) != 0;
         op = SlotOp.NONE;
         if ((slot.state & STATE_DONE) != 0) {
-            op = SlotOp.FALLBACK;  // S2: ATP holds the complete sum; the PS answers.
+            op = SlotOp.DIVERT;  // S2: ATP holds the complete sum; the PS answers.
         } else if ((slot.bitmap & esa.bitmap) != 0) {
             outcome.ev1 = event_t.DUPLICATE;
             if (retx) {
@@ -149,13 +156,6 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         slot_owner.write(slot.idx, 0);
     }
 
-    // The chunk `gone` left this slot unfinished: its later contributions
-    // follow its partial to the PS (S13) instead of starting a sum that can
-    // not reach the fan-in.
-    action mark_gone(chunk_key_t gone) {
-        slot_gone.write(slot.idx, gone);
-    }
-
     action read_sum_state() {
         slot_bitmap.read(slot.bitmap, slot.idx);
         slot_count.read(slot.count, slot.idx);
@@ -194,6 +194,10 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     apply {
         chunk_key_t key = esa.job ++ esa.seq;
         SlotOp op = SlotOp.NONE;
+        // The slot's marker, once read, and the chunk to mark, if any.
+        chunk_key_t gone = 0;
+        bool gone_read = false;
+        chunk_key_t mark = 0;
         // S5: a complete sum goes to the device above as one contribution,
         // or, where the job completes, as the result.
         ptype_t complete = PTYPE_RESULT;
@@ -265,9 +269,9 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 read_sum_state();
                 own_chunk.apply(esa, job, slot, outcome, op);
             } else {
-                chunk_key_t gone;
                 slot_gone.read(gone, slot.idx);
-                if (gone == key) {
+                gone_read = true;
+                if (covers(gone, key)) {
                     op = SlotOp.FALLBACK;  // S13: follow the chunk's partial to the PS.
                     outcome.ev2 = event_t.FOLLOWED;
                 } else {
@@ -295,9 +299,9 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             fallback();
         } else if (op == SlotOp.DIVERT) {
             fallback();
-            mark_gone(key);
+            mark = key;
         } else if (op == SlotOp.PASS_GONE) {
-            mark_gone(key);
+            mark = key;
         } else if (op == SlotOp.CLAIM) {
             lanes_claim();
             take_slot();
@@ -319,12 +323,12 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         } else if (op == SlotOp.FLUSH_HELD) {
             lanes_load();
             release();
-            mark_gone(key);
+            mark = key;
             sum_header(PTYPE_PARTIAL);
         } else if (op == SlotOp.FLUSH_WITH) {
             lanes_sum_out();
             release();
-            mark_gone(key);
+            mark = key;
             sum_header(PTYPE_PARTIAL);
         } else if (op == SlotOp.TAKE) {
             // The holder's partial leaves in this packet, unless its sum was
@@ -336,10 +340,20 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 take_slot();
             } else {
                 lanes_swap();
-                mark_gone(slot.owner);
+                mark = slot.owner;
                 take_slot();
                 sum_header(PTYPE_PARTIAL);
                 outcome.dest = dest_t.PS;
+            }
+        }
+        if (mark != 0) {
+            // The chunk went from this slot to its PS: the marker keeps its
+            // job's highest such seq, so a marker that covers it stays.
+            if (!gone_read) {
+                slot_gone.read(gone, slot.idx);
+            }
+            if (!covers(gone, mark)) {
+                slot_gone.write(slot.idx, mark);
             }
         }
         if (outcome.sum_out && ESA_ANY_SATURATED(vals)) {
