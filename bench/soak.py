@@ -659,21 +659,19 @@ class Soak:
 
     def kill_controller(self, ev: Event) -> None:
         assert self.controller is not None
-        self.controller.kill()
-        ev.t = time.time()
-        time.sleep(ev.fault.rest)
-        self.start_controller()
-        ok, seconds, diff = self.settle(RESYNC_S)
-        ev.back = time.time()
-        ev.ok, ev.recover_s = ok, seconds
-        ev.note = f"switch == state {seconds:.1f} s after the restart" if ok else diff
+        self.restart(ev, self.controller, self.start_controller)
 
     def kill_switch(self, ev: Event) -> None:
         assert self.switch is not None
-        self.switch.kill()
+        self.restart(ev, self.switch, self.start_switch)
+
+    def restart(self, ev: Event, proc: Proc, start: Callable[[], object]) -> None:
+        """kill -9 ``proc``, ``start`` it again after the fault's rest, and
+        wait for the switch's entries to equal the state file."""
+        proc.kill()
         ev.t = time.time()
         time.sleep(ev.fault.rest)
-        self.start_switch()
+        start()
         ok, seconds, diff = self.settle(RESYNC_S)
         ev.back = time.time()
         ev.ok, ev.recover_s = ok, seconds
