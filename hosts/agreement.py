@@ -314,9 +314,7 @@ class CallBook:
     def _said_bye(self, workers: int, now: float) -> int:
         """Of ``workers`` (a bitmap), those whose last process said BYE and
         whose index no live process holds or claims since."""
-        last: dict[int, WorkerProcess] = {}
-        for p in self.roster.procs.values():
-            last[p.index] = p
+        last = {p.index: p for p in self.roster.procs.values()}
         left = 0
         for i in sorted(self.workers):
             if not workers >> i & 1:
@@ -324,8 +322,8 @@ class CallBook:
             rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
             if any(r is not None and self.roster.live(r, now) for r in rivals):
                 continue
-            p = last.get(i)
-            if p is not None and p.state is RosterState.GONE:
+            q = last.get(i)
+            if q is not None and q.state is RosterState.GONE:
                 left |= 1 << i
         return left
 
