@@ -20,13 +20,9 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
-from p4.v1 import p4runtime_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.fabric import one_switch
@@ -36,7 +32,7 @@ from controller.metrics import EVENTS, METRICS, MetricsServer, event_metric
 from controller.service import Controller
 from controller.state import Store
 from esa.spec import Drop, Event
-from refswitch.server import RefSwitchP4Runtime, ServedDevice
+from refswitch.server import ServedDevice
 from runner.paths import ROOT
 from tests.esa_ctl import esa_ctl
 from tests.test_controller_cli import esa_ctl_here
@@ -76,19 +72,6 @@ def drops(samples: Scrape) -> dict[str, float]:
     """Switch s1's drop counters, by reason."""
     reasons = [d.name.lower() for d in Drop]
     return {r: one(samples, "esa_drops_total", switch="s1", reason=r) for r in reasons}
-
-
-@pytest.fixture
-def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
-    """The reference switch in this process, P4Runtime on a unix socket."""
-    dev = ServedDevice(0, POOL)
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
-    addr = f"unix:{tmp_path}/p4rt.sock"
-    srv.add_insecure_port(addr)
-    srv.start()
-    yield dev, addr
-    srv.stop(None)
 
 
 def test_a_scrape_during_a_job_shows_its_counters_moving(

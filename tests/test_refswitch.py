@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,7 +66,7 @@ from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, own
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from refswitch.main import main as refswitch_main
-from refswitch.server import RefSwitchP4Runtime, ServedDevice
+from refswitch.server import ServedDevice
 from refswitch.tables import PARAMS, SPECS
 from runner.devices.netns import PACKET_OUTGOING, Namespace
 from runner.devices.refproc import RefSwitch
@@ -75,6 +74,7 @@ from runner.paths import ROOT
 from runner.timeline import P4RuntimeRegisters, Timeline
 from testbed.bmv2_veth import Bmv2Switch
 from tests import dataplane
+from tests.conftest import REFSWITCH_POOL
 from tests.dataplane import Seen, parse
 from tests.esa_ctl import esa_ctl
 from tests.test_controller_cli import esa_ctl_here
@@ -82,7 +82,7 @@ from tests.test_differential import trace as esa_trace
 from tests.wait import LIMIT_S
 
 P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
-POOL = 8
+POOL = REFSWITCH_POOL
 PORTS = 6
 LONG_US = 60_000_000
 """timeouts no test outlasts: the switch's clock never decides anything here."""
@@ -401,18 +401,6 @@ def test_the_switch_knows_every_table_and_action_of_the_program() -> None:
 
 
 # -- P4Runtime, in process --
-
-
-@pytest.fixture
-def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
-    dev = ServedDevice(0, POOL)
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
-    addr = f"unix:{tmp_path}/p4rt.sock"
-    srv.add_insecure_port(addr)
-    srv.start()
-    yield dev, addr
-    srv.stop(None)
 
 
 def test_p4runtime_rules(device: tuple[ServedDevice, str], program: tuple[Path, Path]) -> None:
