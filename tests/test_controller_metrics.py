@@ -5,7 +5,7 @@ format, scraped over HTTP and parsed with ``prometheus_client``'s parser.
   socket; no root): two jobs admitted, frames through the switch's
   pipeline, and the scrapes in between show each job's counters moving by
   exactly what the frames did, with the right labels;
-* every metric of ``controller.metrics.METRICS`` is served with its type and
+* every metric of ``controller.api.metrics.METRICS`` is served with its type and
   labels, and listed in docs/controller.md; a switch that is down is shown
   as down, and the scrape reconnects nothing;
 * a bad ``--metrics`` address is a usage error; one in use is refused
@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.fabric import one_switch
-from controller.memswitch import MemorySwitch
-from controller.messages import AdmitRequest
-from controller.metrics import EVENTS, METRICS, MetricsServer, event_metric
-from controller.service import Controller
-from controller.state import Store
+from controller.api.messages import AdmitRequest
+from controller.api.metrics import EVENTS, METRICS, MetricsServer, event_metric
+from controller.api.service import Controller
+from controller.device.memswitch import MemorySwitch
+from controller.world.fabric import one_switch
+from controller.world.state import Store
 from esa.spec import Drop, Event
 from refswitch.server import ServedDevice
 from runner.paths import ROOT
@@ -86,7 +86,7 @@ def test_a_scrape_during_a_job_shows_its_counters_moving(
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
     admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+    argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
     argv += ["--switch", addr, "--no-p4json", "--p4info", str(P4INFO), "--pool-size", str(POOL)]
     argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
     argv += ["--metrics", "127.0.0.1:0"]

@@ -48,21 +48,21 @@ from p4runtime_sh.context import P4Type
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.api.messages import Stats
+from controller.device.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.device.reconcile import reconcile
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.fabric import Device as FabricDevice
-from controller.fabric import JobRole
-from controller.messages import Stats
-from controller.pipeline import device_config
-from controller.plan import JobPlan, desired
-from controller.reconcile import reconcile
-from controller.switch import P4RuntimeSwitch
-from controller.topology import Host, Topology
+from controller.world.fabric import Device as FabricDevice
+from controller.world.fabric import JobRole
+from controller.world.plan import JobPlan, desired
+from controller.world.topology import Host, Topology
 from esa import p4names, wire
 from esa.jobrow import JobEntry
 from esa.model import FROM_PS, Packet, slot_hash
 from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
+from esa.target import device_config
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from refswitch.main import main as refswitch_main
@@ -588,7 +588,7 @@ def test_esa_ctl_serves_the_switch_process(
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
     admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+    argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
     argv += ["--switch", refsw.grpc_addr, "--p4json", str(program[0]), "--p4info", str(P4INFO)]
     argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
     with log.open("wb") as out:
@@ -917,7 +917,7 @@ def test_esa_ctl_slots_on_the_reference_switch_started_by_hand(tmp_path: Path) -
         topo = tmp_path / "topo.json"
         topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in hosts}}))
         admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-        argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+        argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
         argv += ["--switch", sw.address, "--no-p4json", "--p4info", str(P4INFO)]
         argv += ["--pool-size", "64", "--topology", str(topo), "--db", str(tmp_path / "db")]
         with log.open("wb") as out:
