@@ -28,16 +28,16 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import (
+from controller.device.entries import (
     PolicyEntry,
     PsRoute,
     Replica,
     ShardKey,
     SwitchEntries,
 )
-from controller.reconcile import reconcile
-from controller.switch import P4RuntimeSwitch
-from controller.topology import Host, ip_to_int, mac_to_int
+from controller.device.reconcile import reconcile
+from controller.device.switch import P4RuntimeSwitch
+from controller.world.topology import Host, ip_to_int, mac_to_int
 from esa import wire
 from esa.jobrow import JobEntry
 from esa.spec import Policy

@@ -86,8 +86,8 @@ from bench.soak_plan import (
     layouts,
     schedule,
 )
-from controller.admin import AdminClient, AdminError
-from controller.fabric import Device, Fabric
+from controller.api.admin import AdminClient, AdminError
+from controller.world.fabric import Device, Fabric
 from hosts import auth
 from runner.devices.netns import entered
 from runner.paths import ROOT
@@ -371,7 +371,7 @@ class Soak:
         self.first_line(self.switch, "the switch")
 
     def start_controller(self) -> None:
-        cmd = ["-m", "controller.cli", "--admin", self.admin, *self.serve_args(self.db)]
+        cmd = ["-m", "controller", "--admin", self.admin, *self.serve_args(self.db)]
         self.controller = self.spawn("controller", "controller", cmd)
         self._read(self.controller, None)
         deadline = time.monotonic() + START_S
@@ -397,7 +397,7 @@ class Soak:
             client.close()
 
     def ctl(self, *args: str, admin: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = [PY, "-m", "controller.cli", "--admin", admin or self.admin, *args]
+        cmd = [PY, "-m", "controller", "--admin", admin or self.admin, *args]
         return subprocess.run(
             cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60, check=False
         )

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.entries import SwitchEntries
+from controller.device.entries import SwitchEntries
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import ControllerError
-from controller.fabric import Fabric
-from controller.plan import device_entries
-from controller.priority import DEFAULT_AGING_PERIOD_S
-from controller.state import Store
-from controller.switch import P4RuntimeSwitch
+from controller.world.fabric import Fabric
+from controller.world.plan import device_entries
+from controller.world.priority import DEFAULT_AGING_PERIOD_S
+from controller.world.state import Store
 
 READER_ELECTION_ID = (0, 1)
 """Below the controller's: the soak's reads never take the switch from it."""

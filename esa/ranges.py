@@ -1,7 +1,7 @@
 """The one check of an integer against its range, and its message.
 
 The command lines (``esa.arguments``) and the controller's request checks
-(``controller.validate``) both call the range checks built on it
+(``controller.api.validate``) both call the range checks built on it
 (``esa.job.check_priority``, ``esa.spec.check_stale_us``, ...), so a value
 is refused in the same words wherever it comes from.
 """

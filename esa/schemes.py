@@ -121,7 +121,7 @@ RULES: dict[Scheme, Rules] = {
     Scheme.IDEAL: Rules(Policy.ESA, Memory.UNLIMITED, Ranking.ONE, Place.SIM, bound=True),
 }  # fmt: skip
 """Every scheme's rules.  ESA's memory is the controller's layout
-(``controller.partition.Layout``): homes by default, as ``make run`` runs
+(``controller.world.partition.Layout``): homes by default, as ``make run`` runs
 it, or every job hashed (``--layout hashed``), which is what the
 simulator's models run unless ``Net.esa_homes`` (docs/simulator.md, "ESA's
 homes")."""

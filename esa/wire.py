@@ -243,7 +243,8 @@ class ReportKind(enum.IntEnum):
     """What the PS knows about the call a STATUS asks for."""
 
     NOT_ANNOUNCED = 1
-    """the call is not agreed: ``missing`` have not announced it."""
+    """the call is not agreed: ``missing`` have not announced it; of them,
+    ``base`` said BYE (and no process holds their index since)."""
     PARTIALS = 2
     """the call is agreed; the PS's partial sums of it miss ``missing``."""
     NOTHING_HELD = 3

@@ -304,11 +304,28 @@ class CallBook:
                 kind = ReportKind.PARTIALS if bitmaps else ReportKind.NOTHING_HELD
         elif announced := sum(1 << q.worker for q in self.pending.values() if q.call == msg.call):
             kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
+            s.left = self._said_bye(missing, now)
         return payload.Control(
             ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
             base=s.left, chunks=s.unheard, length=s.quiet_ms, mask=announced, missing=missing,
             partials=partials,
         )  # fmt: skip
+
+    def _said_bye(self, workers: int, now: float) -> int:
+        """Of ``workers`` (a bitmap), those whose last process said BYE and
+        whose index no live process holds or claims since."""
+        last = {p.index: p for p in self.roster.procs.values()}
+        left = 0
+        for i in sorted(self.workers):
+            if not workers >> i & 1:
+                continue
+            rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
+            if any(r is not None and self.roster.live(r, now) for r in rivals):
+                continue
+            q = last.get(i)
+            if q is not None and q.state is RosterState.GONE:
+                left |= 1 << i
+        return left
 
     def _stopped(self, ag: Agreement, now: float) -> StoppedWorkers:
         """The workers of agreed call ``ag`` that stopped, each as what it is."""

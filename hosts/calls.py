@@ -184,8 +184,7 @@ def _missing(report: payload.Control | None) -> tuple[str, list[int] | None, lis
     if report is None:
         return "missing workers unknown (the PS did not answer)", None, []
     if report.code == ReportKind.NOT_ANNOUNCED:
-        missing = bits(report.missing)
-        return f"workers {missing} have not started it (started: {bits(report.mask)})", missing, []
+        return _not_started(report)
     if report.code == ReportKind.PARTIALS:
         missing = bits(report.missing)
         why = f"the PS's partial sums of {report.partials} chunks miss workers {missing}"
@@ -195,6 +194,17 @@ def _missing(report: payload.Control | None) -> tuple[str, list[int] | None, lis
     if report.code == ReportKind.STOPPED:
         return _stopped(report)
     return "missing workers unknown (the PS has no record of the call)", None, []
+
+
+def _not_started(report: payload.Control) -> tuple[str, list[int], list[int]]:
+    """A NOT_ANNOUNCED report: the workers that have not started the call,
+    apart from those that said BYE (they left; the rest are missing)."""
+    left = report.missing & report.base
+    waiting = bits(report.missing & ~left)
+    parts = [f"workers {waiting} have not started it"] if waiting else []
+    if left:
+        parts.append(f"{_who(left)} said BYE")
+    return f"{', '.join(parts)} (started: {bits(report.mask)})", waiting, bits(left)
 
 
 def _stopped(report: payload.Control) -> tuple[str, list[int], list[int]]:

@@ -23,10 +23,10 @@ from typing import Any
 import grpc
 from p4.v1 import p4runtime_pb2
 
-from controller.switch import Op
 from esa import wire
 from esa.model import Slot
 from esa.p4names import JOB_EVENTS, register
+from esa.target import Op
 from refswitch.datapath import Pipeline
 from refswitch.tables import (
     EXACT,

@@ -11,7 +11,7 @@ fails, ``UNKNOWN`` with one ``p4.v1.Error`` per update in the status details.
 
 The device config pushed with a pipeline is a BMv2 JSON, of which the switch
 reads one fact: the size of ``slot_owner``, which must be its own pool.
-Where no p4c has made one, ``device_config`` (``controller.pipeline``'s, which
+Where no p4c has made one, ``device_config`` (``controller.device.pipeline``'s, which
 ``esa-ctl serve --no-p4json`` pushes) writes the least JSON that states it; an
 empty device config states nothing and is taken too.
 """
@@ -28,7 +28,6 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.pipeline import device_config as device_config
 from esa.p4names import SLOT_OWNER
 from refswitch.arbiter import Arbiter, Connection
 from refswitch.datapath import Pipeline

@@ -27,7 +27,6 @@ from typing import Any
 import grpc
 from p4.config.v1 import p4info_pb2
 
-from controller.switch import Op
 from esa import jobrow
 from esa.job import valid_shards
 from esa.p4names import (
@@ -53,6 +52,7 @@ from esa.p4names import (
     register,
 )
 from esa.spec import DEFAULT_SQUAT_US, DEFAULT_STALE_US, SLOT_REGISTERS, Policy
+from esa.target import Op
 
 
 class Refused(Exception):

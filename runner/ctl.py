@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import grpc
 
-from controller.admin import AdminClient, AdminError
-from controller.messages import AdmitRequest, JobRef, ProgressRequest, Stats
+from controller.api.admin import AdminClient, AdminError
+from controller.api.messages import AdmitRequest, JobRef, ProgressRequest, Stats
 from esa.job import EQUAL_PRIORITY, JobSpec, Placement
 from esa.schemes import Ranking, Scheme
 from runner.scenario import controller_policy

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.entries import SwitchEntries
+from controller.device.entries import SwitchEntries
 from controller.errors import ControllerError
 from runner.ctl import Ctl
 from runner.faults import Fault, FaultKind

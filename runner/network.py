@@ -1,6 +1,6 @@
 """The run's topology, as data: ``mininet/topologies/<name>.json``.
 
-A topology is a fabric in the controller's format (``controller.fabric``:
+A topology is a fabric in the controller's format (``controller.world.fabric``:
 switches with their device ids and P4Runtime addresses, hosts on switch
 ports, switch-to-switch links), the very file the controller is given, with
 one field of the run's own, ``link_properties``, taken out before the
@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ControllerError
-from controller.fabric import Device, Fabric
-from controller.fabric import Link as FabricLink
-from controller.topology import Host
+from controller.world.fabric import Device, Fabric
+from controller.world.fabric import Link as FabricLink
+from controller.world.topology import Host
 from esa.job import Placement
 from runner.paths import ROOT
 from runner.scenario import LINK_FIELDS, LinkShape, RunJob, Scenario, parse_link

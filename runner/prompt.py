@@ -34,8 +34,8 @@ import grpc
 from mininet.cli import CLI
 from mininet.log import setLogLevel
 
-from controller.admin import AdminClient, AdminError
-from controller.messages import JobRef
+from controller.api.admin import AdminClient, AdminError
+from controller.api.messages import JobRef
 from esa.job import JobSpec, Placement
 from runner import report
 from runner.ctl import Ctl
@@ -151,7 +151,7 @@ class EsaCLI(CLI):  # type: ignore[misc]
         except ValueError as e:
             self._say(f"esa: {e}")
             return
-        cmd = [PY, "-m", "controller.cli", "--admin", self.world.admin, *(argv or ["--help"])]
+        cmd = [PY, "-m", "controller", "--admin", self.world.admin, *(argv or ["--help"])]
         subprocess.run(cmd, cwd=ROOT, check=False)
 
     def do_metrics(self, line: str) -> None:

@@ -36,9 +36,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.messages import PolicyRequest
-from controller.partition import LAYOUT_NAMES, Layout, layout_named
-from controller.validate import MIN_WORKERS
+from controller.api.messages import PolicyRequest
+from controller.api.validate import MIN_WORKERS
+from controller.world.partition import LAYOUT_NAMES, Layout, layout_named
 from esa import arguments, wire
 from esa.job import JobSpec, Placement, check_job_id
 from esa.schemes import DEFAULT_RUN_SCHEMES, RUN_SCHEMES, Memory, Ranking, Scheme

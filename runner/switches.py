@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from esa.target import device_config
 from esa.toolchain import compile_p4, missing_binaries
-from refswitch.server import device_config
 from runner.paths import ROOT
 
 BMV2_BINARIES = ("p4c-bm2-ss", "simple_switch_grpc", "simple_switch_CLI")

@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
-from controller.admin import AdminError
+from controller.api.admin import AdminError
+from controller.api.messages import Stats
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import ControllerError
-from controller.fabric import Device
-from controller.messages import Stats
-from controller.switch import P4RuntimeSwitch
+from controller.world.fabric import Device
 from esa.p4names import SLOT_OWNER, register
 
 SLOT_COUNT = register("slot_count")

@@ -40,10 +40,10 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host
 
-from controller.admin import AdminClient, AdminError
-from controller.entries import SwitchEntries
-from controller.fabric import Device
-from controller.switch import P4RuntimeSwitch
+from controller.api.admin import AdminClient, AdminError
+from controller.device.entries import SwitchEntries
+from controller.device.switch import P4RuntimeSwitch
+from controller.world.fabric import Device
 from runner import links
 from runner.capture import Capture
 from runner.devices.bmv2 import THRIFT_PORT
@@ -262,7 +262,7 @@ class World:
 
     def _start_controller(self) -> None:
         cmd = [
-            PY, "-m", "controller.cli", "--admin", self.admin, "serve",
+            PY, "-m", "controller", "--admin", self.admin, "serve",
             "--p4json", str(self.program.device_config), "--p4info", str(self.program.p4info),
             "--topology", str(self._topology()), "--db", str(self.work / "esa-ctl.db"),
             "--election-id", str(CONTROLLER_ELECTION_ID),

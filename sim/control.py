@@ -8,7 +8,7 @@
   come first served.  ``STATIC_FB`` runs a job that finds none at once with
   no partition (the switch sends all its contributions to its PS) and gives
   it the first partition that frees.  ``STATIC_EQUAL`` is
-  ``controller.partition``: every job is admitted at once and the pool is
+  ``controller.world.partition``: every job is admitted at once and the pool is
   recut equally among the running jobs at every admission and removal.
 * Wire ids (``sim.leases``): a job holds one from its admission by the
   controller, waiting for a partition included, to its end; a job that
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from controller.partition import by_priority, partition
+from controller.world.partition import by_priority, partition
 from esa import wire
 from esa.job import EQUAL_PRIORITY
 from esa.schemes import Memory, Ranking, Scheme

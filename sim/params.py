@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from controller.priority import DEFAULT_AGING_PERIOD_S
+from controller.world.priority import DEFAULT_AGING_PERIOD_S
 from esa import wire
 from esa.job import SHARD_COUNTS, valid_shards
 from esa.schemes import SIM_SCHEMES, Scheme
@@ -113,7 +113,7 @@ class Net:
     esa_homes: bool = False
     """under the ESA schemes the controller gives every running job a home,
     its share of the equal split, in priority order (``esa-ctl policy esa``,
-    ``controller.partition``), and only a job the pool has no home for
+    ``controller.world.partition``), and only a job the pool has no home for
     hashes; False: every job hashes over the pool (the paper's ESA, and what
     ``make sim`` judges).  The fluid model solves each home alone
     (``sim.rates.solve_pool``)."""

@@ -1,6 +1,6 @@
 """The controller's priority rules, applied to simulated jobs.
 
-The rule is ``controller.priority``'s (the real system's): auto jobs ranked
+The rule is ``controller.world.priority``'s (the real system's): auto jobs ranked
 by remaining bytes (SRPT), ties by admission order, aging by admission time,
 and the rank mapped to distinct levels; static jobs keep their number.  This
 module only decides what the controller would be told: a job declares its
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from controller.priority import Admission, priorities
+from controller.world.priority import Admission, priorities
 from esa.job import JobSpec, Priority
 from esa.schemes import Ranking, Scheme
 from sim.params import Net
@@ -29,7 +29,7 @@ def job_priorities(
     scheme: Scheme, net: Net, running: Iterable[Running], held: Mapping[int, int] | None = None
 ) -> dict[int, int]:
     """Priority of every running job, by job id; ``held``: the priorities the
-    running jobs hold now (``controller.priority.priorities``).
+    running jobs hold now (``controller.world.priority.priorities``).
 
     ``Ranking.SRPT`` and ``Ranking.SRPT_AGING`` declare every job automatic,
     whatever its spec says (without and with aging); every other scheme runs

@@ -21,7 +21,7 @@ from sim.params import Net
 class Racks:
     """The simulated cluster's shape: how many racks, how many hosts under
     each top-of-rack switch, and their uplinks (the topology a controller
-    serves is ``controller.fabric.Fabric``)."""
+    serves is ``controller.world.fabric.Fabric``)."""
 
     racks: int = 4
     hosts_per_rack: int = 8

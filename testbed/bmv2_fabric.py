@@ -1,4 +1,4 @@
-"""BMv2 switches wired as a fabric (``controller.fabric``), in one private
+"""BMv2 switches wired as a fabric (``controller.world.fabric``), in one private
 network namespace.
 
 Port ``p`` of the ``i``-th switch of the fabric (1-based, in the file's
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from controller.fabric import Fabric
+from controller.world.fabric import Fabric
 from runner.devices.bmv2 import THRIFT_PORT, Bmv2
 from runner.devices.netns import Namespace, drain
 

@@ -1,7 +1,7 @@
 """A fabric of switches as ``esa.model`` states them: one ``SwitchModel`` per
 device, each configured from the entries the controller writes to that
-device (``controller.plan``'s ``SwitchEntries``), and the wiring of
-``controller.fabric.Fabric`` between them.
+device (``controller.world.plan``'s ``SwitchEntries``), and the wiring of
+``controller.world.fabric.Fabric`` between them.
 
 Each model output is forwarded as ``forwarding.p4`` and ``replicas.p4`` do:
 UP to the job's up port, a PS-bound packet by the ``ps_route`` entry of the
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from controller.entries import SwitchEntries
-from controller.fabric import Fabric
+from controller.device.entries import SwitchEntries
+from controller.world.fabric import Fabric
 from esa.job import MAX_PS_SHARDS
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel, route_key
 from esa.wire import PacketType

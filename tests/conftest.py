@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
 
+import grpc
 import pytest
 from hypothesis import HealthCheck, settings
+from p4.v1 import p4runtime_pb2_grpc
 
 from esa.toolchain import missing_binaries
+from refswitch.server import RefSwitchP4Runtime, ServedDevice
 from runner.devices.bmv2 import missing_bmv2
 from runner.devices.netns import missing_root
 from tests.dataplane import Rig, build_program
@@ -55,3 +60,21 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     r = Rig(build_program(tmp_path_factory.mktemp("p4")))
     yield r
     r.close()
+
+
+REFSWITCH_POOL = 8
+"""Slots of the reference switch the ``device`` fixture serves."""
+
+
+@pytest.fixture
+def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
+    """The reference switch in this process (``REFSWITCH_POOL`` slots),
+    P4Runtime on a unix socket."""
+    dev = ServedDevice(0, REFSWITCH_POOL)
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
+    addr = f"unix:{tmp_path}/p4rt.sock"
+    srv.add_insecure_port(addr)
+    srv.start()
+    yield dev, addr
+    srv.stop(None)

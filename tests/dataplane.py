@@ -7,7 +7,7 @@ priority 5) workers on 4 and 5, PS on 6; job 3 (TWO, priority 3) workers on
 priority 2) workers on 11 and 12 and four PS hosts on 13 to 16.  The rig's
 jobs are the controller's ``JobPlan``s, chunk ``seq`` of a job belonging to
 ``plan.ps_for(seq)`` (``esa.job.ps_shard``); the switch is programmed
-through the controller's switch API and entry plan (``controller.plan``),
+through the controller's switch API and entry plan (``controller.world.plan``),
 the very entries the controller writes, and the model's job rows come from
 the same entries (``testbed.fabric_model.job_configs``).
 """
@@ -23,11 +23,11 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import PolicyEntry, SwitchEntries
-from controller.plan import JobPlan, desired
-from controller.reconcile import reconcile
-from controller.switch import Counters, P4RuntimeSwitch
-from controller.topology import Host
+from controller.device.entries import PolicyEntry, SwitchEntries
+from controller.device.reconcile import reconcile
+from controller.device.switch import Counters, P4RuntimeSwitch
+from controller.world.plan import JobPlan, desired
+from controller.world.topology import Host
 from esa import spec, wire
 from esa.model import Out, Packet, SwitchModel
 from esa.p4names import register
@@ -136,7 +136,7 @@ def by_port(frames: list[Seen]) -> dict[int, list[Seen]]:
 
 class Rig:
     """The switch and the model, configured alike: the switch through the
-    controller's P4Runtime API (``controller.plan`` entries), registers alone
+    controller's P4Runtime API (``controller.world.plan`` entries), registers alone
     through BMv2's Thrift CLI, which BMv2 forces."""
 
     def __init__(self, program: tuple[Path, Path]) -> None:

@@ -12,7 +12,7 @@ from tests.wait import LIMIT_S
 def esa_ctl(admin: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``esa-ctl --admin ADMIN ARGS...``, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "--admin", admin, *args],
+        [sys.executable, "-m", "controller", "--admin", admin, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.entries import SwitchEntries
-from controller.fabric import one_switch
-from controller.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, SwitchSlots
-from controller.service import Controller
-from controller.state import Store
-from controller.switch import P4RuntimeSwitch, Switch
-from controller.topology import Host, Topology
+from controller.api.messages import AdmitRequest, JobRef, PolicyRequest, PrioRequest, SwitchSlots
+from controller.api.service import Controller
+from controller.device.entries import SwitchEntries
+from controller.device.switch import P4RuntimeSwitch, Switch
+from controller.world.fabric import one_switch
+from controller.world.state import Store
+from controller.world.topology import Host, Topology
 from esa import wire
 from esa.model import slot_hash
 from esa.spec import Policy
@@ -340,7 +340,7 @@ def _serve(bmv2: Bmv2Switch, program: tuple[Path, Path], tmp: Path) -> subproces
         [
             sys.executable,
             "-m",
-            "controller.cli",
+            "controller",
             "--admin",
             f"unix:{tmp}/admin.sock",
             "serve",

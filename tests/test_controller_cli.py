@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.admin import serve
-from controller.cli import build_parser, main
-from controller.memswitch import MemorySwitch
-from controller.state import JobRecord, Store
+from controller.api.admin import serve
+from controller.api.cli import build_parser, main
+from controller.device.memswitch import MemorySwitch
+from controller.world.state import JobRecord, Store
 from esa.job import Placement, Priority
 from tests.test_controller_service import Clock, make_controller
 
@@ -33,7 +33,7 @@ def test_every_command_has_help() -> None:
     assert sorted(sub.choices) == sorted(COMMANDS)  # type: ignore[arg-type]
     for cmd in ["", *COMMANDS]:
         res = subprocess.run(
-            [sys.executable, "-m", "controller.cli", *([cmd] if cmd else []), "--help"],
+            [sys.executable, "-m", "controller", *([cmd] if cmd else []), "--help"],
             capture_output=True,
             text=True,
             cwd=ROOT,
@@ -125,7 +125,7 @@ def test_cli_errors_exit_nonzero(admin: str, capsys: pytest.CaptureFixture[str])
 def test_closed_stdout_ends_quietly(admin: str) -> None:
     """`esa-ctl jobs | head -0`: no traceback about the broken pipe."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "--admin", admin, "jobs"],
+        [sys.executable, "-m", "controller", "--admin", admin, "jobs"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
@@ -406,7 +406,7 @@ def test_serve_refuses_a_read_only_directory(tmp_path: Path) -> None:
     before = tree(tmp_path)
     try:
         res = subprocess.run(
-            [*drop, sys.executable, "-m", "controller.cli", *serve_argv(tmp_path)],
+            [*drop, sys.executable, "-m", "controller", *serve_argv(tmp_path)],
             capture_output=True,
             text=True,
             cwd=ROOT,

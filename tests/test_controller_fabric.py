@@ -1,4 +1,4 @@
-"""The fabric of several switches (controller/fabric.py): the file, its
+"""The fabric of several switches (controller/world/fabric.py): the file, its
 checks, next hops and each switch's role in a job (no switch needed)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.errors import InvalidRequest, NotFound
-from controller.fabric import DEFAULT_DEVICE, Device, Fabric, JobRole, Link, one_switch
-from controller.topology import Host, Topology
+from controller.world.fabric import DEFAULT_DEVICE, Device, Fabric, JobRole, Link, one_switch
+from controller.world.topology import Host, Topology
 from esa import wire
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.entries import SwitchEntries
-from controller.fabric import Device, Fabric
-from controller.messages import AdmitRequest
-from controller.p4rt import Session
-from controller.service import Controller
-from controller.state import Store
-from controller.switch import P4RuntimeSwitch, Switch
+from controller.api.messages import AdmitRequest
+from controller.api.service import Controller
+from controller.device.entries import SwitchEntries
+from controller.device.p4rt import Session
+from controller.device.switch import P4RuntimeSwitch, Switch
+from controller.world.fabric import Device, Fabric
+from controller.world.state import Store
 from esa.jobrow import JobEntry
 from esa.spec import mgid_workers
 from esa.toolchain import compile_p4

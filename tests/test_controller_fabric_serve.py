@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from controller.admin import serve
-from controller.entries import PolicyEntry
+from controller.api.admin import serve
+from controller.api.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest
+from controller.api.service import Controller
+from controller.device.entries import PolicyEntry
+from controller.device.memswitch import MemorySwitch
 from controller.errors import FailedPrecondition, NotFound, SwitchError, SwitchUnavailable
-from controller.fabric import Fabric
-from controller.memswitch import MemorySwitch
-from controller.messages import AdmitRequest, JobRef, PolicyRequest, ProgressRequest
-from controller.plan import device_entries
-from controller.service import Controller
-from controller.state import Store
+from controller.world.fabric import Fabric
+from controller.world.plan import device_entries
+from controller.world.state import Store
 from esa.jobrow import JobEntry
 from esa.spec import Drop, Event, Policy, counter_index, mgid_workers
 from runner.paths import ROOT

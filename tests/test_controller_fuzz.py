@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from controller.admin import AdminClient, AdminError, serve
-from controller.codec import fields_of
-from controller.memswitch import MemorySwitch
-from controller.messages import RPCS, SERVICE, AdmitRequest, JobRef, Removed
-from controller.state import Store
+from controller.api.admin import AdminClient, AdminError, serve
+from controller.api.codec import fields_of
+from controller.api.messages import RPCS, SERVICE, AdmitRequest, JobRef, Removed
+from controller.device.memswitch import MemorySwitch
+from controller.world.state import Store
 from tests.test_controller_service import Clock, Rig, make_controller
 from tests.wait import LIMIT_S
 

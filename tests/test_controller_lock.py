@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.admin import AdminClient, AdminError
-from controller.messages import Identity
+from controller.api.admin import AdminClient, AdminError
+from controller.api.messages import Identity
 from tests.test_controller_cli import serve_argv, serve_inputs, tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ class Serving:
         self.log = d / f"serve-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", *serve_argv(d, **opts)],
+                [sys.executable, "-m", "controller", *serve_argv(d, **opts)],
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -78,7 +78,7 @@ def started() -> Iterator[list[Serving]]:
 
 def serve_once(d: Path, **opts: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *serve_argv(d, **opts)],
+        [sys.executable, "-m", "controller", *serve_argv(d, **opts)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -1,5 +1,5 @@
 """The admin API's messages: admin.proto states the dataclasses of
-controller/messages.py, every RPC is served, and the JSON conversion keeps
+controller/api/messages.py, every RPC is served, and the JSON conversion keeps
 what it is given (no switch needed)."""
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-from controller import messages
-from controller.admin import routes
-from controller.codec import dumps, fields_of, loads
-from controller.errors import InvalidRequest
-from controller.memswitch import MemorySwitch
-from controller.messages import (
+from controller.api import messages
+from controller.api.admin import routes
+from controller.api.codec import dumps, fields_of, loads
+from controller.api.messages import (
     RPCS,
     SERVICE,
     AdmitRequest,
@@ -33,9 +31,11 @@ from controller.messages import (
     SwitchSlots,
     SwitchStats,
 )
+from controller.device.memswitch import MemorySwitch
+from controller.errors import InvalidRequest
 from tests.test_controller_service import Clock, make_controller
 
-PROTO = Path(__file__).resolve().parent.parent / "controller" / "admin.proto"
+PROTO = Path(__file__).resolve().parent.parent / "controller" / "api" / "admin.proto"
 
 SCALARS = {
     "uint32": int,

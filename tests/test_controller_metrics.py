@@ -5,7 +5,7 @@ format, scraped over HTTP and parsed with ``prometheus_client``'s parser.
   socket; no root): two jobs admitted, frames through the switch's
   pipeline, and the scrapes in between show each job's counters moving by
   exactly what the frames did, with the right labels;
-* every metric of ``controller.metrics.METRICS`` is served with its type and
+* every metric of ``controller.api.metrics.METRICS`` is served with its type and
   labels, and listed in docs/controller.md; a switch that is down is shown
   as down, and the scrape reconnects nothing;
 * a bad ``--metrics`` address is a usage error; one in use is refused
@@ -20,23 +20,19 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
-from p4.v1 import p4runtime_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.fabric import one_switch
-from controller.memswitch import MemorySwitch
-from controller.messages import AdmitRequest
-from controller.metrics import EVENTS, METRICS, MetricsServer, event_metric
-from controller.service import Controller
-from controller.state import Store
+from controller.api.messages import AdmitRequest
+from controller.api.metrics import EVENTS, METRICS, MetricsServer, event_metric
+from controller.api.service import Controller
+from controller.device.memswitch import MemorySwitch
+from controller.world.fabric import one_switch
+from controller.world.state import Store
 from esa.spec import Drop, Event
-from refswitch.server import RefSwitchP4Runtime, ServedDevice
+from refswitch.server import ServedDevice
 from runner.paths import ROOT
 from tests.esa_ctl import esa_ctl
 from tests.test_controller_cli import esa_ctl_here
@@ -78,19 +74,6 @@ def drops(samples: Scrape) -> dict[str, float]:
     return {r: one(samples, "esa_drops_total", switch="s1", reason=r) for r in reasons}
 
 
-@pytest.fixture
-def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
-    """The reference switch in this process, P4Runtime on a unix socket."""
-    dev = ServedDevice(0, POOL)
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
-    addr = f"unix:{tmp_path}/p4rt.sock"
-    srv.add_insecure_port(addr)
-    srv.start()
-    yield dev, addr
-    srv.stop(None)
-
-
 def test_a_scrape_during_a_job_shows_its_counters_moving(
     device: tuple[ServedDevice, str], tmp_path: Path
 ) -> None:
@@ -103,7 +86,7 @@ def test_a_scrape_during_a_job_shows_its_counters_moving(
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
     admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+    argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
     argv += ["--switch", addr, "--no-p4json", "--p4info", str(P4INFO), "--pool-size", str(POOL)]
     argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
     argv += ["--metrics", "127.0.0.1:0"]

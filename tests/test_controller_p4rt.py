@@ -24,13 +24,13 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import p4rt
-from controller.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.device import p4rt
+from controller.device.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.device.reconcile import reconcile
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.plan import JobPlan, desired
-from controller.reconcile import reconcile
-from controller.switch import P4RuntimeSwitch
-from controller.topology import Host
+from controller.world.plan import JobPlan, desired
+from controller.world.topology import Host
 from esa import p4names as n
 from esa.p4names import SLOT_OWNER
 from esa.spec import Drop, Event, Policy, counter_index
@@ -337,7 +337,7 @@ def test_serve_end_to_end(tmp_path: Path, program: tuple[Path, Path]) -> None:
     addr, admin, log = f"unix:{tmp_path}/sw.sock", f"unix:{tmp_path}/admin.sock", tmp_path / "log"
     fake = FakeP4Runtime()
     srv = _start(fake, addr)
-    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve", "--switch", addr]
+    argv = [sys.executable, "-m", "controller", "--admin", admin, "serve", "--switch", addr]
     argv += ["--p4json", str(json_path), "--p4info", str(p4info), "--topology", str(topo)]
     argv += ["--db", str(tmp_path / "state.db"), "--interval", "0.1", "--election-id", "10"]
 

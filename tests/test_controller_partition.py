@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.partition import fixed, partition
+from controller.world.partition import fixed, partition
 
 
 def test_fixed_partitions_go_in_admission_order_and_the_rest_wait() -> None:

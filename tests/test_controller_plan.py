@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.entries import (
+from controller.device.entries import (
     Child,
     ChildKey,
     L2Entry,
@@ -19,18 +19,19 @@ from controller.entries import (
     ShardKey,
     SwitchEntries,
 )
+from controller.device.memswitch import MemorySwitch
+from controller.device.reconcile import plan_changes, reconcile
+from controller.device.switch import Kind
 from controller.errors import InvalidRequest, NotFound
-from controller.fabric import Fabric, one_switch
-from controller.memswitch import MemorySwitch
-from controller.plan import BROADCAST_MAC, JobPlan, desired, device_entries
-from controller.reconcile import plan_changes, reconcile
-from controller.state import JobRecord, State, Store
-from controller.switch import Kind, Op
-from controller.topology import Host, Topology, ip_to_int, mac_to_int
+from controller.world.fabric import Fabric, one_switch
+from controller.world.plan import BROADCAST_MAC, JobPlan, desired, device_entries
+from controller.world.state import JobRecord, State, Store
+from controller.world.topology import Host, Topology, ip_to_int, mac_to_int
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Placement, Priority, ps_shard
 from esa.jobrow import JobEntry
 from esa.spec import BCAST_MGID, MGID_SHARD_STRIDE, PS_MEMBER, Policy, mgid_all, mgid_workers, rid
+from esa.target import Op
 
 
 def hosts(n: int = 4) -> list[Host]:

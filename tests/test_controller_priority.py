@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.partition import partition
-from controller.priority import AUTO_BOTTOM, AUTO_TOP, SWAP_MARGIN, Admission, priorities
+from controller.world.partition import partition
+from controller.world.priority import AUTO_BOTTOM, AUTO_TOP, SWAP_MARGIN, Admission, priorities
 from esa.job import MAX_PRIORITY, Priority
 
 BAND = AUTO_TOP - AUTO_BOTTOM + 1

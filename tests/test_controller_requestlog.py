@@ -11,10 +11,10 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
+from controller.device.p4rt import Session
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import SwitchError
-from controller.p4rt import Session
-from controller.pipeline import device_config
-from controller.switch import P4RuntimeSwitch
+from esa.target import device_config
 from refswitch.server import ServedDevice, serve
 from runner.switches import COMMITTED_P4INFO
 from tests.test_controller_cli import esa_ctl_here, serve_argv, serve_inputs, tree

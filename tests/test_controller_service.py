@@ -17,18 +17,18 @@ from typing import Any
 import grpc
 import pytest
 
-from controller.admin import AdminClient, AdminError, serve
-from controller.entries import ChildKey, PolicyEntry, ShardKey, SwitchEntries
+from controller.api.admin import AdminClient, AdminError, serve
+from controller.api.messages import PolicyRequest, Slots, SwitchSlots
+from controller.api.service import Controller
+from controller.device.entries import ChildKey, PolicyEntry, ShardKey, SwitchEntries
+from controller.device.memswitch import MemorySwitch
+from controller.device.switch import Switch
 from controller.errors import InvalidRequest, SwitchUnavailable
-from controller.fabric import one_switch
-from controller.memswitch import MemorySwitch
-from controller.messages import PolicyRequest, Slots, SwitchSlots
-from controller.partition import Layout
-from controller.priority import AUTO_TOP
-from controller.service import Controller
-from controller.state import SCHEMA, JobRecord, Store
-from controller.switch import Switch
-from controller.topology import Host, Topology
+from controller.world.fabric import one_switch
+from controller.world.partition import Layout
+from controller.world.priority import AUTO_TOP
+from controller.world.state import SCHEMA, JobRecord, Store
+from controller.world.topology import Host, Topology
 from esa.job import Placement, Priority
 from esa.p4names import SLOT_OWNER
 from esa.spec import (

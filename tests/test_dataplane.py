@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from controller.plan import JobPlan
-from controller.topology import Host
+from controller.world.plan import JobPlan
+from controller.world.topology import Host
 from esa import spec, wire
 from esa.model import INT32_MAX, Packet, slot_hash
 from esa.spec import Drop, Event, Policy

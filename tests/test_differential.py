@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from controller.topology import Host
+from controller.world.topology import Host
 from esa import wire
 from esa.model import Packet
 from esa.spec import GONE_SPAN, Event, Policy

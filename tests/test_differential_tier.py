@@ -33,10 +33,10 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from controller.fabric import Fabric
-from controller.messages import AdmitRequest, JobRef, PolicyRequest
-from controller.switch import Switch
-from controller.topology import ip_to_int, mac_to_int
+from controller.api.messages import AdmitRequest, JobRef, PolicyRequest
+from controller.device.switch import Switch
+from controller.world.fabric import Fabric
+from controller.world.topology import ip_to_int, mac_to_int
 from esa import spec, wire
 from esa.job import ps_shard
 from esa.model import INT32_MAX, Packet

@@ -37,8 +37,8 @@ ALLOWED = [
     r"made for another session \(the PS restarted",
     r"within a session each worker process",
     r"a PS it has no session",
-    # The controller's P4Runtime session with a switch (controller/session.py,
-    # controller/p4rt.py).
+    # The controller's P4Runtime session with a switch (controller/device/session.py,
+    # controller/device/p4rt.py).
     r"P4Runtime session",
     r"SwitchSession",
     r"p4rt\.Session",

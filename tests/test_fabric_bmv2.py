@@ -12,10 +12,11 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import L2Entry, SwitchEntries
-from controller.fabric import Fabric
-from controller.switch import Change, Kind, Op, P4RuntimeSwitch
-from controller.topology import mac_to_int
+from controller.device.entries import L2Entry, SwitchEntries
+from controller.device.switch import Change, Kind, P4RuntimeSwitch
+from controller.world.fabric import Fabric
+from controller.world.topology import mac_to_int
+from esa.target import Op
 from esa.toolchain import compile_p4
 from runner.paths import ROOT
 from testbed.bmv2_fabric import Bmv2Fabric

@@ -365,6 +365,27 @@ def test_a_worker_that_said_bye_is_named_as_gone_not_silent() -> None:
     )  # fmt: skip
 
 
+def test_a_worker_that_said_bye_before_a_call_is_named_as_gone_not_unstarted() -> None:
+    """Issue 37: call 0 summed; worker 2 of three leaves (BYE); workers 0
+    and 1 announce call 1 and wait for the GO.  The PS names worker 2 as
+    gone with a BYE, not as a worker that has not started the call."""
+    ps, _, ctl = server(fan_in=3)
+    w = [Proc(i, fan_in=3, mask=7) for i in range(3)]
+    send(ps, ctl, *[(w[i].call(length=96), i) for i in range(3)], now=0.0)
+    send(ps, ctl, (w[2].msg(C.BYE), 2), now=0.1)
+    send(ps, ctl, (w[0].call(1, length=96, base=3), 0), now=0.2)
+    send(ps, ctl, (w[1].call(1, length=96, base=3), 1), (w[1].msg(C.STATUS, 1), 1), now=0.3)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.mask, r.missing, r.base) == (
+        ReportKind.NOT_ANNOUNCED, 1, 0b011, 0b100, 0b100,
+    )  # fmt: skip
+    send(ps, ctl, (w[0].msg(C.STATUS, 1), 0), now=0.4)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.mask, r.missing, r.base) == (
+        ReportKind.NOT_ANNOUNCED, 0, 0b001, 0b110, 0b100,
+    ), "worker 1 gave the call up by asking"  # fmt: skip
+
+
 def test_a_worker_that_never_resumed_a_call_is_named_never_heard_from() -> None:
     """The PS restarted during call 3 and only worker 1 resumed it: worker 0
     is never heard from by this PS, and no process holds its index."""

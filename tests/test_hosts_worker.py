@@ -763,6 +763,19 @@ def test_a_timeout_names_the_workers_gone_silent() -> None:
     assert (e.value.missing, e.value.left) == ([0], [])
 
 
+def test_a_timeout_waiting_for_a_go_names_the_workers_that_said_bye() -> None:
+    """Issue 37: a peer that left is named as gone, not as not started."""
+    report = (ReportKind.NOT_ANNOUNCED, 0b0001, 0b1110, 0, 0b0100)
+    w, _, _ = ticking_worker(set(), {0: report}, shards=1)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (waiting for the PS's GO); "
+        "workers [1, 3] have not started it, worker 2 said BYE (started: [0])"
+    )
+    assert (e.value.missing, e.value.left) == ([1, 3], [2])
+
+
 @pytest.mark.parametrize(
     ("missing", "left", "unheard", "ms", "why", "named"),
     [

@@ -14,12 +14,17 @@ FLOORS = {
     "esa": 1,
     "controller": 2,
     "hosts": 2,
-    "refswitch": 3,
+    "refswitch": 2,
     "runner": 4,
     "sim": 5,
     "testbed": 5,
 }
 """Each package's floor: it imports only from lower floors and its own."""
+INNER_FLOORS = {
+    "controller": {"errors": 0, "device": 1, "world": 2, "api": 3, "__main__": 4},
+}
+"""Floors inside a package, by its subpackage or module: each imports only
+from lower ones of its package (docs/architecture.md)."""
 PRODUCT = ("esa", "controller", "hosts", "refswitch", "runner", "sim")
 ONLY = {"sim": {"runner": "runner.scenario"}}
 """Where a package may import only one module of a lower package: the
@@ -27,7 +32,7 @@ simulator reads the scenario files ``make run`` reads, through the run's
 one reader, and nothing else of the run."""
 SAME_IDEA = {
     "errors.py": "each package's errors, its users' one place to catch them",
-    "priority.py": "sim.priority applies controller.priority's rules to simulated jobs",
+    "priority.py": "sim.priority applies controller.world.priority's rules to simulated jobs",
     "main.py": "a program's entry point (esa-refswitch, make run)",
     "__main__.py": "python -m of a package",
 }
@@ -72,6 +77,27 @@ def test_no_import_runs_up_a_floor_and_the_product_never_imports_the_test_beds()
             if up or narrow or (top in PRODUCT and other == "testbed"):
                 wrong.append(f"{name} -> {dep}")
     assert wrong == []
+
+
+def test_no_import_runs_up_a_floor_inside_a_package() -> None:
+    wrong = []
+    for name, deps in graph().items():
+        top, *rest = name.split(".")
+        floors = INNER_FLOORS.get(top)
+        if floors is None or not rest:
+            continue
+        for dep in deps:
+            other, *inner = dep.split(".")
+            if other == top and inner and floors[inner[0]] > floors[rest[0]]:
+                wrong.append(f"{name} -> {dep}")
+    assert wrong == []
+
+
+def test_every_module_of_a_package_with_inner_floors_has_one() -> None:
+    for package, floors in INNER_FLOORS.items():
+        for name, _ in modules(package):
+            parts = name.split(".")
+            assert len(parts) == 1 or parts[1] in floors, f"{name} has no floor"
 
 
 def test_no_import_circle() -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.entries import PolicyEntry
-from controller.fabric import Fabric
-from controller.plan import JobPlan, desired
-from controller.topology import ip_to_int, mac_to_int
+from controller.device.entries import PolicyEntry
+from controller.world.fabric import Fabric
+from controller.world.plan import JobPlan, desired
+from controller.world.topology import ip_to_int, mac_to_int
 from esa import wire
 from esa.model import INT32_MAX, JobConfig, Out, Output, Packet, SwitchModel, slot_hash
 from esa.spec import Drop, Event, Policy, SlotState, Verdict

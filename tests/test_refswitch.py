@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,25 +48,25 @@ from p4runtime_sh.context import P4Type
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.api.messages import Stats
+from controller.device.entries import PolicyEntry, ShardKey, SwitchEntries
+from controller.device.reconcile import reconcile
+from controller.device.switch import P4RuntimeSwitch
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.fabric import Device as FabricDevice
-from controller.fabric import JobRole
-from controller.messages import Stats
-from controller.pipeline import device_config
-from controller.plan import JobPlan, desired
-from controller.reconcile import reconcile
-from controller.switch import P4RuntimeSwitch
-from controller.topology import Host, Topology
+from controller.world.fabric import Device as FabricDevice
+from controller.world.fabric import JobRole
+from controller.world.plan import JobPlan, desired
+from controller.world.topology import Host, Topology
 from esa import p4names, wire
 from esa.jobrow import JobEntry
 from esa.model import FROM_PS, Packet, slot_hash
 from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
+from esa.target import device_config
 from esa.toolchain import compile_p4
 from esa.wire import PacketType
 from refswitch.main import main as refswitch_main
-from refswitch.server import RefSwitchP4Runtime, ServedDevice
+from refswitch.server import ServedDevice
 from refswitch.tables import PARAMS, SPECS
 from runner.devices.netns import PACKET_OUTGOING, Namespace
 from runner.devices.refproc import RefSwitch
@@ -75,6 +74,7 @@ from runner.paths import ROOT
 from runner.timeline import P4RuntimeRegisters, Timeline
 from testbed.bmv2_veth import Bmv2Switch
 from tests import dataplane
+from tests.conftest import REFSWITCH_POOL
 from tests.dataplane import Seen, parse
 from tests.esa_ctl import esa_ctl
 from tests.test_controller_cli import esa_ctl_here
@@ -82,7 +82,7 @@ from tests.test_differential import trace as esa_trace
 from tests.wait import LIMIT_S
 
 P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
-POOL = 8
+POOL = REFSWITCH_POOL
 PORTS = 6
 LONG_US = 60_000_000
 """timeouts no test outlasts: the switch's clock never decides anything here."""
@@ -403,18 +403,6 @@ def test_the_switch_knows_every_table_and_action_of_the_program() -> None:
 # -- P4Runtime, in process --
 
 
-@pytest.fixture
-def device(tmp_path: Path) -> Iterator[tuple[ServedDevice, str]]:
-    dev = ServedDevice(0, POOL)
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(RefSwitchP4Runtime(dev), srv)
-    addr = f"unix:{tmp_path}/p4rt.sock"
-    srv.add_insecure_port(addr)
-    srv.start()
-    yield dev, addr
-    srv.stop(None)
-
-
 def test_p4runtime_rules(device: tuple[ServedDevice, str], program: tuple[Path, Path]) -> None:
     """Mastership, write refusals and pipeline checks, as BMv2 answers them."""
     _, addr = device
@@ -600,7 +588,7 @@ def test_esa_ctl_serves_the_switch_process(
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
     admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+    argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
     argv += ["--switch", refsw.grpc_addr, "--p4json", str(program[0]), "--p4info", str(P4INFO)]
     argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
     with log.open("wb") as out:
@@ -929,7 +917,7 @@ def test_esa_ctl_slots_on_the_reference_switch_started_by_hand(tmp_path: Path) -
         topo = tmp_path / "topo.json"
         topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in hosts}}))
         admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
-        argv = [sys.executable, "-m", "controller.cli", "--admin", admin, "serve"]
+        argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
         argv += ["--switch", sw.address, "--no-p4json", "--p4info", str(P4INFO)]
         argv += ["--pool-size", "64", "--topology", str(topo), "--db", str(tmp_path / "db")]
         with log.open("wb") as out:

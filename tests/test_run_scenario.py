@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.admin import AdminClient
-from controller.messages import AdmitRequest, PolicyRequest, ProgressRequest
+from controller.api.admin import AdminClient
+from controller.api.messages import AdmitRequest, PolicyRequest, ProgressRequest
 from esa.job import EQUAL_PRIORITY, JobSpec, Placement
 from runner import scenario as scn
 from runner.ctl import Ctl

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.pipeline import pool_size_of
+from controller.device.pipeline import pool_size_of
 from esa.toolchain import missing_binaries
 from runner import switches
 from runner.paths import ROOT

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import grpc
 
-from controller.admin import AdminError
-from controller.messages import Stats
+from controller.api.admin import AdminError
+from controller.api.messages import Stats
 from esa.p4names import SLOT_OWNER
 from esa.spec import owner_key
 from runner.devices.thrift import parse_register

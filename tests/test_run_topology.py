@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from controller.fabric import Device
-from controller.topology import Host
+from controller.world.fabric import Device
+from controller.world.topology import Host
 from esa import wire
 from esa.job import JobSpec, Placement
 from runner import network as topo

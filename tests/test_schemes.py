@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.cli import build_parser
+from controller.api.cli import build_parser
 from esa.schemes import POLICY_NAMES, RULES, RUN_SCHEMES, SIM_SCHEMES, Memory, Ranking, Scheme
 from esa.spec import Policy
 from runner.scenario import DEFAULT_POLICIES, POLICIES, controller_policy

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.partition import partition
+from controller.world.partition import partition
 from esa.job import EQUAL_PRIORITY, JobSpec
 from esa.schemes import Scheme
 from sim.control import Partitions, priorities

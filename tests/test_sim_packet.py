@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from controller.partition import partition
+from controller.world.partition import partition
 from esa.job import JobSpec, ps_shard
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN, Event, Verdict
@@ -140,7 +140,7 @@ def test_static_fb_streams_through_the_ps_until_a_partition_frees() -> None:
 
 def test_static_equal_is_the_controllers_split() -> None:
     """At every admission and removal the job table holds
-    ``controller.partition`` of the running jobs."""
+    ``controller.world.partition`` of the running jobs."""
     sim = PacketSim(JOBS, 300, Scheme.STATIC_EQUAL, replace(NET, rto_ns=50_000.0))
     write = sim._write_jobs
     layouts = []

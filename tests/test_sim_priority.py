@@ -1,10 +1,10 @@
-"""The simulator applies the controller's priority rules (controller.priority)."""
+"""The simulator applies the controller's priority rules (controller.world.priority)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.priority import AUTO_TOP, Admission, priorities
+from controller.world.priority import AUTO_TOP, Admission, priorities
 from esa.job import JobSpec, Priority
 from esa.model import Packet, Result
 from esa.schemes import Scheme

@@ -20,8 +20,8 @@ import pytest
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 
-from controller.fabric import Fabric
-from controller.messages import AdmitRequest, JobRef, PolicyRequest
+from controller.api.messages import AdmitRequest, JobRef, PolicyRequest
+from controller.world.fabric import Fabric
 from esa import spec, wire
 from esa.model import Packet, slot_hash
 from esa.p4names import register

@@ -6,7 +6,7 @@ Order matters, so that a refused ``serve`` leaves no trace:
    directories, topology, BMv2 JSON unless ``--no-p4json``, P4Info, pool
    size) and creates nothing;
 2. the state file's lock and the admin address are claimed
-   (``controller.instance``, ``controller.admin.AdminServer``): a second
+   (``controller.api.instance``, ``controller.api.admin.AdminServer``): a second
    controller on either is refused, naming the running one;
 3. only then is the state file opened (or created), the admin API started
    and every switch synced.
@@ -14,9 +14,9 @@ Order matters, so that a refused ``serve`` leaves no trace:
 With ``--metrics HOST:PORT`` the metrics address is bound in step 2, after
 the admin address (a refused bind leaves no state file either), and
 serves the controller's counters once the controller exists
-(``controller.metrics``).
+(``controller.api.metrics``).
 
-The topology is a fabric of switches (``controller.fabric``), each with its
+The topology is a fabric of switches (``controller.world.fabric``), each with its
 own P4Runtime address and device id; a one-switch topology file is a fabric
 of one switch, ``s1``, at ``--switch`` with ``--device-id``.  After the first
 sync the loop checks each switch every ``--interval`` and re-syncs only those
@@ -34,8 +34,15 @@ from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
-from controller.address import check_socket_path
-from controller.admin import AdminServer
+from controller.api.address import check_socket_path
+from controller.api.admin import AdminServer
+from controller.api.instance import claim, holder, lock_path
+from controller.api.metrics import MetricsServer
+from controller.api.service import Controller
+from controller.device.p4rt import Session
+from controller.device.pipeline import check_p4info, pool_size_of, resolve_pool_size
+from controller.device.session import Connector
+from controller.device.switch import P4RuntimeSwitch, Switch
 from controller.errors import (
     ControllerError,
     InvalidRequest,
@@ -43,16 +50,10 @@ from controller.errors import (
     SwitchError,
     SwitchUnavailable,
 )
-from controller.fabric import DEFAULT_DEVICE, Device, Fabric, one_switch
-from controller.instance import claim, holder, lock_path
-from controller.metrics import MetricsServer
-from controller.p4rt import Session
-from controller.pipeline import check_p4info, device_config, pool_size_of, resolve_pool_size
-from controller.service import Controller
-from controller.session import Connector
-from controller.state import Store
-from controller.switch import P4RuntimeSwitch, Switch
-from controller.topology import Topology
+from controller.world.fabric import DEFAULT_DEVICE, Device, Fabric, one_switch
+from controller.world.state import Store
+from controller.world.topology import Topology
+from esa.target import device_config
 
 log = logging.getLogger("esa.controller")
 

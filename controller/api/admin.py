@@ -8,7 +8,7 @@ carries any bytes, so the service uses gRPC's generic handlers on raw bytes:
 same transport, status codes and deadlines, no generated code.
 
 This module is the API's edge: the server decodes each request into its
-dataclass (``controller.codec``, which refuses a malformed one) before the
+dataclass (``controller.api.codec``, which refuses a malformed one) before the
 controller's function for that RPC (``routes``) sees it, and encodes the
 reply; ``AdminClient`` does the reverse, one typed method per RPC.  The
 server listens only on a unix socket or on 127.0.0.1, and only where no
@@ -26,11 +26,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller import codec
-from controller.address import check_admin_addr, in_use, unix_path
-from controller.errors import ControllerError, InUse, InvalidRequest
-from controller.instance import Claim, claim, holder, lock_path
-from controller.messages import (
+from controller.api import codec
+from controller.api.address import check_admin_addr, in_use, unix_path
+from controller.api.instance import Claim, claim, holder, lock_path
+from controller.api.messages import (
     ADMIT,
     IDENTIFY,
     JOBS,
@@ -59,7 +58,8 @@ from controller.messages import (
     Stats,
     Status,
 )
-from controller.service import Controller
+from controller.api.service import Controller
+from controller.errors import ControllerError, InUse, InvalidRequest
 
 DEFAULT_ADDR = "unix:/tmp/esa-ctl.sock"
 CALL_TIMEOUT_S = 30.0
@@ -118,7 +118,7 @@ def _serving(addr: str) -> str:
 
 class AdminServer:
     """The admin API's server.  Creating it claims the address: a unix socket
-    by its lock file (``controller.instance``), and either kind by checking
+    by its lock file (``controller.api.instance``), and either kind by checking
     that nothing answers there yet; ``InUse`` names who does."""
 
     def __init__(self, addr: str, name: str) -> None:

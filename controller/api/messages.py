@@ -1,10 +1,10 @@
 """The admin API's vocabulary: each RPC once, with its request and its reply.
 
 Every RPC is an ``Rpc`` below, naming its request and reply dataclasses; the
-server (``controller.admin``), the client and its CLI (``controller.cli``),
+server (``controller.api.admin``), the client and its CLI (``controller.api.cli``),
 the controller's handlers and views all use these types, so an RPC's name
 and its fields are spelled here and nowhere else.  Field names are the JSON
-keys on the wire, and ``controller.codec`` converts at the edge, checking a
+keys on the wire, and ``controller.api.codec`` converts at the edge, checking a
 request against the field types (a field whose type admits ``None`` is
 optional, every other one is required).  ``admin.proto`` documents the same
 messages for readers; ``tests/test_controller_messages.py`` keeps the two
@@ -124,7 +124,7 @@ class PolicyRequest:
     squat_us: int | None = None
     part_size: int | None = None
     layout: str | None = None
-    """ESA's layout, ``controller.partition.LAYOUT_NAMES``."""
+    """ESA's layout, ``controller.world.partition.LAYOUT_NAMES``."""
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,16 @@
 """The controller: the admin API's operations on every switch of a fabric.
 
-Every change follows one path: check the request (``controller.validate``;
+Every change follows one path: check the request (``controller.api.validate``;
 a refusal changes nothing), plan the complete entry set of each switch for
-the new state (``controller.plan.device_entries``), write the difference to
-each switch over its own session (``controller.session``), and only then
+the new state (``controller.world.plan.device_entries``), write the difference to
+each switch over its own session (``controller.device.session``), and only then
 persist the new state and take it as the current one.  A switch whose plan
 did not change gets no write.  If a switch whose plan changes cannot be
 reached the request fails with ``SwitchUnavailable`` before anything is
 written; if one refuses a write or goes away half-way, the switches being
 changed are synced back to the persisted state and the request fails.  Each
 switch is synced on its own, so a restarted switch is rebuilt and the others
-are left alone.  Replies are built by ``controller.views``.  One lock
+are left alone.  Replies are built by ``controller.api.views``.  One lock
 serialises the requests, so each reply shows the state its own request left.
 """
 
@@ -24,10 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from controller import validate, views
-from controller.errors import ControllerError, SwitchError, SwitchUnavailable
-from controller.fabric import Fabric
-from controller.messages import (
+from controller.api import validate, views
+from controller.api.messages import (
     AdmitRequest,
     Identity,
     JobInfo,
@@ -42,13 +40,15 @@ from controller.messages import (
     Stats,
     Status,
 )
-from controller.metrics import Scrape, SwitchSample
-from controller.plan import device_entries
-from controller.priority import DEFAULT_AGING_PERIOD_S
-from controller.session import Connector, Planner, SwitchSession
-from controller.slots import no_owners, read_owners, served_owners
-from controller.state import JobRecord, State, Store
-from controller.topology import Topology
+from controller.api.metrics import Scrape, SwitchSample
+from controller.device.session import Connector, Planner, SwitchSession
+from controller.device.slots import no_owners, read_owners, served_owners
+from controller.errors import ControllerError, SwitchError, SwitchUnavailable
+from controller.world.fabric import Fabric
+from controller.world.plan import device_entries
+from controller.world.priority import DEFAULT_AGING_PERIOD_S
+from controller.world.state import JobRecord, State, Store
+from controller.world.topology import Topology
 
 log = logging.getLogger("esa.controller")
 
@@ -273,7 +273,7 @@ class Controller:
         return views.slots(owners)
 
     def sample(self) -> Scrape:
-        """What a metrics scrape shows (``controller.metrics``): each switch's
+        """What a metrics scrape shows (``controller.api.metrics``): each switch's
         counters and slot owners, read under the lock one switch at a time,
         as ``stats`` and ``slots`` read them, the Thrift CLI run without the
         lock.  Unlike them it reconnects no switch (the serve loop does), and

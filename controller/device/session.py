@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from controller.entries import SwitchEntries
+from controller.device.entries import SwitchEntries
+from controller.device.reconcile import reconcile
+from controller.device.switch import Counters, Switch
 from controller.errors import SwitchUnavailable
-from controller.reconcile import reconcile
-from controller.switch import Counters, Switch
 
 Connector = Callable[[], Switch]
 """Opens a session with the switch, pipeline in place; raises SwitchUnavailable."""

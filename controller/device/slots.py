@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import subprocess
 
+from controller.device.p4rt import Unimplemented
+from controller.device.session import SwitchSession
 from controller.errors import FailedPrecondition, SwitchError
-from controller.p4rt import Unimplemented
-from controller.session import SwitchSession
 from esa.p4names import SLOT_OWNER
 
 _ARRAY = re.compile(re.escape(SLOT_OWNER) + r"=\s*([0-9,\s]*)")

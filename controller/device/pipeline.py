@@ -1,5 +1,4 @@
-"""Facts about the compiled program the controller needs before connecting,
-and the device config pushed where there is no compiled program."""
+"""Facts about the compiled program the controller needs before connecting."""
 
 from __future__ import annotations
 
@@ -11,13 +10,6 @@ from p4.config.v1 import p4info_pb2
 
 from controller.errors import InvalidRequest
 from esa.p4names import SLOT_OWNER
-
-
-def device_config(pool_size: int) -> bytes:
-    """The device config of the reference switch (``refswitch.main``),
-    which runs the program without a BMv2 JSON: the least JSON that states
-    the slot pool's size where a BMv2 JSON does (``pool_size_of`` reads it)."""
-    return json.dumps({"register_arrays": [{"name": SLOT_OWNER, "size": pool_size}]}).encode()
 
 
 def pool_size_of(bmv2_json: Path) -> int:

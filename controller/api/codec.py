@@ -1,6 +1,6 @@
 """JSON to and from the admin API's messages: the only conversion there is.
 
-A message is a frozen dataclass of ``controller.messages``; its JSON is one
+A message is a frozen dataclass of ``controller.api.messages``; its JSON is one
 object with a key per field.  Decoding checks the object against the field
 types themselves, so what the server accepts cannot drift from what the
 dataclasses say:
@@ -17,7 +17,7 @@ dataclasses say:
 
 Anything else is refused with ``InvalidRequest`` naming the field, before
 the controller sees the request; ranges and references to jobs and hosts are
-the controller's checks (``controller.validate``).
+the controller's checks (``controller.api.validate``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from controller.errors import InvalidRequest
+from esa.strictjson import unique_keys
 
 T = TypeVar("T")
 
@@ -93,17 +94,6 @@ def encode(value: Any) -> Any:
 
 def dumps(message: Any) -> bytes:
     return json.dumps(encode(message)).encode()
-
-
-def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads``'s ``object_pairs_hook`` that refuses a key given twice
-    (the plain decoder keeps the last, silently)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} given twice")
-        out[key] = value
-    return out
 
 
 def parse(raw: bytes, what: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The controller's checks of a request against the world it acts on.
 
-``controller.codec`` has already checked each field's kind; what is left
+``controller.api.codec`` has already checked each field's kind; what is left
 needs the numbers' meaning or the controller's state: ranges, job ids
 admitted or not, hosts of the topology, worker and PS counts.  Each check
 raises the ``ControllerError`` the admin API answers with and changes
@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TypeVar
 
-from controller.codec import MAX_INT
-from controller.entries import PolicyEntry
+from controller.api.codec import MAX_INT
+from controller.api.messages import AdmitRequest, PolicyRequest
+from controller.device.entries import PolicyEntry
 from controller.errors import AlreadyExists, FailedPrecondition, InvalidRequest, NotFound
-from controller.messages import AdmitRequest, PolicyRequest
-from controller.partition import Layout, layout_named
-from controller.state import JobRecord
-from controller.topology import Host, Topology
+from controller.world.partition import Layout, layout_named
+from controller.world.state import JobRecord
+from controller.world.topology import Host, Topology
 from esa import wire
 from esa.job import (
     PS_COUNTS,

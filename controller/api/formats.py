@@ -1,7 +1,7 @@
 """esa-ctl's text output: the admin API's replies as tables and lines.
 
 Each function reads the fields of one reply dataclass
-(``controller.messages``); ``--json`` prints the reply's own JSON instead.
+(``controller.api.messages``); ``--json`` prints the reply's own JSON instead.
 A reply of one switch reads as it always has; one of several switches has a
 row per switch, and a row ``all`` of their sums where a sum means something
 (counters, slots, entries).
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.messages import JobInfo, PolicyState, Slots, Stats, Status, SwitchSlots
-from controller.partition import Layout
+from controller.api.messages import JobInfo, PolicyState, Slots, Stats, Status, SwitchSlots
+from controller.world.partition import Layout
 from esa.spec import Policy
 
 ALL = "all"

@@ -3,8 +3,8 @@ functions.
 
 ``device_entries`` turns the controller's state into one ``JobPlan`` per job
 with a role on one switch (``Fabric.job_roles``): its priority from
-``controller.priority``, ranked among all jobs, its partition from
-``controller.partition``, cut from that switch's pool among the jobs it
+``controller.world.priority``, ranked among all jobs, its partition from
+``controller.world.partition``, cut from that switch's pool among the jobs it
 serves (under ESA handed out in priority order, so that the jobs left
 without one when there are more jobs than partitions are the
 lowest-ranked), and its hosts as that switch sees them (``Fabric.hosts_as_seen_by``:
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from controller.entries import (
+from controller.device.entries import (
     Child,
     ChildKey,
     L2Entry,
@@ -47,11 +47,11 @@ from controller.entries import (
     ShardKey,
     SwitchEntries,
 )
-from controller.fabric import Fabric, JobRole
-from controller.partition import Layout, by_priority, partition
-from controller.priority import Admission, priorities
-from controller.state import JobRecord, State
-from controller.topology import Host, ip_to_int, mac_to_int
+from controller.world.fabric import Fabric, JobRole
+from controller.world.partition import Layout, by_priority, partition
+from controller.world.priority import Admission, priorities
+from controller.world.state import JobRecord, State
+from controller.world.topology import Host, ip_to_int, mac_to_int
 from esa.job import MAX_PS_SHARDS, ps_shard, valid_shards
 from esa.jobrow import JobEntry
 from esa.spec import BCAST_MGID, PS_MEMBER, Policy, mgid_all, mgid_workers, rid

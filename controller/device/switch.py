@@ -18,7 +18,7 @@ from typing import Any
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh.context import P4Type
 
-from controller.entries import (
+from controller.device.entries import (
     Child,
     ChildKey,
     L2Entry,
@@ -29,8 +29,8 @@ from controller.entries import (
     ShardKey,
     SwitchEntries,
 )
+from controller.device.p4rt import Session, Unimplemented, pipeline_cookie
 from controller.errors import SwitchError
-from controller.p4rt import Session, Unimplemented, pipeline_cookie
 from esa.jobrow import JobEntry
 from esa.p4names import (
     CHILDREN_TABLE,
@@ -56,6 +56,7 @@ from esa.spec import (
     Policy,
     counter_index,
 )
+from esa.target import Op
 
 
 class Kind(enum.Enum):
@@ -67,12 +68,6 @@ class Kind(enum.Enum):
     PS_ROUTES = "ps_routes"
     REPLICAS = "replicas"
     GROUPS = "groups"
-
-
-class Op(enum.Enum):
-    INSERT = "insert"
-    MODIFY = "modify"
-    DELETE = "delete"
 
 
 Value = JobEntry | Child | L2Entry | PsRoute | Replica | Members

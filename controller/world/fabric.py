@@ -18,7 +18,7 @@ its device id (0..2^64-1) and P4Runtime address (``HOST:PORT`` or
 ``unix:PATH``), optionally a ``role`` (``spine`` or ``tor``) and an address
 of its own (``ip`` and ``mac``, both or neither: where a PS sends what it
 completes, as the Mininet run's switch has).  A host is as in
-``controller.topology`` plus the switch it hangs off.  A link joins
+``controller.world.topology`` plus the switch it hangs off.  A link joins
 ``switch``'s port ``port`` and ``peer``'s port ``peer_port``.
 
 Checked, each failure one line: names are letters, digits, ``_.-`` (a host
@@ -37,7 +37,7 @@ from the top to a PS but on no worker's way is a *transit* of the job: it
 sums nothing and passes what is bound for the PS one way and what the PS
 sends the other (docs/dataplane.md, "A device without a role").
 
-The file of one switch, ``controller.topology``'s, reads as a fabric of that
+The file of one switch, ``controller.world.topology``'s, reads as a fabric of that
 one switch (``one_switch``, or ``load`` given a file without ``switches``).
 """
 
@@ -51,11 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.codec import unique_keys
 from controller.errors import InvalidRequest, NotFound
-from controller.topology import Host, Topology, parse_host
+from controller.world.topology import Host, Topology, parse_host
 from esa import wire
 from esa.job import MAX_PS_SHARDS, valid_shards
+from esa.strictjson import unique_keys
 
 MIN_PORT = 1
 MAX_PORT = 510

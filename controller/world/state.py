@@ -15,7 +15,7 @@ switch.  Every sqlite error and every row that does not decode becomes a
 ``StateError`` naming the file.
 
 The hosts table holds each host on its own switch's port.  A fabric of
-several switches is also kept whole, as its JSON (``controller.fabric``), in
+several switches is also kept whole, as its JSON (``controller.world.fabric``), in
 the settings; a one-switch file has none, and its switch is the one
 ``serve`` is told to connect to.
 """
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.entries import PolicyEntry
+from controller.device.entries import PolicyEntry
 from controller.errors import ControllerError, StateError
-from controller.fabric import Fabric
-from controller.partition import Layout
-from controller.topology import Host, parse_host
+from controller.world.fabric import Fabric
+from controller.world.partition import Layout
+from controller.world.topology import Host, parse_host
 from esa.job import Mode, Placement, Priority
 from esa.spec import Policy, default_squat_us
 
@@ -79,13 +79,13 @@ class JobRecord:
 @dataclass(frozen=True)
 class State:
     """What the switch must reflect: the jobs, the policy and the static
-    partition size (``controller.partition``; 0: an equal split)."""
+    partition size (``controller.world.partition``; 0: an equal split)."""
 
     jobs: Mapping[int, JobRecord]
     policy: PolicyEntry
     part_size: int
     layout: Layout = Layout.HOMES
-    """ESA's: homes or every job hashed (``controller.partition.Layout``)."""
+    """ESA's: homes or every job hashed (``controller.world.partition.Layout``)."""
 
 
 class Store:
@@ -262,7 +262,7 @@ class Store:
         self._set("policy", json.dumps(data))
 
     def part_size(self) -> int:
-        """Static partition size (``controller.partition``); 0: equal split."""
+        """Static partition size (``controller.world.partition``); 0: equal split."""
         raw = self._get("part_size")
         if raw is None:
             return 0

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from controller.entries import PolicyEntry, SwitchEntries
-from controller.fabric import Device, Fabric
-from controller.messages import (
+from controller.api.messages import (
     HostInfo,
     JobInfo,
     JobPart,
@@ -24,9 +22,11 @@ from controller.messages import (
     SwitchSlots,
     SwitchStats,
 )
-from controller.partition import Layout
-from controller.state import JobRecord, State
-from controller.switch import Counters
+from controller.device.entries import PolicyEntry, SwitchEntries
+from controller.device.switch import Counters
+from controller.world.fabric import Device, Fabric
+from controller.world.partition import Layout
+from controller.world.state import JobRecord, State
 from esa.job import Mode
 from esa.jobrow import JobEntry
 from esa.spec import Drop, Event, mgid_all, mgid_workers

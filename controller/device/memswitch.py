@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from controller.entries import PolicyEntry, SwitchEntries
+from controller.device.entries import PolicyEntry, SwitchEntries
+from controller.device.switch import Change, Counters, Switch, counters_from_indices
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.switch import Change, Counters, Op, Switch, counters_from_indices
 from esa.spec import EVENTS_PER_JOB, Drop
+from esa.target import Op
 
 
 class MemorySwitch(Switch):

@@ -24,8 +24,8 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from p4runtime_sh.context import Context, P4Type
 
+from controller.device.requestlog import RequestLog
 from controller.errors import SwitchError, SwitchUnavailable
-from controller.requestlog import RequestLog
 
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 10.0

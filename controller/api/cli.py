@@ -19,18 +19,17 @@ from pathlib import Path
 
 import grpc
 
-from controller import codec
-from controller.address import admin_address, check_admin_addr, metrics_address
-from controller.admin import DEFAULT_ADDR, AdminClient, AdminError
-from controller.errors import ControllerError, InvalidRequest
-from controller.formats import (
+from controller.api import codec
+from controller.api.address import admin_address, check_admin_addr, metrics_address
+from controller.api.admin import DEFAULT_ADDR, AdminClient, AdminError
+from controller.api.formats import (
     format_jobs,
     format_policy,
     format_slots,
     format_stats,
     format_status,
 )
-from controller.messages import (
+from controller.api.messages import (
     AdmitRequest,
     DeviceRef,
     JobRef,
@@ -39,10 +38,11 @@ from controller.messages import (
     ProgressRequest,
     Status,
 )
-from controller.partition import LAYOUT_NAMES
-from controller.priority import DEFAULT_AGING_PERIOD_S
-from controller.serve import ThriftCli, run_serve
-from controller.validate import MAX_PART_SIZE, check_volume, devices
+from controller.api.serve import ThriftCli, run_serve
+from controller.api.validate import MAX_PART_SIZE, check_volume, devices
+from controller.errors import ControllerError, InvalidRequest
+from controller.world.partition import LAYOUT_NAMES
+from controller.world.priority import DEFAULT_AGING_PERIOD_S
 from esa import arguments, wire
 from esa.arguments import (
     Parser,
@@ -467,7 +467,3 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (e.g. `| head`): stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

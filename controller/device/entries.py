@@ -1,7 +1,7 @@
 """The switch's control-plane state as plain values.
 
 ``SwitchEntries`` is both what the controller wants on the switch (built by
-``controller.plan``) and what it reads back (``Switch.read_entries``), so
+``controller.world.plan``) and what it reads back (``Switch.read_entries``), so
 reconciliation is a comparison of two of these.  Keys and values are ints
 and small frozen records, never protobuf objects.
 """

@@ -94,7 +94,7 @@ def in_use(addr: str) -> bool:
 def admin_address(text: str) -> str:
     """An admin address as a command-line argument; port 0 passes here for
     ``serve`` and is refused for the other commands once the command is
-    known (``controller.cli``)."""
+    known (``controller.api.cli``)."""
     try:
         return check_admin_addr(text, any_port=True)
     except InvalidRequest as e:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.entries import SwitchEntries
-from controller.switch import Change, Kind, Op, Switch
+from controller.device.entries import SwitchEntries
+from controller.device.switch import Change, Kind, Switch
+from esa.target import Op
 
 _SUPPORT = (Kind.REPLICAS, Kind.PS_ROUTES, Kind.GROUPS, Kind.L2, Kind.CHILDREN)
 

@@ -28,8 +28,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from controller.device.switch import Counters
 from controller.errors import InvalidRequest
-from controller.switch import Counters
 from esa.spec import Drop, Event
 
 PREFIX = "esa_"
