@@ -268,17 +268,19 @@ class Ddp(NamedTuple):
     procs: list[subprocess.Popen[str]]
 
 
-def launch(world: int, args: list[str], esa: Callable[[int], dict[str, str]]) -> Ddp:
-    """``world`` processes of the example, as torchrun would start them, each
-    with the ``ESA_*`` variables ``esa(rank)`` and the socket ``ESA_BIND_FD``
-    names, if any."""
+def launch(
+    world: int, args: list[str], esa: Callable[[int], dict[str, str]], script: Path = EXAMPLE
+) -> Ddp:
+    """``world`` processes of ``script`` (the example), as torchrun would start
+    them, each with the ``ESA_*`` variables ``esa(rank)`` and the socket
+    ``ESA_BIND_FD`` names, if any."""
     store = TCPStore(LOCAL, 0, world, is_master=True, wait_for_workers=False)
     procs = []
     for rank in range(world):
         extra = esa(rank)
         env = {**os.environ, "PYTHONPATH": str(ROOT), **ddp_env(rank, world, store.port), **extra}
         fds = [int(extra["ESA_BIND_FD"])] if "ESA_BIND_FD" in extra else []
-        cmd = [sys.executable, str(EXAMPLE), *args]
+        cmd = [sys.executable, str(script), *args]
         procs.append(
             subprocess.Popen(
                 cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
