@@ -113,7 +113,8 @@ class _Call:
 class EsaHookState:
     """One worker of an ESA job for DDP: the worker agent, its data and control
     sockets and the thread that runs the all-reduces.  Register it with one
-    DDP model, before the first backward pass.
+    DDP model, before the first backward pass; or call ``allreduce`` (the
+    ``esa`` process group's calls, ``hosts.torch_backend``).
 
     At interpreter exit (or ``close()``) it keeps answering its peers for
     ``config.linger`` seconds, then closes its sockets.
