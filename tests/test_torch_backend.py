@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (
     AllgatherOptions,
+    AllreduceCoalescedOptions,
     AllreduceOptions,
     BarrierOptions,
     BroadcastOptions,
@@ -135,6 +136,19 @@ def test_sums_and_averages_come_back_in_place_exact_and_the_same_on_both_ranks(
     for g in pair:
         assert g.state.steps == g.state.allreduces == 2, "each all-reduce is a step"
         assert g.state.values == 7 * 30
+
+
+def test_a_coalesced_all_reduce_sums_each_tensor_as_a_call(pair: list[EsaProcessGroup]) -> None:
+    rng = np.random.default_rng(13)
+    grads = [[rng.uniform(-1, 1, n).astype(np.float32) for n in (20, 300)] for _ in pair]
+    tensors = [[torch.from_numpy(g.copy()) for g in mine] for mine in grads]
+    opts = AllreduceCoalescedOptions()
+    opts.reduceOp = dist.ReduceOp(dist.ReduceOp.SUM)
+    both(pair, lambda rank, group: group.allreduce_coalesced(tensors[rank], opts).wait())
+    for mine in tensors:
+        for t, i in zip(mine, (0, 1), strict=True):
+            assert np.array_equal(t.numpy(), expected([grads[0][i], grads[1][i]], SCALE))
+    assert [g.state.allreduces for g in pair] == [2, 2]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
