@@ -106,12 +106,15 @@ class _Call:
     future: torch.futures.Future[torch.Tensor]
     index: int = 0
     last: bool = False
+    average: bool = True
+    """the sum divided by the fan-in (a DDP bucket's); False: the sum."""
 
 
 class EsaHookState:
     """One worker of an ESA job for DDP: the worker agent, its data and control
     sockets and the thread that runs the all-reduces.  Register it with one
-    DDP model, before the first backward pass.
+    DDP model, before the first backward pass; or call ``allreduce`` (the
+    ``esa`` process group's calls, ``hosts.torch_backend``).
 
     At interpreter exit (or ``close()``) it keeps answering its peers for
     ``config.linger`` seconds, then closes its sockets.
@@ -187,6 +190,26 @@ class EsaHookState:
             self.iteration, self.next_index = self.iteration + 1, 0
         else:
             self.next_index += 1
+        return self._queue(call)
+
+    def allreduce(self, tensor: torch.Tensor, average: bool) -> torch.futures.Future[torch.Tensor]:
+        """Queue one all-reduce of ``tensor`` (float32, float16 or bfloat16)
+        outside DDP's buckets: a step of its own.  The future's value is the
+        sum over the job's workers, divided by the fan-in with ``average``,
+        in ``tensor``'s dtype and shape; ``tensor`` itself is left as it is."""
+        if self._closed:
+            raise RuntimeError("the ESA hook state is closed")
+        if self.next_index != 0:
+            raise BucketMismatch(
+                f"an all-reduce outside DDP's buckets arrived when bucket {self.next_index} of "
+                f"iteration {self.iteration} was due"
+            )
+        if self.iteration == 0:
+            self.values = tensor.numel()
+        self.iteration += 1
+        return self._queue(_Call(tensor, torch.futures.Future(), 0, True, average))
+
+    def _queue(self, call: _Call) -> torch.futures.Future[torch.Tensor]:
         self._calls.put(call)
         return call.future
 
@@ -258,15 +281,16 @@ class EsaHookState:
                 )
                 continue
             try:
-                call.future.set_result(self._average(call))
+                result = self._reduce(call)
             except Exception as e:
                 self._failure = e
                 _fail(call.future, e)
                 continue
-            self.allreduces += 1
+            self.allreduces += 1  # counted before whoever waits for the sum hears of it
             if call.last:
                 self.steps += 1
                 self._progress()
+            call.future.set_result(result)
 
     def _progress(self) -> None:
         if self._progress_fd is None:
@@ -276,7 +300,7 @@ class EsaHookState:
         except OSError:  # nobody reads any more: training goes on
             self._progress_fd = None
 
-    def _average(self, call: _Call) -> torch.Tensor:
+    def _reduce(self, call: _Call) -> torch.Tensor:
         flat = call.grad.detach().reshape(-1).to("cpu", torch.float32)
         if self._first is None:
             self._first = time.monotonic()
@@ -286,8 +310,8 @@ class EsaHookState:
             if call.index == 0:
                 self._sums = {}
             self._sums[call.index] = total
-        avg = torch.from_numpy(total / np.float32(self.config.fan_in))
-        return avg.to(call.grad.device, call.grad.dtype).reshape(call.grad.shape)
+        out = torch.from_numpy(total / np.float32(self.config.fan_in) if call.average else total)
+        return out.to(call.grad.device, call.grad.dtype).reshape(call.grad.shape)
 
 
 def _fail(future: torch.futures.Future[torch.Tensor], error: Exception) -> None:

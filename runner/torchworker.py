@@ -11,8 +11,9 @@ plus ``ESA_REPORT``, a file the hook writes its report to at exit, and
 on.  Everything the script prints goes to this process's stderr, the
 worker's log.  On stdout, which the run reads, this process prints only:
 
-- ``step N`` for every DDP step the hook summed, however many the script
-  runs (the run's progress, ``runner.stall``);
+- ``step N`` for every DDP step the hook summed (every all-reduce of an
+  ``esa`` process group), however many the script runs (the run's
+  progress, ``runner.stall``);
 - with ``--epochs``, each line of the script's that starts with ``epoch ``
   (the example prints one per epoch: what its job's ``iterations`` count);
 - at the end, the hook's report as one JSON line, with the ``accuracy`` of
@@ -21,9 +22,9 @@ worker's log.  On stdout, which the run reads, this process prints only:
 It exits with the script's status (the log ends with the hook's report
 after a script that succeeded, and with the script's own last words after
 one that failed); a script that exits 0 without a report (it never
-registered the hook) fails, saying so.  The script dies with
-this process (``PR_SET_PDEATHSIG``): a run that kills a worker, or ends,
-ends its training.  Standard library only: it starts before the script
+summed through ESA: no hook, no ``esa`` process group) fails, saying so.
+The script dies with this process (``PR_SET_PDEATHSIG``): a run that kills
+a worker, or ends, ends its training.  Standard library only: it starts before the script
 imports torch.
 """
 
@@ -49,8 +50,9 @@ STEP = "step "
 PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when its parent ends."""
 NO_REPORT = (
-    "run: {script} ended without an ESA report: it must register the ESA hook on its DDP "
-    "model (hosts.torch_hook.register(model))"
+    "run: {script} ended without an ESA report: it must sum through ESA, with the ESA hook "
+    "on its DDP model (hosts.torch_hook.register(model)) or the esa process group "
+    "(import hosts.torch_backend; dist.init_process_group('esa'))"
 )
 
 

@@ -296,8 +296,9 @@ def test_a_script_that_never_registered_the_hook_fails(tmp_path: Path) -> None:
     assert (res.returncode, res.stdout) == (1, "")
     assert res.stderr == (
         "trained without ESA\n"
-        f"run: {script} ended without an ESA report: it must register the ESA hook on its DDP "
-        "model (hosts.torch_hook.register(model))\n"
+        f"run: {script} ended without an ESA report: it must sum through ESA, with the ESA hook "
+        "on its DDP model (hosts.torch_hook.register(model)) or the esa process group "
+        "(import hosts.torch_backend; dist.init_process_group('esa'))\n"
     )
 
 

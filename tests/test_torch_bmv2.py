@@ -57,3 +57,36 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
     [gloo, _] = reports(finish(launch(2, torchjobs.train_args(job.spec), lambda rank: {})))
     assert gloo["accuracy"] > 0.9, "the task is learnable"
     assert abs(row["accuracy"] - gloo["accuracy"]) <= 0.01, (row["accuracy"], gloo["accuracy"])
+
+
+BACKEND_SCENARIO = {
+    **SCENARIO,
+    "script": "examples/backend_digits.py",
+    "script_args": ["--ddp", "--epochs", "3", "--hidden", "32", "--bucket-cap-mb", "0.001"],
+}
+"""The same training as ``SCENARIO``'s, by DDP without a hook on the ``esa``
+process group (``hosts.torch_backend``): a user's script to the run."""
+
+
+def test_ddp_without_a_hook_through_the_esa_backend_on_bmv2(tmp_path: Path) -> None:
+    path = tmp_path / "backend.json"
+    path.write_text(json.dumps(BACKEND_SCENARIO))
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, "-m", "runner", "--quiet", "--out", str(out),
+         "--scenario", str(path), "--switch", "bmv2"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    [row] = json.loads((out / "jobs.json").read_text())
+    assert (row["policy"], row["switch"], row["status"], row["exact"]) == (
+        "esa", "bmv2", "done", True
+    )  # fmt: skip
+    # every all-reduce is a step of the group: one bucket in DDP's first step, two after
+    steps = 3 * 23
+    assert (row["iterations"], row["values"]) == (1 + (steps - 1) * 2, 2410)
+    assert row["chunks"] == quant.chunks(2410) + (steps - 1) * (
+        quant.chunks(330) + quant.chunks(2080)
+    )
+    assert row["in_switch"] > 0.5, "the switch summed most chunks"
+    assert row["accuracy"] > 0.9, "the script's own accuracy line"

@@ -124,13 +124,21 @@ def test_half_precision_buckets_come_back_in_their_dtype(
 
 def test_other_dtypes_and_out_of_order_buckets_are_refused(silent: list[UdpTransport]) -> None:
     ps, control, _ = silent
-    config = EsaConfig(JOB, 0, 2, (ps.addr,), bind=(LOCAL, 0), control=(control.addr,))
+    config = EsaConfig(
+        JOB, 0, 2, (ps.addr,), bind=(LOCAL, 0), control=(control.addr,), timeout=0.2
+    )  # the bucket queued below times out at close: nothing answers it
     state = EsaHookState(config)
     try:
         with pytest.raises(TypeError, match=r"bucket 0 holds torch\.float64"):
             state.submit(TensorBucket(0, torch.zeros(8, dtype=torch.float64), True))
         with pytest.raises(BucketMismatch, match="bucket 1 arrived when bucket 0 of iteration 0"):
             state.submit(TensorBucket(1, torch.zeros(8), True))
+        state.submit(TensorBucket(0, torch.zeros(8), False))
+        with pytest.raises(BucketMismatch) as info:
+            state.allreduce(torch.zeros(8), average=False)
+        assert str(info.value) == (
+            "an all-reduce outside DDP's buckets arrived when bucket 1 of iteration 0 was due"
+        )
     finally:
         state.close()
 
@@ -268,17 +276,19 @@ class Ddp(NamedTuple):
     procs: list[subprocess.Popen[str]]
 
 
-def launch(world: int, args: list[str], esa: Callable[[int], dict[str, str]]) -> Ddp:
-    """``world`` processes of the example, as torchrun would start them, each
-    with the ``ESA_*`` variables ``esa(rank)`` and the socket ``ESA_BIND_FD``
-    names, if any."""
+def launch(
+    world: int, args: list[str], esa: Callable[[int], dict[str, str]], script: Path = EXAMPLE
+) -> Ddp:
+    """``world`` processes of ``script`` (the example), as torchrun would start
+    them, each with the ``ESA_*`` variables ``esa(rank)`` and the socket
+    ``ESA_BIND_FD`` names, if any."""
     store = TCPStore(LOCAL, 0, world, is_master=True, wait_for_workers=False)
     procs = []
     for rank in range(world):
         extra = esa(rank)
         env = {**os.environ, "PYTHONPATH": str(ROOT), **ddp_env(rank, world, store.port), **extra}
         fds = [int(extra["ESA_BIND_FD"])] if "ESA_BIND_FD" in extra else []
-        cmd = [sys.executable, str(EXAMPLE), *args]
+        cmd = [sys.executable, str(script), *args]
         procs.append(
             subprocess.Popen(
                 cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
