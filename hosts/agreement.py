@@ -182,6 +182,7 @@ class CallBook:
                 if reason is not RejectReason.CALL:
                     self.pending[a.worker] = a
                 out.replies.append(self.answers.reject_announcement(a, reason, q))
+                out.replies.append(self.answers.reject_announcement(q, differs(q, a), a))
                 return
         self.pending[a.worker] = a
         if set(self.pending) == self.workers:

@@ -136,22 +136,32 @@ def test_go_only_once_every_worker_announced_the_same_call() -> None:
 
 
 def test_mismatches_are_rejected_naming_the_worker_that_differs() -> None:
-    """Both workers fail: the second at once, the first when it resends."""
+    """Both workers fail at once, each told of the other (docs/agreement.md:
+    REJECT to both as soon as two announcements differ), and the first again
+    if it resends (its REJECT was lost): a second that gave up and left at
+    once does not leave the first waiting for its deadline."""
     for change, reason in (({"length": 101}, R.LENGTH), ({"bound": 2.0}, R.CONFIG),
                            ({"base": 7}, R.BASE)):  # fmt: skip
         ps, _, ctl = server()
         w0, w1 = Proc(0), Proc(1)
         send(ps, ctl, (w0.call(), 0), (w1.call(0, **change), 1))
-        send(ps, ctl, (w0.call(), 0))
         assert ctl.take() == [(C.REJECT, reason, 1, 0, addr(1)), (C.REJECT, reason, 0, 1, addr(0))]
+        send(ps, ctl, (w1.msg(C.BYE), 1), (w0.call(), 0))
+        assert ctl.take() == [], "w1 left: nothing differs from w0's call any more"
+        ps, _, ctl = server()
+        w0, w1 = Proc(0), Proc(1)
+        send(ps, ctl, (w0.call(), 0), (w1.call(0, **change), 1), (w0.call(), 0))
+        again = [(C.REJECT, reason, 0, 1, addr(0)), (C.REJECT, reason, 1, 0, addr(1))]
+        assert ctl.take()[2:] == again
         assert ps.counters.calls_agreed == 0
 
 
 def test_reject_carries_the_peers_announcement() -> None:
     ps, _, ctl = server()
     send(ps, ctl, (Proc(0).call(length=64), 0), (Proc(1).call(length=100), 1))
-    [(m, _)] = ctl.sent
+    [(m, _), (n, _)] = ctl.sent
     assert (m.code, m.peer, m.length, m.chunks, m.nonce) == (R.LENGTH, 0, 64, 2, 1001)
+    assert (n.code, n.peer, n.length, n.chunks, n.nonce) == (R.LENGTH, 1, 100, 4, 1000)
 
 
 def test_job_table_mismatches_are_rejected_without_a_peer() -> None:
@@ -317,8 +327,9 @@ def test_a_restarted_worker_is_told_its_peers_call() -> None:
     send(ps, ctl, (w0.call(3, base=12), 0), now=3.0)
     ctl.take()
     send(ps, ctl, (Proc(1, nonce=55).call(), 1), now=5.5)
-    [(m, _)] = ctl.sent
+    [(m, _), (n, to)] = ctl.sent
     assert (m.ctype, m.code, m.peer, m.call, m.base) == (C.REJECT, R.CALL, 0, 3, 12)
+    assert (n.ctype, n.code, n.peer, n.call, n.base, to) == (C.REJECT, R.CALL, 1, 0, 0, addr(0))
     assert ps.books[1].pending.keys() == {0}
 
 

@@ -117,6 +117,26 @@ def test_workers_that_disagree_on_a_call_fail_before_sending(
     assert all(w.counters.sent == 0 for w in ws)
 
 
+def test_a_worker_told_of_a_different_peer_fails_even_if_the_peer_left_at_once() -> None:
+    """Worker 1 announces 50 values; worker 0 then announces 40, is refused
+    and leaves (BYE) at once, as a process that fails does.  Worker 1 is
+    refused too, naming worker 0, not left waiting for its deadline to
+    report a worker that has not started the call."""
+    with bed() as b:
+        w0, w1 = b.worker(0, rto=0.02), b.worker(1, rto=0.02)
+        book = b.loop.pses[0].books[JOB]
+        w1.begin(ones(50), timeout=600.0)
+        until_polled(lambda: 1 in book.pending, w1, what="worker 1's announcement")
+        with pytest.raises(CallRejected) as e0:
+            w0.allreduce(ones(40), timeout=600.0)
+        w0.leave()
+        with pytest.raises(CallRejected) as e1:
+            until_polled(lambda: False, w1, what="worker 1's REJECT")
+    assert (e0.value.reason, e0.value.peer, e1.value.reason, e1.value.peer) == (
+        "length", 1, "length", 0,
+    )  # fmt: skip
+
+
 def test_a_dead_peer_is_named_by_every_ps_shard() -> None:
     with bed(shards=2) as b:
         w = b.worker(0, rto=0.02)
