@@ -19,7 +19,7 @@ help:
 	@echo "make p4info  - regenerate p4src/esa.p4info.txtpb with p4c (after a change to p4src/)"
 	@echo "make test    - run the test suite (BMv2 tests skip, naming what is missing)"
 	@echo "make lint    - ruff and mypy"
-	@echo "make run     - a multi-job run on Mininet under each policy, with JCT tables (RUN_ARGS=...)"
+	@echo "make run     - a multi-job run on Mininet under each scheme, with JCT tables (RUN_ARGS=...)"
 	@echo "make cli     - the same network, switch and controller at a mininet> prompt, no jobs started"
 	@echo "make stop    - end a run left behind (its processes, work directory and PID file)"
 	@echo "make sim     - the cluster-scale simulator: one point per regime, 3 seeds, and the pool and PS-shard curves"

@@ -60,7 +60,7 @@ def mininet_job(
 ) -> Iterator[tuple[World, Scenario, JobHosts]]:
     """The world, its scenario, and the job's hosts, ready for the workers;
     the switch's and the hosts' logs go to ``logs``."""
-    scenario = Scenario(jobs=(RunJob(spec),), policies=("esa",), window=window)
+    scenario = Scenario(jobs=(RunJob(spec),), schemes=("esa",), window=window)
     topo = topo_mod.load(scenario.topology)
     program = switches.build(switches.BMV2, scenario.pool_size)
     with (
@@ -70,7 +70,7 @@ def mininet_job(
         hosts = world.jobs[spec.job]
         ctl = Ctl(world.admin)
         try:
-            ctl.policy(
+            ctl.set_scheme(
                 "esa", scenario.stale_us, scenario.squat_us, scenario.part_size, scenario.layout
             )
             ctl.admit(spec, hosts.placement)

@@ -27,7 +27,7 @@ from esa import wire
 from esa.model import Slot
 from esa.p4names import JOB_EVENTS, register
 from esa.target import Op
-from refswitch.datapath import Pipeline
+from refswitch.frames import Pipeline
 from refswitch.tables import (
     EXACT,
     ActionCall,

@@ -7,7 +7,7 @@ BMv2: the same command-line shape (``--iface PORT@IFACE`` like BMv2's
 frames BMv2 emits (``tests/test_refswitch.py`` holds it to that where both
 exist).  Beyond BMv2, it serves P4Runtime reads of the slot registers.
 ``esa.model`` is the executable statement of the slot rules that
-``tests/test_differential.py`` holds equal to BMv2; ``refswitch.datapath``
+``tests/test_differential.py`` holds equal to BMv2; ``refswitch.frames``
 does the parsing and forwarding around it.
 
     esa-refswitch --iface 1@s1-eth1 --iface 2@s1-eth2 \\
@@ -19,30 +19,20 @@ stops with status 0 on SIGINT or SIGTERM.  Without ``--p4info`` it starts
 with no program, as ``simple_switch_grpc --no-p4`` does, and drops every
 frame until a controller pushes one (``esa-ctl serve --no-p4json``).
 
-Modules of ``refswitch``: ``datapath`` (one frame in, the frames out),
-``tables`` (the tables as written, checked against the P4Info),
-``entities`` and ``server`` (P4Runtime), ``arbiter`` (mastership);
-``runner.devices.refproc`` starts and stops the process.
-
-Frames are read and written through an AF_PACKET socket per port (the port
-in promiscuous mode, frames it sends itself ignored) by one thread: the
-model's rules are sequential, and one thread keeps every port's output in
-arrival order.  The clock is microseconds since the switch started, as
-BMv2's ``ingress_global_timestamp``.
+Modules of ``refswitch``: ``main`` (this command), ``datapath`` (the ports
+and the loop that moves frames through them), ``frames`` (one frame in,
+the frames out), ``tables`` (the tables as written, checked against the
+P4Info), ``entities`` and ``server`` (P4Runtime), ``arbiter``
+(mastership); ``runner.devices.refproc`` starts and stops the process.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import os
-import select
 import signal
 import socket
-import struct
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,106 +40,13 @@ from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2
 
 from esa.arguments import DEVICE_ID, POOL_SIZE, Parser
+from refswitch.datapath import DataPath
 from refswitch.server import ServedDevice, serve
 from refswitch.tables import Refused
 
 log = logging.getLogger("refswitch")
-
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_ADD_MEMBERSHIP = 1
-PACKET_MR_PROMISC = 1
-PACKET_IGNORE_OUTGOING = 23
-PACKET_OUTGOING = 4
 DROP_PORT = 511
 """BMv2's drop port: not a port a frame can leave by."""
-RCVBUF = 4 << 20
-BURST = 64
-"""Frames taken from one port before the others get a turn."""
-
-
-def open_port(iface: str) -> socket.socket:
-    """A raw socket on ``iface``: every frame that arrives there, none it sends."""
-    # protocol 0 until bound: an ETH_P_ALL socket would queue every
-    # interface's frames until bind() narrows it to one
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-    try:
-        sock.bind((iface, ETH_P_ALL))
-        mreq = struct.pack("iHH8s", socket.if_nametoindex(iface), PACKET_MR_PROMISC, 0, b"")
-        sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-    except OSError:
-        sock.close()
-        raise
-    with contextlib.suppress(OSError):  # Linux < 4.20: DataPath skips them by type
-        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-    sock.setblocking(False)
-    return sock
-
-
-class DataPath:
-    """The ports and the loop that moves frames through ``device.pipeline``."""
-
-    def __init__(self, device: ServedDevice, ifaces: dict[int, str]) -> None:
-        self.device = device
-        self.ports: dict[int, socket.socket] = {}
-        self._wake_r, self._wake_w = os.pipe()
-        for port, iface in ifaces.items():
-            try:
-                self.ports[port] = open_port(iface)
-            except OSError as e:
-                self.close()
-                raise OSError(e.errno, f"port {port}@{iface}: {e.strerror}") from None
-        self.start_ns = time.monotonic_ns()
-        self.frames_in = self.frames_out = self.send_errors = 0
-
-    def stop(self) -> None:
-        """Make ``run`` return (from any thread or a signal handler)."""
-        os.write(self._wake_w, b"x")
-
-    def close(self) -> None:
-        for sock in self.ports.values():
-            sock.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-
-    def run(self) -> None:
-        poller = select.poll()
-        by_fd = {sock.fileno(): (port, sock) for port, sock in self.ports.items()}
-        for fd in by_fd:
-            poller.register(fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        while True:
-            for fd, _ in poller.poll():
-                if fd == self._wake_r:
-                    return
-                self._drain(*by_fd[fd])
-
-    def _drain(self, port: int, sock: socket.socket) -> None:
-        for _ in range(BURST):
-            try:
-                frame, addr = sock.recvfrom(65535)
-            except BlockingIOError:
-                return
-            except OSError as e:  # the link went down or away: the switch runs on
-                log.warning("port %d: %s", port, e.strerror)
-                return
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            self.frames_in += 1
-            pipeline = self.device.pipeline
-            if pipeline is None:
-                continue
-            now_us = (time.monotonic_ns() - self.start_ns) // 1000
-            for out_port, out in pipeline.process(port, frame, now_us):
-                egress = self.ports.get(out_port)
-                if egress is None:
-                    continue
-                try:
-                    egress.send(out)
-                    self.frames_out += 1
-                except OSError:  # a full or downed port drops, as a switch does
-                    self.send_errors += 1
 
 
 def parse_iface(text: str) -> tuple[int, str]:

@@ -30,8 +30,8 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from esa.p4names import SLOT_OWNER
 from refswitch.arbiter import Arbiter, Connection
-from refswitch.datapath import Pipeline
 from refswitch.entities import Entities
+from refswitch.frames import Pipeline
 from refswitch.tables import ProgramInfo, Refused, Tables
 
 _CONFIG = p4runtime_pb2.SetForwardingPipelineConfigRequest

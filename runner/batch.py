@@ -1,4 +1,4 @@
-"""The batch run: every policy of the scenario in a fresh world, one after
+"""The batch run: every scheme of the scenario in a fresh world, one after
 the other (``--repeat`` rounds of them), each followed by its table, then
 the comparison and the files of ``results/run/``."""
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 from runner import report, timeline
 from runner import scenario as scn
-from runner.jobs import PolicyRun, run_policy
+from runner.jobs import SchemeRun, run_scheme
 from runner.network import Network, placed
 from runner.switches import Program
 from runner.world import World
 
 
-def problems(policy: str, run: PolicyRun, train: str = scn.SYNTHETIC) -> list[str]:
+def problems(scheme: str, run: SchemeRun, train: str = scn.SYNTHETIC) -> list[str]:
     """What makes the run fail: a wrong sum (a trained model that differs
     between workers), a job that failed without a fault killing one of its
     workers, a restart that did not re-sync."""
@@ -27,10 +27,10 @@ def problems(policy: str, run: PolicyRun, train: str = scn.SYNTHETIC) -> list[st
     out = []
     for job, r in run.results.items():
         if r.failed and job not in run.killed:
-            out.append(f"{policy}: job {job} failed: {r.reason}")
+            out.append(f"{scheme}: job {job} failed: {r.reason}")
         elif not r.failed and not r.exact:
-            out.append(f"{policy}: job {job}: {wrong}")
-    out += [f"{policy}: fault {e.fault}: {e.what}" for e in run.faults if not e.ok]
+            out.append(f"{scheme}: job {job}: {wrong}")
+    out += [f"{scheme}: fault {e.fault}: {e.what}" for e in run.faults if not e.ok]
     return out
 
 
@@ -63,22 +63,22 @@ def run_rounds(
 ) -> tuple[dict[str, list[dict[int, report.JobResult]]], list[timeline.Sample], list[str]]:
     args, scenario = setup.args, setup.scenario
     label = setup.program.kind.label
-    runs: dict[str, list[dict[int, report.JobResult]]] = {p: [] for p in scenario.policies}
+    runs: dict[str, list[dict[int, report.JobResult]]] = {p: [] for p in scenario.schemes}
     samples: list[timeline.Sample] = []
     trouble: list[str] = []
     for rnd in range(args.repeat):
-        for policy in scenario.policies:
+        for scheme in scenario.schemes:
             tag = f"round {rnd + 1}/{args.repeat}, " if args.repeat > 1 else ""
-            print(f"\n=== policy {policy}{scn.layout_note(scenario, policy)}: {tag}"
+            print(f"\n=== scheme {scheme}{scn.layout_note(scenario, scheme)}: {tag}"
                   f"{len(scenario.jobs)} jobs, {scenario.pool_size} slots, {label} ===",
                   flush=True)  # fmt: skip
-            sub = Path(policy) / f"round{rnd + 1}" if args.repeat > 1 else Path(policy)
+            sub = Path(scheme) / f"round{rnd + 1}" if args.repeat > 1 else Path(scheme)
             with setup.world(sub) as world:
-                run = run_policy(world, policy, rnd + 1, live=not args.quiet)
-            runs[policy].append(run.results)
+                run = run_scheme(world, scheme, rnd + 1, live=not args.quiet)
+            runs[scheme].append(run.results)
             samples += run.samples
-            trouble += problems(policy, run, scenario.train)
-            print(report.job_table(policy, run.results, label), flush=True)
+            trouble += problems(scheme, run, scenario.train)
+            print(report.job_table(scheme, run.results, label), flush=True)
             faults = report.fault_lines(run.faults, scenario)
             if faults:
                 print(faults, flush=True)
@@ -98,7 +98,7 @@ def run_batch(setup: Setup) -> int:
     written.append(timeline.write_csv(out / "slots.csv", samples))
     written.append(
         timeline.plot(
-            out / "slots.png", samples, list(scenario.policies), scenario.pool_size, kind.label
+            out / "slots.png", samples, list(scenario.schemes), scenario.pool_size, kind.label
         )
     )
     as_run = {**scn.as_json(placed(scenario, setup.topo)), "switch": kind.name}

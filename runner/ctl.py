@@ -39,12 +39,13 @@ class Ctl:
     def close(self) -> None:
         self.client.close()
 
-    def policy(
-        self, policy: str, stale_us: int, squat_us: int | None, part_size: int, layout: str
+    def set_scheme(
+        self, scheme: str, stale_us: int, squat_us: int | None, part_size: int, layout: str
     ) -> None:
-        """Set the run's ``policy`` (``runner.scenario.POLICIES``)."""
-        req = controller_policy(policy, part_size, layout)
-        self.one_priority = Scheme(policy).ranking is Ranking.ONE
+        """Set the switch's policy behind the run's ``scheme``
+        (``runner.scenario.SCHEMES``)."""
+        req = controller_policy(scheme, part_size, layout)
+        self.one_priority = Scheme(scheme).ranking is Ranking.ONE
         self.client.policy(replace(req, stale_us=stale_us, squat_us=squat_us))
 
     def admit(self, job: JobSpec, placement: Placement) -> None:

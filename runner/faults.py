@@ -1,7 +1,7 @@
 """Faults a run can inject, as ``--fault`` options: what they are and their syntax.
 
 ``bmv2-restart[=SWITCH]@T``  kill a switch (SIGKILL; BMv2 or the reference
-                             switch) T seconds into the policy's run and start
+                             switch) T seconds into the scheme's run and start
                              it again, empty; the controller must push the
                              pipeline and every entry back.  Without a name:
                              the only switch, or the fabric's first ToR.
@@ -11,7 +11,7 @@
                              give up at their allreduce deadline and the run must
                              report the job failed, naming why.
 
-T counts from the moment the first job of the policy's run starts.
+T counts from the moment the first job of the scheme's run starts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One policy's run of the scenario's jobs: arrivals, PSes, workers, progress,
+"""One scheme's run of the scenario's jobs: arrivals, PSes, workers, progress,
 faults, the slot timeline, and each job's result.
 
 Each job is admitted when it arrives (``arrival_s``), so static partitions
@@ -85,7 +85,7 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
-class PolicyRun:
+class SchemeRun:
     results: dict[int, JobResult]
     samples: list[Sample]
     faults: list[FaultEvent]
@@ -360,10 +360,11 @@ def stop_pses(world: World, pses: dict[str, subprocess.Popen[str]]) -> None:
 
 
 def run_jobs(
-    world: World, ctl: Ctl, specs: tuple[JobSpec, ...], policy: str, round_no: int, live: bool
-) -> PolicyRun:
+    world: World, ctl: Ctl, specs: tuple[JobSpec, ...], scheme: str, round_no: int, live: bool
+) -> SchemeRun:
     """Run ``specs`` (each admitted at its arrival) with their PSes, under
-    whatever policy the controller has; the scenario's faults with them.
+    whatever policy the controller has (``scheme``: the name the timeline's
+    samples give it); the scenario's faults with them.
     Whenever it ends, also on Ctrl-C at any point, what it started is
     stopped: the fault injector, the timeline, the workers, the PSes."""
     s = world.scenario
@@ -372,7 +373,7 @@ def run_jobs(
         started.callback(stop_pses, world, pses)
         start_pses(world, specs, pses)
         t0 = time.monotonic()
-        timeline = Timeline(policy, round_no, world.registers(), ctl.stats, s.sample_s, t0)
+        timeline = Timeline(scheme, round_no, world.registers(), ctl.stats, s.sample_s, t0)
         runner = Runner(world, ctl, timeline, specs, t0, live)
         started.callback(runner.stop_workers)
         injector = Injector(s.faults, world, ctl, runner.kill, t0)
@@ -383,15 +384,15 @@ def run_jobs(
         runner.loop()
         ctl.flush()
     killed = {j for j, job in runner.jobs.items() if any(w.killed_by for w in job.workers.values())}
-    return PolicyRun(runner.results(), timeline.samples, injector.events, killed)
+    return SchemeRun(runner.results(), timeline.samples, injector.events, killed)
 
 
-def run_policy(world: World, policy: str, round_no: int, live: bool) -> PolicyRun:
-    """Run every job of the world's scenario under ``policy``; the world is fresh."""
+def run_scheme(world: World, scheme: str, round_no: int, live: bool) -> SchemeRun:
+    """Run every job of the world's scenario under ``scheme``; the world is fresh."""
     s = world.scenario
     ctl = Ctl(world.admin)
     try:
-        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size, s.layout)
-        return run_jobs(world, ctl, tuple(j.spec for j in s.jobs), policy, round_no, live)
+        ctl.set_scheme(scheme, s.stale_us, s.squat_us, s.part_size, s.layout)
+        return run_jobs(world, ctl, tuple(j.spec for j in s.jobs), scheme, round_no, live)
     finally:
         ctl.close()

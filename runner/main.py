@@ -1,11 +1,11 @@
-"""`make run`: the scenario's jobs on Mininet under each policy, with JCT tables;
+"""`make run`: the scenario's jobs on Mininet under each scheme, with JCT tables;
 with ``--cli``, the same world at a ``mininet>`` prompt and no jobs started.
 
 The run happens in a private world (new network, PID and mount namespaces;
 ``runner.launch``) with a work directory of its own, so Mininet and the
 switch touch no link, process or file outside it, and everything they
 started ends with it, also on Ctrl-C, on leaving the prompt, and on ``make
-stop`` (SIGTERM).  ``runner.batch`` runs the policies one after the
+stop`` (SIGTERM).  ``runner.batch`` runs the schemes one after the
 other; ``runner.prompt`` is the prompt.
 
 The switch is BMv2 where its toolchain is installed and the reference
@@ -15,6 +15,8 @@ switch otherwise (``--switch`` chooses; ``runner.switches``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -56,7 +58,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--repeat",
         type=arguments.COUNT,
         default=1,
-        help="rounds of all policies; tables show the means",
+        help="rounds of all schemes; tables show the means",
     )
     ap.add_argument(
         "--switch",
@@ -74,7 +76,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--cli",
         action="store_true",
         help="start the network, switch and controller with no jobs and open the mininet> "
-        "prompt (its first policy); leaving the prompt stops everything",
+        "prompt (its first scheme); leaving the prompt stops everything",
     )
     scn.add_overrides(ap)
     return ap.parse_args(argv)
@@ -109,8 +111,13 @@ def inside(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    inner = os.environ.get(PRIVATE_ENV) == "1"
+    # in the private world the scenario is read a second time: what reading
+    # it says on stderr (a deprecated name) was said outside already
+    quiet = contextlib.redirect_stderr(io.StringIO()) if inner else contextlib.nullcontext()
     try:
-        scenario = torchjobs.prepare(scn.apply_overrides(scn.load(args.scenario), args))
+        with quiet:
+            scenario = torchjobs.prepare(scn.apply_overrides(scn.load(args.scenario), args))
         topo = topo_mod.load(scenario.topology)
         topo_mod.assign(scenario, topo)
         topo_mod.check_faults(scenario, topo)
@@ -125,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run: {why}", file=sys.stderr)
         return 2
     out = (args.out or (CLI_OUT if args.cli else RUN_OUT)).resolve()
-    if os.environ.get(PRIVATE_ENV) != "1":
+    if not inner:
         if note:
             print(f"run: {note}", file=sys.stderr, flush=True)
         return launch([*argv, "--switch", kind.name], out)

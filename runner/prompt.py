@@ -63,7 +63,7 @@ def _hosts(world: World, job: int) -> str:
     )
 
 
-def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
+def banner(world: World, scenario_file: Path, out: Path, scheme: str) -> str:
     """What the user sees above the first prompt: what runs, and what to type."""
     s, topo = world.scenario, world.topo
     hosts = topo.hosts
@@ -88,7 +88,7 @@ def banner(world: World, scenario_file: Path, out: Path, policy: str) -> str:
         sends = f"a PS sends what it completes to its job's top switch ({tops})"
         logs = f"{'.log, '.join(names)}.log, p4runtime-requests.txt"
     lines = [
-        f"*** ESA: {switches}, policy {policy}",
+        f"*** ESA: {switches}, scheme {scheme}",
         f"*** topology {topo.name}: {len(hosts)} hosts {hosts[0].name}..{hosts[-1].name}; {sends}",
         "*** the controller is up; no job is admitted and no PS runs",
         "",
@@ -221,7 +221,7 @@ class EsaCLI(CLI):  # type: ignore[misc]
         finally:
             ctl.close()
         scenario: Scenario = replace(world.scenario, jobs=jobs)
-        self._say(report.job_table(policy, run.results, label))
+        self._say(report.job_table(policy, run.results, label, under="policy"))
         faults = report.fault_lines(run.faults, scenario)
         if faults:
             self._say(faults)
@@ -248,13 +248,13 @@ class EsaCLI(CLI):  # type: ignore[misc]
 
 
 def prompt(world: World, scenario_file: Path, out: Path) -> None:
-    """Set the scenario's first policy and run the prompt until the user leaves."""
+    """Set the scenario's first scheme and run the prompt until the user leaves."""
     s = world.scenario
-    policy = s.policies[0]
+    scheme = s.schemes[0]
     ctl = Ctl(world.admin)
     try:
-        ctl.policy(policy, s.stale_us, s.squat_us, s.part_size, s.layout)
+        ctl.set_scheme(scheme, s.stale_us, s.squat_us, s.part_size, s.layout)
     finally:
         ctl.close()
     setLogLevel("output")  # the prompt prints what the hosts' commands print
-    EsaCLI(world, banner(world, scenario_file, out, policy))
+    EsaCLI(world, banner(world, scenario_file, out, scheme))

@@ -3,8 +3,8 @@
 Every report (the table and the legend under it, ``jobs.csv``,
 ``jobs.json``, ``rounds.json``, ``jct.png``) names a job's numbers by the
 columns of ``COLUMNS``, where each is defined once with its meaning.  A job
-that failed is a failed result for its policy: no average is printed for
-that policy and no ratio compares it, only which job failed and why
+that failed is a failed result for its scheme: no average is printed for
+that scheme and no ratio compares it, only which job failed and why
 (``incomplete``); ``jct.png`` hatches its bar and labels it failed.
 """
 
@@ -41,7 +41,7 @@ class Column:
 
 
 WHERE = (
-    Column("policy", "the policy the job ran under"),
+    Column("scheme", "the scheme the job ran under"),
     Column("switch", "the switch it ran on: bmv2 or model"),
     Column("round", "the round (--repeat), in rounds.json only"),
 )
@@ -198,35 +198,35 @@ def _mean_accuracy(rs: list[JobResult]) -> float | None:
 
 def incomplete(results: dict[int, JobResult], under: str = "") -> str:
     """``incomplete: job N failed: REASON`` for each failed job (``under``:
-    `` under POLICY`` after "failed"); "" when every job finished."""
+    `` under SCHEME`` after "failed"); "" when every job finished."""
     failed = [f"job {j} failed{under}: {r.reason}" for j, r in sorted(results.items()) if r.failed]
     return "incomplete: " + "; ".join(failed) if failed else ""
 
 
 def average_jct(results: dict[int, JobResult]) -> float | None:
     """Mean JCT over every job; None when a job failed (or there is none): an
-    average without the failed job would flatter its policy."""
+    average without the failed job would flatter its scheme."""
     if not results or any(r.failed for r in results.values()):
         return None
     return sum(r.jct_s for r in results.values()) / len(results)
 
 
 def rounds_table(runs: dict[str, list[dict[int, JobResult]]]) -> str:
-    """Average JCT of every round, per policy, and their spread: the
-    run-to-run noise any difference between policies must stand out from.
-    A policy with a failed job in some round gets no mean, only why."""
+    """Average JCT of every round, per scheme, and their spread: the
+    run-to-run noise any difference between schemes must stand out from.
+    A scheme with a failed job in some round gets no mean, only why."""
     lines = ["", "average JCT per round (s)"]
-    for policy, rounds in runs.items():
+    for scheme, rounds in runs.items():
         avgs = [average_jct(r) for r in rounds]
         cells = " ".join("failed" if a is None else f"{a:6.2f}" for a in avgs)
         done = [a for a in avgs if a is not None]
         if len(done) < len(avgs):
             k, bad = next((k, r) for k, r in enumerate(rounds, 1) if average_jct(r) is None)
-            lines.append(f"{policy:>12}: {cells}   {incomplete(bad)} (round {k})")
+            lines.append(f"{scheme:>12}: {cells}   {incomplete(bad)} (round {k})")
             continue
         sd = statistics.stdev(done) if len(done) > 1 else 0.0
         lines.append(
-            f"{policy:>12}: {cells}   mean {sum(done) / len(done):.2f}"
+            f"{scheme:>12}: {cells}   mean {sum(done) / len(done):.2f}"
             f"  spread {max(done) - min(done):.2f}  sd {sd:.2f}"
         )
     return "\n".join(lines)
@@ -249,13 +249,14 @@ def legend(columns: tuple[Column, ...]) -> str:
     return "\n".join(f"  {c.name:<{w}}  {c.meaning}" for c in columns)
 
 
-def job_table(policy: str, results: dict[int, JobResult], switch: str) -> str:
+def job_table(name: str, results: dict[int, JobResult], switch: str, under: str = "scheme") -> str:
     """One row per job (with ``accuracy`` when a job trained a model), why
     each failed job failed, the average JCT or why there is none, and the
-    legend of the columns shown."""
+    legend of the columns shown.  The title names what the jobs ran under:
+    the scheme ``name``, or at the prompt the controller's ``policy``."""
     trained = any(r.accuracy is not None for r in results.values())
     shown = tuple(c for c in COLUMNS if c.width and (trained or c.name != "accuracy"))
-    lines = [f"policy {policy}; switch: {switch}", " ".join(f"{c.name:>{c.width}}" for c in shown)]
+    lines = [f"{under} {name}; switch: {switch}", " ".join(f"{c.name:>{c.width}}" for c in shown)]
     for _, r in sorted(results.items()):
         lines.append(" ".join(_cell(c, r) for c in shown))
     for job, r in sorted(results.items()):
@@ -272,12 +273,12 @@ def job_table(policy: str, results: dict[int, JobResult], switch: str) -> str:
 def comparison_table(
     scenario: Scenario, results: dict[str, dict[int, JobResult]], switch: str
 ) -> str:
-    """JCT per job and policy, each policy's average and each policy's
-    ratio to ESA's: none for a policy with a failed job (or when ESA has
+    """JCT per job and scheme, each scheme's average and each scheme's
+    ratio to ESA's: none for a scheme with a failed job (or when ESA has
     one), ``incomplete: job N failed: REASON`` instead."""
-    policies = list(results)
-    w = max(10, *(len(p) for p in policies))
-    avgs = {p: average_jct(results[p]) for p in policies}
+    schemes = list(results)
+    w = max(10, *(len(p) for p in schemes))
+    avgs = {p: average_jct(results[p]) for p in schemes}
 
     def cell(r: JobResult) -> str:
         return f"{FAILED:>{w}}" if r.failed else f"{r.jct_s:>{w}.2f}"
@@ -288,14 +289,14 @@ def comparison_table(
     lines = [
         "",
         f"JCT per job (s); switch: {switch}",
-        f"{'job':>4} " + " ".join(f"{p:>{w}}" for p in policies),
+        f"{'job':>4} " + " ".join(f"{p:>{w}}" for p in schemes),
     ]
     for job in (j.spec.job for j in scenario.jobs):
-        lines.append(f"{job:>4} " + " ".join(cell(results[p][job]) for p in policies))
-    lines.append(f"{'avg':>4} " + " ".join(avg_cell(avgs[p]) for p in policies))
+        lines.append(f"{job:>4} " + " ".join(cell(results[p][job]) for p in schemes))
+    lines.append(f"{'avg':>4} " + " ".join(avg_cell(avgs[p]) for p in schemes))
     if "esa" in results:
         esa = avgs["esa"]
-        for p in policies:
+        for p in schemes:
             if p == "esa":
                 continue
             mine = avgs[p]
@@ -327,7 +328,7 @@ def write(
     jct.png; every row names the switch (``bmv2`` or ``model``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [
-        row(r, policy=p, switch=switch.name)
+        row(r, scheme=p, switch=switch.name)
         for p, per_job in results.items()
         for r in per_job.values()
     ]
@@ -335,7 +336,7 @@ def write(
     rounds_path.write_text(
         json.dumps(
             [
-                row(r, policy=p, switch=switch.name, round=k + 1)
+                row(r, scheme=p, switch=switch.name, round=k + 1)
                 for p, rounds in runs.items()
                 for k, per_job in enumerate(rounds)
                 for r in per_job.values()
@@ -363,7 +364,7 @@ FAILED_HATCH = "//"
 
 
 def jct_figure(scenario: Scenario, results: dict[str, dict[int, JobResult]], switch: str) -> Figure:
-    """Bars of ``jct_s`` per job and policy; a failed job's bar hatched and
+    """Bars of ``jct_s`` per job and scheme; a failed job's bar hatched and
     labelled failed (its height: until it was stopped)."""
     import matplotlib
 
@@ -371,12 +372,12 @@ def jct_figure(scenario: Scenario, results: dict[str, dict[int, JobResult]], swi
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    policies = list(results)
+    schemes = list(results)
     jobs = [j.spec.job for j in scenario.jobs]
-    width = 0.8 / len(policies)
+    width = 0.8 / len(schemes)
     fig, ax = plt.subplots(figsize=(7, 4))
     handles: list[BarContainer | Patch] = []
-    for i, p in enumerate(policies):
+    for i, p in enumerate(schemes):
         mine = [results[p][j] for j in jobs]
         xs = [k + i * width for k in range(len(jobs))]
         bars = ax.bar(xs, [r.jct_s for r in mine], width, color=f"C{i % 10}", label=p)
@@ -396,7 +397,7 @@ def jct_figure(scenario: Scenario, results: dict[str, dict[int, JobResult]], swi
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(jobs))])
     ax.set_xticklabels([f"job {j}" for j in jobs])
     ax.set_ylabel("jct_s (job completion time, s)")
-    ax.set_title(f"jct_s per job and policy ({scenario.pool_size} slots)\nswitch: {switch}")
+    ax.set_title(f"jct_s per job and scheme ({scenario.pool_size} slots)\nswitch: {switch}")
     ax.legend(handles=handles)
     fig.tight_layout()
     return fig

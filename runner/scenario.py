@@ -1,10 +1,10 @@
-"""A run's scenario: jobs, pool, links, policies and faults, from a JSON file and flags.
+"""A run's scenario: jobs, pool, links, schemes and faults, from a JSON file and flags.
 
 A job arrives ``arrival_s`` after the run starts (it is admitted then, so
 static partitions go to jobs in arrival order) and its workers compute
 ``compute_s`` between iterations, each iteration's time drawn uniformly
 within ``jitter`` (a fraction) of it.  ``part_size`` is the size of the
-``static`` policy's fixed partitions (``esa-ctl policy static
+``static`` scheme's fixed partitions (``esa-ctl policy static
 --part-size``): the jobs' bandwidth-delay product in chunks, as SwitchML
 sizes them; 0 asks for the controller's equal split instead.
 
@@ -54,8 +54,8 @@ def _esa_first(schemes: tuple[Scheme, ...]) -> tuple[str, ...]:
     return tuple(s.value for s in order)
 
 
-POLICIES = _esa_first(RUN_SCHEMES)
-"""The run's policies (``esa.schemes``).  ``static`` is SwitchML: the static
+SCHEMES = _esa_first(RUN_SCHEMES)
+"""The run's schemes (``esa.schemes``).  ``static`` is SwitchML: the static
 policy with fixed partitions of the scenario's ``part_size``;
 ``static-equal`` the static policy with the controller's equal split: the
 two static baselines.  ``esa`` runs with the equal split too (every job a
@@ -63,8 +63,8 @@ home while the pool has one for each, docs/controller.md) and ``atp``
 ignores partitions.  ``esa-equal`` is ``esa`` with priorities off: every job
 admitted at ``esa.job.EQUAL_PRIORITY`` whatever the scenario says, so none
 preempts another and homes go by admission order."""
-DEFAULT_POLICIES = _esa_first(DEFAULT_RUN_SCHEMES)
-"""What a scenario runs unless it lists its ``policies``: ESA against the
+DEFAULT_SCHEMES = _esa_first(DEFAULT_RUN_SCHEMES)
+"""What a scenario runs unless it lists its ``schemes``: ESA against the
 three baselines."""
 SYNTHETIC, TORCH = "synthetic", "torch"
 TRAINS = (SYNTHETIC, TORCH)
@@ -109,14 +109,14 @@ LINK_FIELDS = ("bw_mbps", "delay_ms", "loss_pct")
 class Scenario:
     jobs: tuple[RunJob, ...]
     pool_size: int = 64
-    policies: tuple[str, ...] = DEFAULT_POLICIES
+    schemes: tuple[str, ...] = DEFAULT_SCHEMES
     topology: str = DEFAULT_TOPOLOGY
     """a name in mininet/topologies/ or a path to a topology file."""
     link: Mapping[str, float | None] = field(default_factory=dict)
     """link properties (LINK_FIELDS) set on every host's link, over the topology's."""
     stale_us: int = 20_000
     squat_us: int | None = None
-    """the squat timeout written with each policy; None: the policy's default."""
+    """the squat timeout written with each scheme; None: its switch policy's default."""
     window: int = 32
     rto_s: float = 0.05
     part_size: int = 0
@@ -149,17 +149,20 @@ JOB_FIELDS = {
 }  # fmt: skip
 REQUIRED_JOB_FIELDS = {"job", "workers", "values", "iterations"}
 SCENARIO_FIELDS = {
-    "description", "pool_size", "policies", "topology", "link", "stale_us", "squat_us", "window",
+    "description", "pool_size", "schemes", "topology", "link", "stale_us", "squat_us", "window",
     "rto_s", "part_size", "layout", "timeout_s", "stall_s", "sample_s", "faults", "jobs", "train",
     "script", "script_args",
 }  # fmt: skip
+OLD_SCHEMES = "policies"
+"""The older name of ``schemes`` in a scenario file: still read, with a
+deprecation message (``deprecated``)."""
 
 
-def controller_policy(policy: str, part_size: int, layout: str) -> PolicyRequest:
+def controller_policy(name: str, part_size: int, layout: str) -> PolicyRequest:
     """The controller's policy, partition size and ESA layout behind the
-    run's ``policy`` (``part_size``: the scenario's, SwitchML's), timeouts
-    left to the caller."""
-    scheme = Scheme(policy)
+    run's scheme ``name`` (``part_size``: the scenario's, SwitchML's),
+    timeouts left to the caller."""
+    scheme = Scheme(name)
     return PolicyRequest(
         scheme.policy.name.lower(),
         part_size=part_size if scheme.memory is Memory.FIXED else 0,
@@ -167,15 +170,33 @@ def controller_policy(policy: str, part_size: int, layout: str) -> PolicyRequest
     )
 
 
-def layout_note(s: Scenario, policy: str) -> str:
-    """``", layout hashed"`` where an ESA policy runs the hashed layout,
-    else nothing (homes, the default, goes unsaid)."""
-    esa = Scheme(policy).policy is Policy.ESA
+def layout_note(s: Scenario, scheme: str) -> str:
+    """``", layout hashed"`` where a scheme of the ESA policy runs the hashed
+    layout, else nothing (homes, the default, goes unsaid)."""
+    esa = Scheme(scheme).policy is Policy.ESA
     return f", layout {s.layout}" if esa and s.layout != Layout.HOMES.value else ""
 
 
 def _error(msg: str) -> ValueError:
     return ValueError(f"scenario: {msg}")
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr that ``old``, an older name of ``new``, is read as ``new``."""
+    print(
+        f"scenario: {old} is deprecated, read as {new}: a run compares schemes "
+        "(esa.schemes); a policy is the switch's rule set (esa-ctl policy)",
+        file=sys.stderr,
+    )
+
+
+def listed_schemes(raw: dict[str, Any]) -> tuple[str, ...]:
+    """The schemes a scenario file lists: its ``schemes``, or its
+    ``policies`` (OLD_SCHEMES) where the file, or the run that wrote it, is
+    older than the word; DEFAULT_SCHEMES without either."""
+    if OLD_SCHEMES in raw and "schemes" in raw:
+        raise _error(f'give "schemes" or its old name "{OLD_SCHEMES}", not both')
+    return tuple(raw.get("schemes", raw.get(OLD_SCHEMES, DEFAULT_SCHEMES)))
 
 
 def _host_names(raw: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -270,14 +291,14 @@ def check_link(link: LinkShape) -> LinkShape:
 
 
 def check(s: Scenario) -> Scenario:
-    """Whole-scenario rules: distinct jobs, known policies, sizes, faults' targets."""
+    """Whole-scenario rules: distinct jobs, known schemes, sizes, faults' targets."""
     if not s.jobs:
         raise _error("no jobs")
     if len({j.spec.job for j in s.jobs}) != len(s.jobs):
         raise _error("job ids must be distinct")
-    bad = [p for p in s.policies if p not in POLICIES]
+    bad = [name for name in s.schemes if name not in SCHEMES]
     if bad:
-        raise _error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
+        raise _error(f"unknown scheme {bad[0]!r} (known: {', '.join(SCHEMES)})")
     if s.pool_size < 1 or s.window < 1:
         raise _error("pool_size and window must be positive")
     if s.squat_us is not None:
@@ -366,14 +387,16 @@ def load(path: Path) -> Scenario:
 
 
 def from_json(raw: dict[str, Any]) -> Scenario:
-    unknown = set(raw) - SCENARIO_FIELDS
+    unknown = set(raw) - SCENARIO_FIELDS - {OLD_SCHEMES}
     if unknown:
         raise _error(f"unknown field(s): {', '.join(sorted(unknown))}")
+    if OLD_SCHEMES in raw:
+        deprecated(f'"{OLD_SCHEMES}"', '"schemes"')
     return check(
         Scenario(
             jobs=tuple(parse_job(j) for j in raw.get("jobs", [])),
             pool_size=int(raw.get("pool_size", 64)),
-            policies=tuple(raw.get("policies", DEFAULT_POLICIES)),
+            schemes=listed_schemes(raw),
             topology=str(raw.get("topology", DEFAULT_TOPOLOGY)),
             link=parse_link(raw.get("link", {})),
             stale_us=int(raw.get("stale_us", 20_000)),
@@ -403,7 +426,8 @@ def _fault_arg(text: str) -> Fault:
 
 def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pool", type=arguments.POOL_SIZE, help="slots in the switch")
-    ap.add_argument("--policies", help=f"comma-separated subset of {','.join(POLICIES)}")
+    ap.add_argument("--schemes", help=f"comma-separated subset of {','.join(SCHEMES)}")
+    ap.add_argument("--policies", help="deprecated: the old name of --schemes")
     ap.add_argument("--iterations", type=arguments.COUNT, help="iterations of every job")
     ap.add_argument("--scale", type=float, help="multiply every job's tensor size")
     ap.add_argument(
@@ -418,7 +442,7 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--squat-us",
         type=arguments.SQUAT_US,
-        help="squat timeout for every policy, us (0: off; default: each's)",
+        help="squat timeout for every scheme, us (0: off; default: each's)",
     )
     ap.add_argument(
         "--timeout",
@@ -462,7 +486,7 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
         type=_fault_arg,
         action="append",
         default=[],
-        help="inject a fault in each policy's run: bmv2-restart[=SWITCH]@T, controller-restart@T, "
+        help="inject a fault in each scheme's run: bmv2-restart[=SWITCH]@T, controller-restart@T, "
         "kill-worker=JOB:IDX@T (T: seconds after the first job starts); repeatable",
     )
 
@@ -471,7 +495,12 @@ def apply_overrides(s: Scenario, args: argparse.Namespace) -> Scenario:
     if args.pool is not None:
         s = replace(s, pool_size=args.pool)
     if args.policies:
-        s = replace(s, policies=tuple(args.policies.split(",")))
+        if args.schemes:
+            raise _error("give --schemes or its old name --policies, not both")
+        deprecated("--policies", "--schemes")
+    names = args.schemes or args.policies
+    if names:
+        s = replace(s, schemes=tuple(names.split(",")))
     if args.iterations is not None:
         s = with_specs(s, lambda j: replace(j, iterations=args.iterations))
     if args.scale is not None:

@@ -1,5 +1,5 @@
 """The slot timeline: who holds the pool, and each job's fallbacks and
-preemptions, sampled at a fixed interval while a policy runs.
+preemptions, sampled at a fixed interval while a scheme runs.
 
 Slots come from the switches' registers (``slot_owner`` and ``slot_count``:
 BMv2's through one long-lived runtime CLI per switch, ``runner.devices.thrift``;
@@ -9,7 +9,7 @@ all of them together), counters from the controller (``Stats``).  A switch
 restart zeroes its counters; ``Totals`` carries each job's count across such
 a drop, so a job's numbers are what it saw over the whole run (less what
 happened between the last sample and the crash).  ``slots.csv`` holds every
-sample; ``slots.png`` draws, one column per policy on shared axes, the slots
+sample; ``slots.png`` draws, one column per scheme on shared axes, the slots
 each job held and its cumulative fallbacks and preemptions over time.
 """
 
@@ -107,7 +107,7 @@ controller or the switch can not answer."""
 
 @dataclass(frozen=True)
 class Sample:
-    policy: str
+    scheme: str
     round: int
     t_s: float
     job: int
@@ -157,14 +157,14 @@ class Timeline:
 
     def __init__(
         self,
-        policy: str,
+        scheme: str,
         round_no: int,
         reader: Registers,
         stats: ReadStats,
         interval: float,
         t0: float,
     ) -> None:
-        self.policy, self.round = policy, round_no
+        self.scheme, self.round = scheme, round_no
         self.reader, self.stats = reader, stats
         self.interval, self.t0 = interval, t0
         self.samples: list[Sample] = []
@@ -226,7 +226,7 @@ class Timeline:
                 slots, contribs = pool.get(job, (0, 0)) if regs else (-1, -1)
                 totals = {e: self.totals.get(job, e) for e in EVENTS}
                 self.samples.append(
-                    Sample(self.policy, self.round, t, job, slots, contribs, **totals)
+                    Sample(self.scheme, self.round, t, job, slots, contribs, **totals)
                 )
 
     def total(self, job: int, name: str) -> int:
@@ -245,10 +245,10 @@ def write_csv(path: Path, samples: list[Sample]) -> Path:
 
 
 def plot(
-    path: Path, samples: list[Sample], policies: list[str], pool_size: int, switch: str
+    path: Path, samples: list[Sample], schemes: list[str], pool_size: int, switch: str
 ) -> Path:
     """Slots held per job (stacked) and cumulative fallbacks / preemptions
-    suffered per job, one column per policy, first round only; the title
+    suffered per job, one column per scheme, first round only; the title
     names the ``switch`` they ran on."""
     import matplotlib
 
@@ -261,10 +261,10 @@ def plot(
     jobs = sorted({s.job for s in first})
     colours = {j: f"C{k % 10}" for k, j in enumerate(jobs)}
     fig, axes = plt.subplots(
-        2, len(policies), figsize=(4.5 * len(policies), 6), sharex=True, sharey="row", squeeze=False
+        2, len(schemes), figsize=(4.5 * len(schemes), 6), sharex=True, sharey="row", squeeze=False
     )
-    for col, policy in enumerate(policies):
-        mine = [s for s in first if s.policy == policy]
+    for col, scheme in enumerate(schemes):
+        mine = [s for s in first if s.scheme == scheme]
         top, bottom = axes[0][col], axes[1][col]
         # bars, not a filled area: a gap in the samples (a switch restart)
         # stays a gap instead of a line drawn across it
@@ -282,7 +282,7 @@ def plot(
             top.set_ylim(0, pool_size * 1.1)
             top.text(0.5, 0.5, "slot registers not readable\non this switch",
                      ha="center", va="center", transform=top.transAxes)  # fmt: skip
-        top.set_title(policy)
+        top.set_title(scheme)
         for j in jobs:
             pts = sorted((s.t_s, s.fallback, s.preempt_suffered) for s in mine if s.job == j)
             ts = [p[0] for p in pts]

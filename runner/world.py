@@ -1,4 +1,4 @@
-"""One policy's world: Mininet hosts around the topology's switches, and the
+"""One scheme's world: Mininet hosts around the topology's switches, and the
 controller.
 
 The switches, the hosts, their addresses and switch ports and the links come

@@ -1,14 +1,15 @@
 """``python -m sim.replay [RUN_DIR]``: the packet model against a Mininet run.
 
 Reads ``RUN_DIR/scenario.json`` and ``RUN_DIR/jobs.json`` (what ``make run``
-writes), simulates the same jobs under each of the run's policies with the
+writes), simulates the same jobs under each of the run's schemes with the
 packet-level model on a ``Net`` calibrated to BMv2 and the Python hosts, and
 compares average JCTs.  The verdict is on what the simulator is for, the
-comparison of policies: every ratio of a policy's average JCT to ESA's must
+comparison of schemes: every ratio of a scheme's average JCT to ESA's must
 be within ``RATIO_TOLERANCE`` of the measured one, and ESA must beat ATP in
-the simulation exactly when it does in the run.  Absolute JCTs are printed,
-not judged (see docs/simulator.md, "Validation against the Mininet run").
-Exits 1 when the simulator disagrees, 0 when it agrees.
+the simulation exactly when it does in the run.  A scheme the simulator has
+not is simulated as the one ``SIMULATED_AS`` names, and the output says so.
+Absolute JCTs are printed, not judged (see docs/simulator.md, "Validation
+against the Mininet run").  Exits 1 when the simulator disagrees, 0 when it agrees.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from esa.job import JobSpec, Workers
 from esa.schemes import RUN_SCHEMES, SIM_SCHEMES, Scheme
 from esa.spec import Policy, default_squat_us
+from runner import scenario as scn
 from sim import packet
 from sim.entry import mean_jct
 from sim.params import Net
@@ -37,7 +39,7 @@ REFERENCE_RUN = Path(__file__).resolve().parent / "data" / "default_run"
 """A committed ``make run`` of mininet/scenarios/default.json (the test's input)."""
 
 RATIO_TOLERANCE = 0.25
-"""Largest relative error allowed on a policy's average JCT over ESA's."""
+"""Largest relative error allowed on a scheme's average JCT over ESA's."""
 
 SWITCH_PKT_PER_S = 6_000.0
 """BMv2 running the ESA program, all ports together: ``python -m
@@ -64,8 +66,8 @@ above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 PS_STALL_S = 0.2
 """``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
 
-SCHEMES = {s.value: s if s in SIM_SCHEMES else Scheme.STATIC_EQUAL for s in RUN_SCHEMES}
-"""The run's policies and the scheme that simulates each: itself where the
+SIMULATED_AS = {s.value: s if s in SIM_SCHEMES else Scheme.STATIC_EQUAL for s in RUN_SCHEMES}
+"""The run's schemes and the scheme that simulates each: itself where the
 simulator has it.  ``esa`` ranks each job as the run declares it: its
 static priority, or (None) the controller's automatic rank with aging and
 progress reported at each iteration (``make run``).  ``static`` (SwitchML's
@@ -80,9 +82,9 @@ class Run:
     pool: int
     jobs: list[JobSpec]
     net: Net
-    policies: list[str]
+    schemes: list[str]
     measured: dict[str, dict[int, float]]
-    """policy -> job -> JCT (s) of the run."""
+    """scheme -> job -> JCT (s) of the run."""
 
 
 def net_for(scenario: dict[str, Any]) -> Net:
@@ -107,37 +109,50 @@ def net_for(scenario: dict[str, Any]) -> Net:
     )
 
 
+def recorded_job(job: dict[str, Any]) -> JobSpec:
+    """A job of a run's ``scenario.json``, read by the scenario reader
+    (``runner.scenario.parse_job``).  A job without a priority, or with
+    ``priority: null`` as runs before ``size_hint`` wrote it, ran at the
+    controller's automatic rank: ``size_hint``."""
+    if job.get("priority") is None:
+        job = {k: v for k, v in job.items() if k != "priority"} | {"size_hint": True}
+    return scn.parse_job(job).spec
+
+
+def scheme_of(row: dict[str, Any]) -> str:
+    """The scheme a row of ``jobs.json`` ran under (``policy`` in older runs)."""
+    return str(row["scheme"] if "scheme" in row else row["policy"])
+
+
 def load(run_dir: Path) -> Run:
     scenario = json.loads((run_dir / "scenario.json").read_text())
     rows = json.loads((run_dir / "jobs.json").read_text())
-    jobs = [
-        JobSpec(
-            job=int(j["job"]),
-            workers=int(j["workers"]),
-            values=int(j["values"]),
-            iterations=int(j["iterations"]),
-            priority=None if j.get("priority") is None else int(j["priority"]),
-            arrival_s=float(j.get("arrival_s", 0.0)),
-            compute_s=float(j.get("compute_s", 0.0)),
-            jitter=float(j.get("jitter", 0.0)),
-        )
-        for j in scenario["jobs"]
-    ]
-    failed = [f"{r['policy']} job {r['job']}" for r in rows if r.get("status", "done") != "done"]
-    if failed:
-        raise ValueError(f"the run has failed jobs, whose times compare with nothing: {failed}")
+    jobs = [recorded_job(j) for j in scenario["jobs"]]
+    bad = [f"{scheme_of(r)} job {r['job']}" for r in rows if r.get("status", "done") != "done"]
+    if bad:
+        raise ValueError(f"the run has failed jobs, whose times compare with nothing: {bad}")
     measured: dict[str, dict[int, float]] = {}
     for r in rows:
-        measured.setdefault(str(r["policy"]), {})[int(r["job"])] = float(r["jct_s"])
-    policies = [p for p in scenario["policies"] if p in measured]
-    if "esa" not in policies:
-        raise ValueError("the run has no esa policy to compare with")
-    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), policies, measured)
+        measured.setdefault(scheme_of(r), {})[int(r["job"])] = float(r["jct_s"])
+    schemes = [p for p in scn.listed_schemes(scenario) if p in measured]
+    if "esa" not in schemes:
+        raise ValueError("the run has no esa scheme to compare with")
+    return Run(int(scenario["pool_size"]), jobs, net_for(scenario), schemes, measured)
+
+
+def simulated_as(schemes: list[str]) -> list[str]:
+    """A line for each of the run's ``schemes`` the simulator has not,
+    naming the one that simulates it (``SIMULATED_AS``)."""
+    return [
+        f"{p}: simulated as {SIMULATED_AS[p].value} (the simulator has no {p})"
+        for p in schemes
+        if SIMULATED_AS[p].value != p
+    ]
 
 
 def simulate(run: Run) -> dict[str, dict[int, float]]:
-    """policy -> job -> simulated JCT (s), packet model."""
-    return {p: packet.simulate(run.jobs, run.pool, SCHEMES[p], run.net) for p in run.policies}
+    """scheme -> job -> simulated JCT (s), packet model."""
+    return {p: packet.simulate(run.jobs, run.pool, SIMULATED_AS[p], run.net) for p in run.schemes}
 
 
 @dataclass(frozen=True)
@@ -151,7 +166,7 @@ class Comparison:
 
 
 def ordering(avg: dict[str, float]) -> str:
-    """Policies by average JCT, best first; ``=`` for averages within 0.1 %."""
+    """Schemes by average JCT, best first; ``=`` for averages within 0.1 %."""
     ranked = sorted(avg, key=avg.__getitem__)
     out = ranked[0]
     for prev, p in itertools.pairwise(ranked):
@@ -160,18 +175,18 @@ def ordering(avg: dict[str, float]) -> str:
 
 
 def compare(
-    policies: list[str],
+    schemes: list[str],
     measured: dict[str, dict[int, float]],
     simulated: dict[str, dict[int, float]],
 ) -> Comparison:
-    meas = {p: mean_jct(measured[p]) for p in policies}
-    sim = {p: mean_jct(simulated[p]) for p in policies}
-    lines = [f"{'policy':<8}{'measured s':>12}{'simulated s':>13}{'error':>8}"]
-    for p in policies:
+    meas = {p: mean_jct(measured[p]) for p in schemes}
+    sim = {p: mean_jct(simulated[p]) for p in schemes}
+    lines = [f"{'scheme':<8}{'measured s':>12}{'simulated s':>13}{'error':>8}"]
+    for p in schemes:
         lines.append(f"{p:<8}{meas[p]:>12.2f}{sim[p]:>13.2f}{sim[p] / meas[p] - 1:>+8.0%}")
     lines.append(f"{'ratio':<12}{'measured':>10}{'simulated':>11}{'error':>8}")
     failures = []
-    for p in policies:
+    for p in schemes:
         if p == "esa":
             continue
         m, s = meas[p] / meas["esa"], sim[p] / sim["esa"]
@@ -181,7 +196,7 @@ def compare(
             failures.append(f"{p}/esa off by {err:+.0%} (tolerance {RATIO_TOLERANCE:.0%})")
     lines.append(f"ordering measured:  {ordering(meas)}")
     lines.append(f"ordering simulated: {ordering(sim)}")
-    if "atp" in policies and (meas["esa"] < meas["atp"]) != (sim["esa"] < sim["atp"]):
+    if "atp" in schemes and (meas["esa"] < meas["atp"]) != (sim["esa"] < sim["atp"]):
         failures.append("ESA and ATP are ordered differently")
     return Comparison(lines, failures)
 
@@ -258,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         f"PS {n.ps_pkt_ns / 1e3:.0f} us/packet, "
         f"hop {n.hop_ns / 1e3:.0f} us, window {n.window}, rto {n.rto_for() / 1e6:.0f} ms"
     )
-    result = compare(run.policies, run.measured, simulate(run))
-    print("\n".join(result.lines))
+    result = compare(run.schemes, run.measured, simulate(run))
+    print("\n".join([*simulated_as(run.schemes), *result.lines]))
     if result.ok:
         print(f"agree: ratios within {RATIO_TOLERANCE:.0%}, same ESA-vs-ATP ordering")
         return 0

@@ -1,5 +1,5 @@
 """The reference switch on 127.0.0.1: its P4Runtime server and its pipeline
-(``refswitch.server``, ``refswitch.datapath``) behind one UDP socket
+(``refswitch.server``, ``refswitch.frames``) behind one UDP socket
 instead of raw interfaces, as a process a test bed can kill and start again.
 
     python -m testbed.loopref --socket-fd 5 --port 1@127.0.0.1:40001 \\
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 from esa import wire
 from esa.arguments import DEVICE_ID, POOL_SIZE, Parser
-from refswitch.datapath import ESA_AT
+from refswitch.frames import ESA_AT
 from refswitch.main import DROP_PORT, parse_grpc
 from refswitch.server import ServedDevice, serve
 

@@ -430,7 +430,7 @@ def test_the_extraction_finds_the_quick_start() -> None:
     commands = {c.text for c in commands_of(ROOT / "README.md")}
     for expected in ("make setup", "source .venv/bin/activate", "make run", "make test"):
         assert expected in commands
-    assert not any(t.startswith(("===", "policy ", "average JCT")) for t in commands)
+    assert not any(t.startswith(("===", "scheme ", "average JCT")) for t in commands)
 
 
 def test_the_extraction_rule() -> None:

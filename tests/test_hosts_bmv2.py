@@ -1,4 +1,4 @@
-"""Workers and PSes through real BMv2, every policy, 5% loss each way on
+"""Workers and PSes through real BMv2, every scheme, 5% loss each way on
 every link (nftables random drop) and a pool small enough to force
 fallbacks and preemptions: the loss must really happen, and every worker
 must still receive every exact sum, bit for bit."""
@@ -25,13 +25,13 @@ def test_lossy_small_pool_sums_are_exact(tmp_path: Path) -> None:
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     rows = json.loads((tmp_path / "jobs.json").read_text())
-    assert {r["policy"] for r in rows} == {"esa", "atp", "static"}
-    for policy in ("esa", "atp", "static"):
-        mine = [r for r in rows if r["policy"] == policy]
-        assert all(r["dropped"] > 0 for r in mine), f"{policy}: the links dropped nothing"
-        assert sum(r["retx"] for r in mine) > 0, f"{policy}: nothing was resent"
-        assert sum(r["fallback"] for r in mine) > 0, f"{policy}: nothing reached the PS"
+    assert {r["scheme"] for r in rows} == {"esa", "atp", "static"}
+    for scheme in ("esa", "atp", "static"):
+        mine = [r for r in rows if r["scheme"] == scheme]
+        assert all(r["dropped"] > 0 for r in mine), f"{scheme}: the links dropped nothing"
+        assert sum(r["retx"] for r in mine) > 0, f"{scheme}: nothing was resent"
+        assert sum(r["fallback"] for r in mine) > 0, f"{scheme}: nothing reached the PS"
     assert "every worker received every exact sum (bit for bit)" in res.stdout
     assert all(r["exact"] for r in rows)
-    assert sum(r["won"] for r in rows if r["policy"] == "esa") > 0
-    assert sum(r["won"] for r in rows if r["policy"] != "esa") == 0
+    assert sum(r["won"] for r in rows if r["scheme"] == "esa") > 0
+    assert sum(r["won"] for r in rows if r["scheme"] != "esa") == 0

@@ -26,7 +26,7 @@ from tests.pty_session import PtySession
 SCENARIO = {
     "description": "one job of two workers",
     "pool_size": 16,
-    "policies": ["esa"],
+    "schemes": ["esa"],
     "topology": "single",
     "window": 8,
     "jobs": [
@@ -55,7 +55,7 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
     term = PtySession(argv, env, str(ROOT))
     try:
         term.expect(
-            rf"\*\*\* ESA: switch s1 is the {re.escape(LABELS[switch])}, 16 slots, policy esa",
+            rf"\*\*\* ESA: switch s1 is the {re.escape(LABELS[switch])}, 16 slots, scheme esa",
             LIMIT_S,
         )
         term.expect(r"job 1 +run job 1 of one.json now \(workers on h1 h2, PS on h3\)", LIMIT_S)

@@ -25,13 +25,13 @@ RUN = [sys.executable, "-m", "runner", "--quiet"]
 def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = subprocess.run(
-        [*RUN, "--out", str(out), "--policies", "esa,atp", "--iterations", "1", "--scale", "0.25",
+        [*RUN, "--out", str(out), "--schemes", "esa,atp", "--iterations", "1", "--scale", "0.25",
          "--pcap"],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    for policy in ("esa", "atp"):
-        assert f"policy {policy}; switch: BMv2 (simple_switch_grpc)\n" in res.stdout
+    for scheme in ("esa", "atp"):
+        assert f"scheme {scheme}; switch: BMv2 (simple_switch_grpc)\n" in res.stdout
     assert "JCT per job (s); switch: BMv2 (simple_switch_grpc)\n" in res.stdout
     assert "average JCT atp / esa:" in res.stdout
     # BMv2's own captures, decoded: job 1's first worker (h1, port 1) sent every chunk
@@ -44,7 +44,7 @@ def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:
     assert requests.count("/p4.v1.P4Runtime/SetForwardingPipelineConfig\n") == 1
     jobs = [j.spec.job for j in scn.load(scn.DEFAULT).jobs]
     rows = json.loads((out / "jobs.json").read_text())
-    assert sorted((r["policy"], r["job"]) for r in rows) == [
+    assert sorted((r["scheme"], r["job"]) for r in rows) == [
         (p, j) for p in ("atp", "esa") for j in jobs
     ]
     assert all(r["jct_s"] > 0 and r["exact"] and r["status"] == "done" for r in rows)
@@ -52,7 +52,7 @@ def test_short_run_prints_tables_and_writes_results(tmp_path: Path) -> None:
     assert json.loads((out / "scenario.json").read_text())["pool_size"] == 2
     with (out / "slots.csv").open() as f:
         samples = list(csv.DictReader(f))
-    assert {s["policy"] for s in samples} == {"esa", "atp"}
+    assert {s["scheme"] for s in samples} == {"esa", "atp"}
     # every sample read the slot registers (-1: not readable); how many slots a
     # sample finds held depends on where in a chunk's short life it falls
     assert samples and all(int(s["slots"]) >= 0 for s in samples)
@@ -66,7 +66,7 @@ def test_faults_are_survived_and_reported(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = subprocess.run(
         [*RUN, "--out", str(out), "--scenario", str(scn.SCENARIOS / "priority.json"),
-         "--policies", "esa", "--iterations", "12", "--timeout", "6",
+         "--schemes", "esa", "--iterations", "12", "--timeout", "6",
          "--fault", "kill-worker=1:1@1", "--fault", "bmv2-restart@2",
          "--fault", "controller-restart@4"],
         capture_output=True, text=True, timeout=600, check=False,
@@ -111,7 +111,7 @@ def _two_tier(tmp_path: Path, jobs: list[int]) -> Path:
     """mininet/scenarios/two-tier.json with only ``jobs``, under ESA, shortened."""
     raw = json.loads((scn.SCENARIOS / "two-tier.json").read_text())
     raw["jobs"] = [j for j in raw["jobs"] if j["job"] in jobs]
-    raw["policies"] = ["esa"]
+    raw["schemes"] = ["esa"]
     path = tmp_path / "two-tier.json"
     path.write_text(json.dumps(raw))
     return path

@@ -53,14 +53,14 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
         "run: 'p4c-bm2-ss' not found on PATH (see README.md, Prerequisites): running on the "
         f"{LABEL} instead of BMv2"
     )
-    for policy in scn.DEFAULT_POLICIES:
-        assert f"policy {policy}; switch: {LABEL}\n" in res.stdout
+    for scheme in scn.DEFAULT_SCHEMES:
+        assert f"scheme {scheme}; switch: {LABEL}\n" in res.stdout
     assert f"JCT per job (s); switch: {LABEL}\n" in res.stdout
     assert res.stdout.endswith("every worker received every exact sum (bit for bit)\n")
     jobs = [j.spec.job for j in scn.load(scn.DEFAULT).jobs]
     rows = json.loads((out / "jobs.json").read_text())
-    assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
-        (p, j) for p in scn.DEFAULT_POLICIES for j in jobs
+    assert sorted((r["scheme"], r["job"]) for r in rows) == sorted(
+        (p, j) for p in scn.DEFAULT_SCHEMES for j in jobs
     )
     assert all(r["exact"] and r["status"] == "done" and r["switch"] == "model" for r in rows)
     assert json.loads((out / "scenario.json").read_text())["switch"] == "model"
@@ -81,7 +81,7 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run = subprocess.Popen(
         [*RUN, "--out", str(out), "--switch", "model", "--scenario",
-         str(scn.SCENARIOS / "priority.json"), "--policies", "esa", "--iterations", "1000"],
+         str(scn.SCENARIOS / "priority.json"), "--schemes", "esa", "--iterations", "1000"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     until(lambda: run.poll() is not None or list(out.glob("logs/esa/j*w*.log")), "workers")
@@ -92,7 +92,7 @@ def test_make_stop_ends_a_run_whose_launcher_died(tmp_path: Path) -> None:
     run.wait()
     assert rec.world.alive and Path(rec.work).is_dir()
     res = subprocess.run(
-        ["make", "-s", "stop", f"RUN_ARGS=--out {out} --policies esa"],
+        ["make", "-s", "stop", f"RUN_ARGS=--out {out} --schemes esa"],
         capture_output=True, text=True, timeout=LIMIT_S, check=False, cwd=ROOT,
     )  # fmt: skip
     assert (res.returncode, res.stderr) == (0, "")
@@ -118,7 +118,7 @@ def test_a_job_on_two_ps_hosts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = subprocess.run(
         [*RUN, "--out", str(out), "--switch", "model", "--scenario",
-         str(scn.SCENARIOS / "shards.json"), "--policies", "esa", "--iterations", "2",
+         str(scn.SCENARIOS / "shards.json"), "--schemes", "esa", "--iterations", "2",
          "--scale", "0.25", "--pool", "1", "--part-size", "0"],
         capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
     )  # fmt: skip

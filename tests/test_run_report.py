@@ -1,6 +1,6 @@
 """The reports of ``make run`` on synthetic results (no Mininet): one
 vocabulary of columns in the table, its legend, jobs.csv, jobs.json,
-rounds.json and jct.png; a failed job makes its policy's result incomplete
+rounds.json and jct.png; a failed job makes its scheme's result incomplete
 everywhere, and the run's exit status non-zero."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from matplotlib.text import Annotation
 from esa.job import JobSpec
 from runner import batch, report
 from runner import scenario as scn
-from runner.jobs import PolicyRun
+from runner.jobs import SchemeRun
 from runner.switches import BMV2, MODEL
 
 WHY = "no iteration summed and no chunk through the switch for 60 s after 1 iteration; stopped"
 SCENARIO = scn.from_json(
     {
         "pool_size": 4,
-        "policies": ["esa", "atp", "static"],
+        "schemes": ["esa", "atp", "static"],
         "jobs": [
             {"job": 1, "workers": 2, "values": 1024, "iterations": 4, "priority": 10},
             {"job": 2, "workers": 2, "values": 2048, "iterations": 4, "priority": 20},
@@ -86,7 +86,7 @@ def test_one_vocabulary_defined_once() -> None:
         "won", "lost", "retx", "early", "dropped", "exact", "accuracy", "chunks", "reason",
     ]  # fmt: skip
     assert sorted([f.name for f in fields(report.JobResult)] + ["status"]) == sorted(names)
-    assert [c.name for c in report.WHERE] == ["policy", "switch", "round"]
+    assert [c.name for c in report.WHERE] == ["scheme", "switch", "round"]
     r = done(J1, 2.0, early=1)
     assert (r.won, r.lost, r.retx, r.early, r.dropped) == (1, 3, 6, 2, 7)
     assert (r.values, r.iterations, r.chunks, r.in_switch) == (1024, 4, 128, 0.125)
@@ -95,7 +95,7 @@ def test_one_vocabulary_defined_once() -> None:
 
 def test_table_rows_and_legend_use_the_columns() -> None:
     assert report.job_table("esa", results()["esa"], BMV2.label).splitlines() == [
-        "policy esa; switch: BMv2 (simple_switch_grpc)",
+        "scheme esa; switch: BMv2 (simple_switch_grpc)",
         HEAD,
         "   1   done     1024          4     2.00       2.00       12%        2      1      3"
         "      6      0       7   yes",
@@ -111,7 +111,7 @@ def test_a_failed_job_leaves_its_policy_without_an_average() -> None:
     assert report.average_jct(atp) is None
     assert report.incomplete(atp) == f"incomplete: job 1 failed: {WHY}"
     assert report.job_table("atp", atp, MODEL.label).splitlines() == [
-        "policy atp; switch: reference switch (esa.model)",
+        "scheme atp; switch: reference switch (esa.model)",
         HEAD,
         "   1 failed     1024          1    61.50       0.00        3%        9      0      0"
         "      0      0       2    NO",
@@ -168,11 +168,11 @@ def test_files_carry_the_columns_and_each_jobs_status(tmp_path: Path) -> None:
     runs = {p: [per_job, per_job] for p, per_job in r.items()}
     written = report.write(tmp_path, SCENARIO, r, runs, MODEL)
     assert [p.name for p in written] == ["jobs.csv", "jobs.json", "rounds.json", "jct.png"]
-    header = ["policy", "switch", *(c.name for c in report.COLUMNS)]
+    header = ["scheme", "switch", *(c.name for c in report.COLUMNS)]
     with (tmp_path / "jobs.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == header
-    assert [(x["policy"], x["job"], x["status"], x["reason"]) for x in rows] == [
+    assert [(x["scheme"], x["job"], x["status"], x["reason"]) for x in rows] == [
         ("esa", "1", "done", ""), ("esa", "2", "done", ""),
         ("atp", "1", "failed", WHY), ("atp", "2", "done", ""),
         ("static", "1", "done", ""), ("static", "2", "done", ""),
@@ -180,18 +180,18 @@ def test_files_carry_the_columns_and_each_jobs_status(tmp_path: Path) -> None:
     assert (rows[0]["lost"], rows[0]["dropped"], rows[1]["early"]) == ("3", "7", "2")
     as_json = json.loads((tmp_path / "jobs.json").read_text())
     assert as_json[2] == {
-        "policy": "atp", "switch": "model", "job": 1, "status": "failed", "values": 1024,
+        "scheme": "atp", "switch": "model", "job": 1, "status": "failed", "values": 1024,
         "iterations": 1, "jct_s": 61.5, "iter_per_s": 0.0, "in_switch": 4 / 128, "fallback": 9,
         "won": 0, "lost": 0, "retx": 0, "early": 0, "dropped": 2, "exact": False,
         "accuracy": None, "chunks": 128, "reason": WHY,
     }  # fmt: skip
     assert [list(x) for x in as_json] == [header] * 6
     rounds = json.loads((tmp_path / "rounds.json").read_text())
-    assert [(x["policy"], x["round"], x["job"], x["status"]) for x in rounds[:6]] == [
+    assert [(x["scheme"], x["round"], x["job"], x["status"]) for x in rounds[:6]] == [
         ("esa", 1, 1, "done"), ("esa", 1, 2, "done"), ("esa", 2, 1, "done"),
         ("esa", 2, 2, "done"), ("atp", 1, 1, "failed"), ("atp", 1, 2, "done"),
     ]  # fmt: skip
-    assert list(rounds[0]) == ["policy", "switch", "round", *header[2:]]
+    assert list(rounds[0]) == ["scheme", "switch", "round", *header[2:]]
 
 
 def test_jct_png_hatches_and_labels_a_failed_jobs_bar() -> None:
@@ -219,7 +219,7 @@ def test_jct_png_hatches_and_labels_a_failed_jobs_bar() -> None:
 def test_a_run_with_a_failed_job_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
     r = results()
     trouble = [
-        line for p in ("esa", "atp") for line in batch.problems(p, PolicyRun(r[p], [], [], set()))
+        line for p in ("esa", "atp") for line in batch.problems(p, SchemeRun(r[p], [], [], set()))
     ]
     assert trouble == [f"atp: job 1 failed: {WHY}"]
     assert batch.verdict(scn.SYNTHETIC, r, trouble) == 1
@@ -230,7 +230,7 @@ def test_a_run_with_a_failed_job_exits_non_zero(capsys: pytest.CaptureFixture[st
 
 def test_a_job_a_fault_killed_is_expected_to_fail(capsys: pytest.CaptureFixture[str]) -> None:
     r = results()
-    assert batch.problems("atp", PolicyRun(r["atp"], [], [], {1})) == []
+    assert batch.problems("atp", SchemeRun(r["atp"], [], [], {1})) == []
     assert batch.verdict(scn.SYNTHETIC, r, []) == 0
     assert capsys.readouterr().out == (
         "every worker of every job no fault broke received every exact sum (bit for bit)\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +29,7 @@ def test_default_scenario_is_the_contest() -> None:
     bound the run; memory scarce: more jobs than the pool has homes for,
     and fewer SwitchML partitions than jobs."""
     s = scn.load(DEFAULT)
-    assert s.policies == ("esa", "atp", "static", "static-equal")
+    assert s.schemes == ("esa", "atp", "static", "static-equal")
     assert len(s.jobs) >= 4
     specs = [j.spec for j in s.jobs]
     assert len({j.values for j in specs}) > 1, "the default run mixes job sizes"
@@ -88,10 +89,10 @@ def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() ->
 
     place = Placement(("h1", "h2"), ("h3",))
     jobs = [JobSpec(1, 2, 100, 1, priority=20), JobSpec(2, 2, 100, 1)]
-    for policy, want in (("esa-equal", [(EQUAL_PRIORITY, None)] * 2), ("esa", [(20, None)])):
+    for scheme, want in (("esa-equal", [(EQUAL_PRIORITY, None)] * 2), ("esa", [(20, None)])):
         ctl = Ctl(cast(AdminClient, Client()))
         sent.clear()
-        ctl.policy(policy, 1000, None, 0, "homes")
+        ctl.set_scheme(scheme, 1000, None, 0, "homes")
         for j in jobs:
             ctl.admit(j, place)
         ctl.progress(2, 50)
@@ -100,7 +101,7 @@ def test_esa_equal_admits_every_job_at_one_priority_and_reports_no_progress() ->
         assert [(a.priority, a.size) for a in admits][: len(want)] == want
         assert isinstance(sent[0], PolicyRequest) and sent[0].policy == "esa"
         reports = [r for r in sent if isinstance(r, ProgressRequest)]
-        assert reports == ([] if policy == "esa-equal" else [ProgressRequest(2, 50)])
+        assert reports == ([] if scheme == "esa-equal" else [ProgressRequest(2, 50)])
 
 
 JOB_TIMES = r"job 1: arrival_s and compute_s must be >= 0, jitter in \[0, 1\)"
@@ -166,7 +167,8 @@ def _write(tmp_path: Path, **changes: Any) -> Path:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"policies": ["esa", "fifo"]}, "unknown policy 'fifo'"),
+        ({"schemes": ["esa", "fifo"]}, "unknown scheme 'fifo'"),
+        ({"schemes": ["esa"], "policies": ["esa"]}, 'give "schemes" or its old name "policies"'),
         ({"part_size": 3}, r"part_size must be 0..pool_size \(2\)"),
         ({"part_size": -1}, "part_size must be"),
         ({"timeout_s": 0}, "timeout_s, sample_s and rto_s must be positive"),
@@ -216,13 +218,13 @@ def _overrides(*argv: str) -> argparse.Namespace:
 
 def test_overrides() -> None:
     args = _overrides(
-        "--pool", "16", "--policies", "esa,atp", "--scale", "0.5", "--loss", "5",
+        "--pool", "16", "--schemes", "esa,atp", "--scale", "0.5", "--loss", "5",
         "--part-size", "4", "--fault", "controller-restart@2", "--fault", "kill-worker=2:1@4",
         "--timeout", "5", "--stall", "12",
     )  # fmt: skip
     s = scn.apply_overrides(scn.load(DEFAULT), args)
     base = scn.load(DEFAULT)
-    assert (s.pool_size, s.policies, s.link, s.part_size) == (
+    assert (s.pool_size, s.schemes, s.link, s.part_size) == (
         16,
         ("esa", "atp"),
         {"bw_mbps": 0.25, "loss_pct": 5.0},
@@ -235,6 +237,35 @@ def test_overrides() -> None:
         Fault(FaultKind.CONTROLLER_RESTART, 2.0),
         Fault(FaultKind.KILL_WORKER, 4.0, job=2, index=1),
     )
+
+
+DEPRECATED = (
+    "scenario: {} is deprecated, read as {}: a run compares schemes (esa.schemes); "
+    "a policy is the switch's rule set (esa-ctl policy)\n"
+)
+
+
+def test_the_old_word_for_schemes_is_read_and_said_to_be_deprecated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scenario's ``"policies"`` and ``--policies`` are the old names of
+    ``"schemes"`` and ``--schemes``: read as those, each with one line on
+    stderr; the new names say nothing."""
+    raw = json.loads(DEFAULT.read_text())
+    raw["policies"] = raw.pop("schemes")[:2]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(raw))
+    assert scn.load(old) == replace(scn.load(DEFAULT), schemes=("esa", "atp"))
+    assert capsys.readouterr().err == DEPRECATED.format('"policies"', '"schemes"')
+    s = scn.apply_overrides(scn.load(DEFAULT), _overrides("--policies", "atp,esa"))
+    assert s.schemes == ("atp", "esa")
+    assert capsys.readouterr().err == DEPRECATED.format("--policies", "--schemes")
+    assert scn.apply_overrides(scn.load(DEFAULT), _overrides("--schemes", "atp")).schemes == (
+        "atp",
+    )
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="give --schemes or its old name --policies, not both"):
+        scn.apply_overrides(scn.load(DEFAULT), _overrides("--schemes", "esa", "--policies", "esa"))
 
 
 def test_overrides_are_checked() -> None:

@@ -35,21 +35,21 @@ SWITCHES = [
     pytest.param("bmv2", marks=pytest.mark.bmv2),
 ]
 RUN_S = 600.0
-"""what one policy's run may take, at most, before the test gives up."""
+"""what one scheme's run may take, at most, before the test gives up."""
 
 
 def _run(
-    tmp_path: Path, switch: str, policies: tuple[str, ...], *flags: str
+    tmp_path: Path, switch: str, schemes: tuple[str, ...], *flags: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     pytest.importorskip("torch", reason="needs torch: pip install -e '.[torch]'")
     pytest.importorskip("sklearn", reason="needs scikit-learn: pip install -e '.[torch]'")
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({**SCENARIO, "policies": list(policies)}))
+    path.write_text(json.dumps({**SCENARIO, "schemes": list(schemes)}))
     out = tmp_path / "run"
     res = subprocess.run(
         [PY, "-m", "runner", "--quiet", "--out", str(out), "--switch", switch,
          "--scenario", str(path), "--script", str(SCRIPT), *flags],
-        capture_output=True, text=True, timeout=RUN_S * len(policies), check=False, cwd=ROOT,
+        capture_output=True, text=True, timeout=RUN_S * len(schemes), check=False, cwd=ROOT,
     )  # fmt: skip
     return res, json.loads((out / "jobs.json").read_text())
 
@@ -58,23 +58,23 @@ def _run(
 def test_a_script_with_more_steps_than_iterations_runs_to_its_end(
     tmp_path: Path, switch: str
 ) -> None:
-    res, rows = _run(tmp_path, switch, scn.POLICIES, "--script-args", "--epochs 1")
+    res, rows = _run(tmp_path, switch, scn.SCHEMES, "--script-args", "--epochs 1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.endswith(
         "every worker ended with the same parameters as its peers (bit for bit)\n"
     )
-    assert [(r["policy"], r["switch"], r["status"], r["exact"], r["reason"]) for r in rows] == [
-        (p, switch, "done", True, "") for p in scn.POLICIES
+    assert [(r["scheme"], r["switch"], r["status"], r["exact"], r["reason"]) for r in rows] == [
+        (p, switch, "done", True, "") for p in scn.SCHEMES
     ]
     assert [(r["iterations"], r["values"], r["chunks"]) for r in rows] == [
         (STEPS, 1370, STEPS * CHUNKS)
-    ] * len(scn.POLICIES)
+    ] * len(scn.SCHEMES)
     assert all(r["iter_per_s"] == pytest.approx(STEPS / r["jct_s"]) for r in rows)
     shown = f"   1   done     1370 {STEPS:>10} "
-    assert sum(ln.startswith(shown) for ln in res.stdout.splitlines()) == len(scn.POLICIES)
-    for policy in scn.POLICIES:
+    assert sum(ln.startswith(shown) for ln in res.stdout.splitlines()) == len(scn.SCHEMES)
+    for scheme in scn.SCHEMES:
         for w in (0, 1):
-            log = (tmp_path / "run" / "logs" / policy / f"j1w{w}.log").read_text().splitlines()
+            log = (tmp_path / "run" / "logs" / scheme / f"j1w{w}.log").read_text().splitlines()
             assert json.dumps({"rank": w, "steps": STEPS}) in log, "the script ran to its end"
             relayed = json.loads(log[-1].removeprefix("report: "))
             assert (relayed["steps"], "grads_sha256" in relayed) == (STEPS, True)

@@ -62,7 +62,7 @@ def test_csv_and_plot(tmp_path: Path) -> None:
         rows = list(csv.DictReader(f))
     assert len(rows) == 13
     assert rows[0] == {
-        "policy": "esa", "round": "1", "t_s": "0.0", "job": "1", "slots": "3",
+        "scheme": "esa", "round": "1", "t_s": "0.0", "job": "1", "slots": "3",
         "contributions": "3", "completed": "0", "fallback": "0", "preempt_won": "0",
         "preempt_suffered": "0",
     }  # fmt: skip

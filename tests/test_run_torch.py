@@ -21,7 +21,7 @@ from runner import batch, report, torchjobs
 from runner import main as run_main
 from runner import network as topo_mod
 from runner import scenario as scn
-from runner.jobs import PolicyRun
+from runner.jobs import SchemeRun
 from runner.paths import ROOT
 from runner.switches import BMV2
 from runner.world import PY
@@ -214,7 +214,7 @@ def test_a_jobs_result_and_row() -> None:
     table = report.job_table("esa", {1: r}, BMV2.label).splitlines()
     assert table[1].endswith(" exact accuracy")
     assert table[2].endswith("  yes    0.950")
-    run = PolicyRun({1: wrong}, [], [], set())
+    run = SchemeRun({1: wrong}, [], [], set())
     assert batch.problems("esa", run, s.train) == ["esa: job 1: parameters differ between workers"]
     assert batch.problems("esa", run) == ["esa: job 1: sums not exact"]
     mean = report.mean_of([{1: r}, {1: report.JobResult(**{**vars(r), "accuracy": 0.85})}])
@@ -330,7 +330,7 @@ def test_a_killed_worker_takes_its_script_with_it() -> None:
 USER_SCENARIO = {
     "train": "torch",
     "pool_size": 64,
-    "policies": ["esa"],
+    "schemes": ["esa"],
     "window": 16,
     "jobs": [{"job": 1, "workers": 2, "values": 1370, "iterations": 48, "priority": 100}],
 }
@@ -356,7 +356,7 @@ def test_a_users_ddp_script_through_the_reference_switch(tmp_path: Path) -> None
         "every worker ended with the same parameters as its peers (bit for bit)\n"
     )
     [row] = json.loads((out / "jobs.json").read_text())
-    assert (row["policy"], row["switch"], row["status"], row["exact"]) == (
+    assert (row["scheme"], row["switch"], row["status"], row["exact"]) == (
         "esa", "model", "done", True
     )  # fmt: skip
     # 1,500 training images, 750 per worker: 24 steps of one bucket (43 chunks) per epoch

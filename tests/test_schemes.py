@@ -7,24 +7,24 @@ import pytest
 from controller.api.cli import build_parser
 from esa.schemes import POLICY_NAMES, RULES, RUN_SCHEMES, SIM_SCHEMES, Memory, Ranking, Scheme
 from esa.spec import Policy
-from runner.scenario import DEFAULT_POLICIES, POLICIES, controller_policy
+from runner.scenario import DEFAULT_SCHEMES, SCHEMES, controller_policy
 from sim.entry import run_scenario
 from sim.params import BASELINES, BOUNDS, ESA_SCHEMES
-from sim.replay import SCHEMES
+from sim.replay import SIMULATED_AS
 
 
 def test_every_scheme_has_its_rules() -> None:
     assert set(RULES) == set(Scheme)
 
 
-def test_the_run_takes_its_policies_from_the_registry() -> None:
-    assert POLICIES == ("esa", "esa-equal", "atp", "static", "static-equal")
-    assert DEFAULT_POLICIES == ("esa", "atp", "static", "static-equal")
-    assert set(POLICIES) == {s.value for s in RUN_SCHEMES}
+def test_the_run_takes_its_schemes_from_the_registry() -> None:
+    assert SCHEMES == ("esa", "esa-equal", "atp", "static", "static-equal")
+    assert DEFAULT_SCHEMES == ("esa", "atp", "static", "static-equal")
+    assert set(SCHEMES) == {s.value for s in RUN_SCHEMES}
 
 
 def test_the_controller_is_told_the_switch_policy_partition_and_layout() -> None:
-    told = {p: controller_policy(p, 8, "hashed") for p in POLICIES}
+    told = {p: controller_policy(p, 8, "hashed") for p in SCHEMES}
     assert {p: (r.policy, r.part_size, r.layout) for p, r in told.items()} == {
         "esa": ("esa", 0, "hashed"),
         "esa-equal": ("esa", 0, "hashed"),
@@ -53,7 +53,7 @@ def test_the_simulator_groups_its_schemes_by_rule() -> None:
 
 
 def test_a_run_is_replayed_under_the_scheme_of_its_name() -> None:
-    assert SCHEMES == {
+    assert SIMULATED_AS == {
         "esa": Scheme.ESA,
         "esa-equal": Scheme.ESA_EQUAL,
         "atp": Scheme.ATP,

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.bmv2
 SCENARIO = {
     "train": "torch",
     "pool_size": 64,
-    "policies": ["esa"],
+    "schemes": ["esa"],
     "window": 16,
     "jobs": [{"job": 1, "workers": 2, "values": 2410, "iterations": 3, "priority": 100}],
 }
@@ -44,7 +44,7 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
     assert "every worker ended with the same parameters as its peers (bit for bit)" in res.stdout
     assert " exact accuracy\n" in res.stdout
     [row] = json.loads((out / "jobs.json").read_text())
-    assert (row["policy"], row["switch"], row["exact"]) == ("esa", "bmv2", True)
+    assert (row["scheme"], row["switch"], row["exact"]) == ("esa", "bmv2", True)
     assert row["status"] == "done"
     # 3 epochs of 23 steps; DDP's first step sums one bucket, later ones one per layer
     steps = 3 * 23

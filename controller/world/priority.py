@@ -2,7 +2,7 @@
 
 The switch compares priorities only when a contribution finds its slot held
 by another job: under the ESA policy it preempts the holder if its own job's
-priority is strictly higher (``esa.spec.MAX_PRIORITY`` is the most urgent).
+priority is strictly higher (``esa.job.MAX_PRIORITY`` is the most urgent).
 So only the order of priorities matters, and two jobs on one level never
 preempt each other: between themselves they share slots as under ATP.
 
