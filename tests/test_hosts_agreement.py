@@ -327,9 +327,11 @@ def test_a_restarted_worker_is_told_its_peers_call() -> None:
     send(ps, ctl, (w0.call(3, base=12), 0), now=3.0)
     ctl.take()
     send(ps, ctl, (Proc(1, nonce=55).call(), 1), now=5.5)
-    [(m, _), (n, to)] = ctl.sent
+    [(m, _), (told, to)] = ctl.sent
     assert (m.ctype, m.code, m.peer, m.call, m.base) == (C.REJECT, R.CALL, 0, 3, 12)
-    assert (n.ctype, n.code, n.peer, n.call, n.base, to) == (C.REJECT, R.CALL, 1, 0, 0, addr(0))
+    assert (told.ctype, told.code, told.peer, told.call, told.base, to) == (
+        C.REJECT, R.CALL, 1, 0, 0, addr(0),
+    )  # fmt: skip
     assert ps.books[1].pending.keys() == {0}
 
 
