@@ -1,5 +1,6 @@
 """What the sweep shows: per point mean (seed spread) and p99 JCT of every
-scheme, the ratios the goals are about, and whether each goal is met."""
+scheme and the bound under its pool (``sim.bound``), the ratios the goals
+are about, and whether each goal is met."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esa.schemes import SIM_SCHEMES, Scheme
+from sim import bound
 from sim.params import BASELINES
 from sim.sweep import Point, Row
 from sim.workload import concurrency
@@ -56,6 +58,13 @@ class Summary:
     bdp: int
     """slots of one bandwidth-delay product (a STATIC_BDP partition)."""
     by: dict[Scheme, JctStats]
+    bound: tuple[float, ...] = ()
+    """per seed, the least mean JCT any slot scheduler could reach with the
+    point's pool and PS hosts (``sim.bound``); empty where not computed."""
+
+    @property
+    def bound_mean(self) -> float:
+        return float(np.mean(self.bound))
 
     @property
     def contended(self) -> bool:
@@ -93,6 +102,8 @@ class Summary:
         }
         for sc, st in self.by.items():
             out |= {f"{sc.value}_mean": st.mean, f"{sc.value}_sd": st.sd, f"{sc.value}_p99": st.p99}
+        if self.bound:
+            out |= {"bound_mean": self.bound_mean, "bound_sd": float(np.std(self.bound))}
         out["best_baseline"] = self.best(BASELINES).value
         out[f"best_baseline/{CONTROLLER_ESA.value}"] = self.esa_gain
         out["esa-srpt/esa-equal"] = self.priority_gain
@@ -111,28 +122,34 @@ class Summary:
     @property
     def gain_ceiling(self) -> float:
         """The most any scheme could show as ``esa_gain``: the best
-        baseline's mean JCT over ``ideal``'s (no memory limit at all)."""
-        return self.ratio(self.best(BASELINES), Scheme.IDEAL)
+        baseline's mean JCT over the bound's."""
+        return self.by[self.best(BASELINES)].mean / self.bound_mean
+
+    def headroom(self, floor: float) -> float:
+        """``CONTROLLER_ESA``'s share of the gap between the best baseline
+        and ``floor`` (1: it reaches it; 0: no better than the best
+        baseline; below 0: behind it)."""
+        base, esa = (self.by[s].mean for s in (self.best(BASELINES), CONTROLLER_ESA))
+        return (base - esa) / (base - floor) if base > floor else 1.0
 
     @property
     def headroom_taken(self) -> float:
-        """``CONTROLLER_ESA``'s share of the gap between the best baseline
-        and ``ideal`` (1: it reaches the bound; 0: no better than the best
-        baseline; below 0: behind it)."""
-        base, esa, bound = (
-            self.by[s].mean for s in (self.best(BASELINES), CONTROLLER_ESA, Scheme.IDEAL)
-        )
-        return (base - esa) / (base - bound) if base > bound else 1.0
+        """``headroom`` against the bound under the point's pool."""
+        return self.headroom(self.bound_mean)
 
     @property
     def priority_floor(self) -> float:
-        """The least any priority rule could show as ``priority_gain``:
-        ``ideal``'s mean JCT over ESA-equal's.  Priorities only move memory
-        between jobs, and no placement of memory beats an unlimited pool."""
-        return self.ratio(Scheme.IDEAL, Scheme.ESA_EQUAL)
+        """The least any priority rule could show as ``priority_gain``: the
+        bound's mean JCT over ESA-equal's.  Priorities only move memory
+        between jobs, and no placement of the point's memory beats the bound."""
+        return self.bound_mean / self.by[Scheme.ESA_EQUAL].mean
 
 
-def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]:
+def summarise(
+    points: list[Point], rows: list[Row], seeds: int, with_bound: bool = True
+) -> list[Summary]:
+    """Every point's statistics, and its bound per seed unless not ``with_bound``
+    (a trace's thousands of jobs would make its linear program large)."""
     jct: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for r in rows:
         jct[(str(r["point"]), str(r["scheme"]), int(str(r["seed"])))].append(float(str(r["jct_s"])))
@@ -148,16 +165,19 @@ def summarise(points: list[Point], rows: list[Row], seeds: int) -> list[Summary]
                 float(np.percentile(every, 99)),
             )
         conc = float(np.mean([concurrency(pt.specs(s), pt.net()) for s in range(seeds)]))
-        out.append(Summary(pt, conc, pt.net().bdp_window(Scheme.STATIC_BDP), by))
+        floors = tuple(
+            bound.mean_jct(pt.specs(s), pt.pool, pt.net(), s) for s in range(seeds) if with_bound
+        )
+        out.append(Summary(pt, conc, pt.net().bdp_window(Scheme.STATIC_BDP), by, floors))
     return out
 
 
 def table(summaries: list[Summary]) -> str:
     names = [s.value for s in SIM_SCHEMES]
     head = f"{'point':<40}{'conc':>5}{'BDPxC/pool':>11} " + "".join(f"{n:>14}" for n in names)
-    head += f"{'base/':>10}{'SRPT/':>7}"
+    head += f"{'bound':>14}{'base/':>10}{'SRPT/':>7}"
     sub = f"{'(mean JCT s ± sd over seeds; p99 s over all jobs)':<57}" + " " * 14 * len(names)
-    sub += f"{'ESA':>10}{'equal':>7}"
+    sub += f"{'(sim.bound)':>14}{'ESA':>10}{'equal':>7}"
     lines = [head, sub]
     for s in summaries:
         pt = s.point
@@ -167,6 +187,10 @@ def table(summaries: list[Summary]) -> str:
             st = s.by[sc]
             mean += f"{st.mean:>8.2f}±{st.sd:<5.2f}"
             p99 += f"{'p99 ' + format(st.p99, '.1f'):>14}"
+        if s.bound:
+            mean += f"{s.bound_mean:>8.2f}±{float(np.std(s.bound)):<5.2f}"
+        else:
+            mean += f"{'-':>14}"
         mean += f"{s.esa_gain:>10.3f}{s.priority_gain:>7.3f}"
         lines += [mean, p99]
     return "\n".join(lines)
@@ -179,9 +203,9 @@ def verdict(ok: bool) -> str:
 def goals(summaries: list[Summary]) -> list[str]:
     """The summary lines: each goal, the numbers, and whether it is met;
     over the judged points (sensitivity variants are shown, not judged).
-    The bound is ``ideal``, an unlimited pool: no bound under the point's
-    own pool is computed yet, so a share of its headroom understates what
-    ESA takes of what its memory allows."""
+    Headroom and the room for priorities are measured against the bound
+    under the point's own pool (``sim.bound``), not ``ideal``'s unlimited
+    one: what no scheduler of that memory could take is no one's headroom."""
     judged = [s for s in summaries if not s.point.sensitivity]
     esa = CONTROLLER_ESA.value
     worst = min(judged, key=lambda s: s.esa_gain)
@@ -197,27 +221,42 @@ def goals(summaries: list[Summary]) -> list[str]:
     room = [s for s in judged if s.gain_ceiling >= HEADROOM_AT]
     if room:
         least = min(room, key=lambda s: s.headroom_taken)
+        base = least.by[least.best(BASELINES)].mean
+        short = [s.point.name for s in room if s.headroom_taken < HEADROOM_TAKEN]
+        of_ideal = [s.headroom(s.by[Scheme.IDEAL].mean) for s in room]
         lines.append(
-            f"where best baseline / ideal >= {HEADROOM_AT} ({len(room)} points): {esa} takes "
+            f"where best baseline / bound >= {HEADROOM_AT} ({len(room)} points): {esa} takes "
             f"{least.headroom_taken:.0%} .. {max(s.headroom_taken for s in room):.0%} of best "
-            f"baseline - ideal (least at {least.point.name}); goal >= {HEADROOM_TAKEN:.0%}: "
-            f"{verdict(least.headroom_taken >= HEADROOM_TAKEN)}"
+            f"baseline - bound (of best baseline - ideal {min(of_ideal):.0%} .. "
+            f"{max(of_ideal):.0%}); least at {least.point.name} (best baseline {base:.2f} s, "
+            f"{esa} {least.by[CONTROLLER_ESA].mean:.2f}, bound {least.bound_mean:.2f}); goal >= "
+            f"{HEADROOM_TAKEN:.0%}: {verdict(not short)}"
+            + (f"; short at {', '.join(short)}" if short else "")
         )
     else:
-        lines.append(f"best baseline / ideal below {HEADROOM_AT} at every point: no headroom goal")
+        lines.append(f"best baseline / bound below {HEADROOM_AT} at every point: no headroom goal")
     spare = [s for s in judged if 1 / s.priority_floor >= PRIORITY_ROOM]
+    tight = [s for s in judged if 1 / s.priority_floor < PRIORITY_ROOM]
     prio = [s.priority_gain for s in judged]
     head = f"ESA-SRPT / ESA-equal: {min(prio):.3f} .. {max(prio):.3f}"
     if spare:
-        most = max(s.priority_gain for s in spare)
-        lines.append(
-            f"{head}; where ESA-equal / ideal >= {PRIORITY_ROOM} ({len(spare)} points) at most "
-            f"{most:.3f}, goal <= {PRIORITY_PAYS}: {verdict(most <= PRIORITY_PAYS)}"
+        most = max(spare, key=lambda s: s.priority_gain)
+        line = (
+            f"{head}; where ESA-equal / bound >= {PRIORITY_ROOM} ({len(spare)} points) at most "
+            f"{most.priority_gain:.3f} ({most.point.name}), goal <= {PRIORITY_PAYS}: "
+            f"{verdict(most.priority_gain <= PRIORITY_PAYS)}"
         )
+        if tight:
+            room_left = max(1 / s.priority_floor for s in tight)
+            line += (
+                f"; at the other {len(tight)} points ESA-equal / bound at most {room_left:.3f}: "
+                f"below {PRIORITY_ROOM}, no rule could show {PRIORITY_PAYS} there"
+            )
+        lines.append(line)
     else:
         room_left = max(1 / s.priority_floor for s in judged)
         lines.append(
-            f"{head}; ESA-equal / ideal at most {room_left:.3f}: below {PRIORITY_ROOM} at every "
+            f"{head}; ESA-equal / bound at most {room_left:.3f}: below {PRIORITY_ROOM} at every "
             f"point, so no rule could show {PRIORITY_PAYS}: no priority goal"
         )
     return lines

@@ -50,8 +50,14 @@ def means_stats(m: dict[Scheme, float]) -> dict[Scheme, JctStats]:
     return {s: JctStats(v, (v, v), 2 * v) for s, v in m.items()}
 
 
-def a_summary(name: str, pool: int, conc: float, means: dict[Scheme, float]) -> Summary:
-    return Summary(sweep.Point(name, "mixed", 4.0, pool), conc, 139, means_stats(means))
+def a_summary(
+    name: str, pool: int, conc: float, means: dict[Scheme, float], floor: float | None = None
+) -> Summary:
+    """A point whose bound under its pool is ``floor`` (default: ``ideal``'s mean)."""
+    floor = means[Scheme.IDEAL] if floor is None else floor
+    return Summary(
+        sweep.Point(name, "mixed", 4.0, pool), conc, 139, means_stats(means), (floor, floor)
+    )
 
 
 def means(
@@ -69,21 +75,22 @@ def means(
 
 def test_the_goals_are_judged_as_stated() -> None:
     ok = [
-        # best baseline 12, ESA 10, ideal 0.5 * 10 = 5: ESA takes 2 / 7 of the gap
-        a_summary("hot", 1024, 10.0, means(12.0, 10.0, equal=11.2, atp=14.0)),
-        a_summary("cold", 4096, 2.0, means(10.0, 10.05, equal=10.05)),
+        # best baseline 12, ESA 10, the bound 9.5: ESA takes 2 / 2.5 of the
+        # gap; of the gap to ideal (0.5 * 10 = 5), 2 / 7
+        a_summary("hot", 1024, 10.0, means(12.0, 10.0, equal=11.2, atp=14.0), floor=9.5),
+        a_summary("cold", 4096, 2.0, means(10.0, 10.05, equal=10.05), floor=9.9),
     ]
-    ok[0].by[Scheme.IDEAL] = JctStats(9.5, (9.5, 9.5), 19.0)
     ok[0].by[Scheme.ESA_SRPT] = JctStats(10.0, (10.0, 10.0), 20.0)
-    ok[1].by[Scheme.IDEAL] = JctStats(9.9, (9.9, 9.9), 19.8)
     lines = summary.goals(ok)
     assert lines == [
         "esa-aging / best baseline at most 1.005 (cold, against atp), best baseline / "
         "esa-aging 0.995 .. 1.200 over 2 points; goal: never more than 1% behind: MET",
-        "where best baseline / ideal >= 1.2 (1 points): esa-aging takes 80% .. 80% of best "
-        "baseline - ideal (least at hot); goal >= 75%: MET",
-        "ESA-SRPT / ESA-equal: 0.893 .. 1.000; where ESA-equal / ideal >= 1.1 (1 points) at most "
-        "0.893, goal <= 0.9: MET",
+        "where best baseline / bound >= 1.2 (1 points): esa-aging takes 80% .. 80% of best "
+        "baseline - bound (of best baseline - ideal 29% .. 29%); least at hot (best baseline "
+        "12.00 s, esa-aging 10.00, bound 9.50); goal >= 75%: MET",
+        "ESA-SRPT / ESA-equal: 0.893 .. 1.000; where ESA-equal / bound >= 1.1 (1 points) at most "
+        "0.893 (hot), goal <= 0.9: MET; at the other 1 points ESA-equal / bound at most 1.015: "
+        "below 1.1, no rule could show 0.9 there",
     ]
 
     bad = [
@@ -93,16 +100,28 @@ def test_the_goals_are_judged_as_stated() -> None:
     lines = summary.goals(bad)
     assert all(line.endswith("NOT MET") or "NOT MET;" in line for line in lines)
     assert lines[0].endswith("NOT MET; behind at hot, cold")
-    assert "esa-aging takes -" in lines[1]
+    assert "esa-aging takes -" in lines[1] and lines[1].endswith("NOT MET; short at hot, cold")
+
+
+def test_a_bound_under_the_pool_excuses_what_ideal_would_not() -> None:
+    """Against ``ideal`` (5 s) there would be headroom and room for
+    priorities; the bound under the pool (10.2 s) leaves neither."""
+    hot = a_summary("hot", 1024, 10.0, means(12.0, 10.4, equal=10.5), floor=10.2)
+    assert hot.by[Scheme.IDEAL].mean == 5.2
+    _, room, prio = summary.goals([hot])
+    assert room == "best baseline / bound below 1.2 at every point: no headroom goal"
+    assert prio == (
+        "ESA-SRPT / ESA-equal: 0.990 .. 0.990; ESA-equal / bound at most 1.029: below 1.1 at "
+        "every point, so no rule could show 0.9: no priority goal"
+    )
 
 
 def test_goals_without_room_say_so() -> None:
-    tight = a_summary("tight", 1024, 10.0, means(10.0, 10.0))
-    tight.by[Scheme.IDEAL] = JctStats(9.8, (9.8, 9.8), 19.6)
+    tight = a_summary("tight", 1024, 10.0, means(10.0, 10.0), floor=9.8)
     _, room, prio = summary.goals([tight])
-    assert room == "best baseline / ideal below 1.2 at every point: no headroom goal"
+    assert room == "best baseline / bound below 1.2 at every point: no headroom goal"
     assert prio == (
-        "ESA-SRPT / ESA-equal: 1.000 .. 1.000; ESA-equal / ideal at most 1.020: below 1.1 at "
+        "ESA-SRPT / ESA-equal: 1.000 .. 1.000; ESA-equal / bound at most 1.020: below 1.1 at "
         "every point, so no rule could show 0.9: no priority goal"
     )
 
@@ -115,13 +134,26 @@ def test_the_goals_judge_esa_as_the_controller_runs_it() -> None:
 
 
 def test_sensitivity_points_are_shown_not_judged() -> None:
-    good = a_summary("hot", 1024, 10.0, means(14.0, 10.0, equal=12.0))
+    good = a_summary("hot", 1024, 10.0, means(14.0, 10.0, equal=12.0), floor=9.0)
     good.by[Scheme.ESA_SRPT] = JctStats(10.0, (10.0, 10.0), 20.0)
-    good.by[Scheme.IDEAL] = JctStats(9.0, (9.0, 9.0), 18.0)
     worse = replace(good, point=replace(good.point, name="hot 8 PS", sensitivity=True))
     worse = replace(worse, by=means_stats(means(9.0, 10.0)))
     assert all(line.endswith("MET") and "NOT" not in line for line in summary.goals([good, worse]))
     assert "hot 8 PS" in summary.table([good, worse])
+
+
+def test_the_table_shows_the_bound_beside_ideal() -> None:
+    """Each point's bound (mean ± sd over seeds) after the schemes, ``-``
+    where it was not computed (a trace's points); the CSV row has it too."""
+    shown = a_summary("hot", 1024, 10.0, means(14.0, 10.0))
+    shown = replace(shown, bound=(8.0, 9.0))
+    bare = replace(shown, point=replace(shown.point, name="trace"), bound=())
+    head, _, hot, _, trace, _ = summary.table([shown, bare]).splitlines()
+    assert head.split()[-3:] == ["bound", "base/", "SRPT/"]
+    assert hot.split()[-3:] == ["8.50±0.50", "1.400", "1.000"]
+    assert trace.split()[-3:] == ["-", "1.400", "1.000"]
+    assert (shown.row()["bound_mean"], shown.row()["bound_sd"]) == (8.5, 0.5)
+    assert "bound_mean" not in bare.row()
 
 
 def test_make_sim_judges_one_and_two_ps_hosts_with_esa_homes_and_shows_eight() -> None:

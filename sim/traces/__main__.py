@@ -110,7 +110,7 @@ def replay(args: argparse.Namespace) -> int:
     )
     with engine.Engine(args.procs, args.scheduler) as eng:
         rows = sweep.run([pt], args.seeds, args.out / "tasks-trace.csv", eng, args.fresh, "trace")
-    summaries = summary.summarise([pt], rows, args.seeds)
+    summaries = summary.summarise([pt], rows, args.seeds, with_bound=False)
     sweep.write_csv(args.out / "jobs.csv", rows)
     sweep.write_csv(args.out / "summary.csv", [s.row() for s in summaries])
     plots.jct_cdf(rows, args.out / "jct_cdf.png")
