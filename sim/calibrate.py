@@ -97,16 +97,25 @@ model recuts for free, so the two are not compared."""
 
 
 def stall_table(stalls_us: list[float], pool: int = 1024) -> None:
-    """ESA-equal on ``SPREAD`` with the barrier, per PS stall: where the
-    fluid model's optimism for ESA under spread comes from (docs/simulator.md,
-    "Calibration")."""
-    print("| PS stall us | packet us | fluid us | fluid's error |")
-    print("|---|---|---|---|")
-    for stall in stalls_us:
-        case = replace(SPREAD, net=replace(SPREAD.net, ps_stall_ns=stall * 1e3))
-        exact, coarse = compare(case, pool, Scheme.ESA_EQUAL, barrier=True)
+    """ESA-equal on ``SPREAD`` with the barrier, per PS stall, then with the
+    stall the PS learns (``Net.ps_stall_adapts``, from one round trip of the
+    PS path): where the fluid model's optimism for ESA under spread comes
+    from (docs/simulator.md, "Calibration"), and the PULLs the packet
+    model's PS hosts sent."""
+    print("| PS stall us | packet us | fluid us | fluid's error | PS pulls |")
+    print("|---|---|---|---|---|")
+    nets = [(f"{s:g}", replace(SPREAD.net, ps_stall_ns=s * 1e3)) for s in stalls_us]
+    nets.append(("learnt", replace(SPREAD.net, ps_stall_ns=0.0, ps_stall_adapts=True)))
+    for name, net in nets:
+        net = replace(net, barrier=True)
+        jobs = list(SPREAD.jobs)
+        sim = packet.PacketSim(jobs, pool, Scheme.ESA_EQUAL, net)
+        exact = beyond_compute(SPREAD.jobs, sim.run())
+        coarse = beyond_compute(SPREAD.jobs, fluid.simulate(jobs, pool, Scheme.ESA_EQUAL, net))
+        pulls = sum(ps.pulls for job in sim.jobs.values() for ps in job.shards)
         print(
-            f"| {stall:g} | {exact * 1e6:.0f} | {coarse * 1e6:.0f} | {coarse / exact - 1:+.0%} |",
+            f"| {name} | {exact * 1e6:.0f} | {coarse * 1e6:.0f} | {coarse / exact - 1:+.0%} "
+            f"| {pulls} |",
             flush=True,
         )
 
@@ -118,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         "--stall-us",
         type=float,
         nargs="+",
-        help="instead: ESA-equal on the spread case with the barrier, one row per PS stall",
+        help="instead: ESA-equal on the spread case with the barrier, one row per PS stall "
+        "and one for the stall the PS learns",
     )
     ap.add_argument(
         "--barrier",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from esa.job import JobSpec, ps_shard
+from hosts.ps_stall import PullStall
 from hosts.rto import RetransmitTimeout
 
 
@@ -82,6 +83,15 @@ class PsHost:
     done: set[int] = field(default_factory=set)
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
+    stall: PullStall | None = None
+    """its stall learnt from what it observes (``Net.ps_stall_adapts``);
+    None: ``Net.ps_stall_ns``, constant."""
+    opened: dict[int, float] = field(default_factory=dict)
+    """seq -> when its first packet was served (with ``stall``)."""
+    pulled_at: dict[int, float] = field(default_factory=dict)
+    """seq -> when it was last pulled (with ``stall``)."""
+    pulls: int = 0
+    """PULLs it sent."""
     served: int = 0
     """packets it spent service time on."""
 

@@ -22,8 +22,9 @@ Hosts (our design; no ESA host code is public):
   merges what it gets by worker bitmap; when a chunk reaches it incomplete
   it sends a PULL naming the workers it has (at once, or, with
   ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
-  every such period); the others resend (RETX) or will send as RETX, so a
-  stranded partial sum is flushed.
+  every such period; with ``Net.ps_stall_adapts`` that period is learnt as
+  ``hosts.ps`` learns it, ``hosts.ps_stall``); the others resend (RETX) or
+  will send as RETX, so a stranded partial sum is flushed.
 
 A subclass is the network: how a worker's or a PS's packet reaches a
 switch, what the switches do with it, and what the controller writes into
@@ -46,6 +47,7 @@ from esa.model import Packet
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
+from hosts.ps_stall import PullStall
 from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
 from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
@@ -133,12 +135,19 @@ class HostSim:
                 SimplexLink(net.pkt_ns, net.hop_ns),
                 SimplexLink(net.pkt_ns, net.hop_ns),
                 ps_port(spec.job, s),
+                stall=self._pull_stall(),
             )
             for s in range(net.ps_shards)
         ]
         return JobRun(
             spec, workers, shards, compute_times(spec, seed), self._window(spec), wire=spec.job
         )
+
+    def _pull_stall(self) -> PullStall | None:
+        if not self.net.ps_stall_adapts:
+            return None
+        initial = self.net.ps_stall_initial()
+        return PullStall(initial, min(self.net.pkt_ns, initial), max(initial, MAX_RTO_NS))
 
     def _rto(self) -> RetransmitTimeout | None:
         rto = self.net.rto_for()
@@ -326,7 +335,10 @@ class HostSim:
             return
         if pkt.seq in ps.done:
             return
-        bitmap = ps.bitmaps.get(pkt.seq, 0) | workers
+        held = ps.bitmaps.get(pkt.seq, 0)
+        bitmap = held | workers
+        if ps.stall is not None:
+            self._ps_observe(ps, pkt, bool(held), bitmap == job.mask)
         if bitmap == job.mask:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)
@@ -339,12 +351,36 @@ class HostSim:
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
-        stall = self.net.ps_stall_ns
+        stall = self._stall_ns(ps)
         if stall > 0:
             ps.touched[pkt.seq] = self.now
             self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
         elif self._pull_now(job, ps, pkt.seq):
             self._pull(job, ps, pkt.seq)
+
+    def _stall_ns(self, ps: PsHost) -> float:
+        return self.net.ps_stall_ns if ps.stall is None else ps.stall.value
+
+    def _ps_observe(self, ps: PsHost, pkt: Packet, held: bool, complete: bool) -> None:
+        """``hosts.aggregate.Aggregator``'s samples of the stall: a chunk
+        gathered without a pull, a pull's round trip, a first send that a
+        pull overtook."""
+        assert ps.stall is not None
+        seq = pkt.seq
+        if not held:
+            ps.opened[seq] = self.now
+        pulled = ps.pulled_at.get(seq)
+        if pulled is None:
+            if complete and held:
+                ps.stall.gathered(self.now - ps.opened[seq])
+        elif held and ps.touched.get(seq) == pulled:
+            if pkt.ptype is PacketType.FALLBACK and not pkt.flags & Flag.RETX:
+                ps.stall.gathered(self.now - ps.opened[seq])
+            else:
+                ps.stall.answered(self.now - pulled)
+        if complete:
+            ps.opened.pop(seq, None)
+            ps.pulled_at.pop(seq, None)
 
     def _pull_now(self, job: JobRun, ps: PsHost, seq: int) -> bool:
         """Without a stall time the PS pulls a chunk once, on its first
@@ -360,6 +396,7 @@ class HostSim:
 
     def _pull(self, job: JobRun, ps: PsHost, seq: int) -> None:
         bitmap = self._pull_bitmap(job, ps, seq)
+        ps.pulls += 1
         self._ps_out(job, ps, Packet(PacketType.PULL, job.wire, seq, bitmap, ZEROS))
 
     def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
@@ -367,8 +404,10 @@ class HostSim:
         if seq in ps.done or ps.touched.get(seq) != touched:
             return
         ps.touched[seq] = self.now
+        if ps.stall is not None:
+            ps.pulled_at[seq] = self.now
         self._pull(job, ps, seq)
         self.at(
-            self.now + self.net.ps_stall_ns,
+            self.now + self._stall_ns(ps),
             functools.partial(self._ps_scan, job, ps, seq, self.now),
         )

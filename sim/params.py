@@ -87,6 +87,10 @@ class Net:
     ps_stall_ns: float = 0.0
     """the PS pulls a chunk it holds incomplete and untouched this long
     (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
+    ps_stall_adapts: bool = False
+    """the PS learns its stall from what it observes, as ``hosts.ps`` does
+    (``hosts.ps_stall``), from ``ps_stall_ns`` (0: one round trip of the
+    path through the PS, ``rtt_ns(Scheme.ATP)``)."""
     jitter_ns: float = JITTER_NS
     """every contribution reaches the switch an extra exponential delay of
     this mean, drawn per packet (NIC, PCIe, host stack and queueing); 0 is
@@ -160,6 +164,13 @@ class Net:
         if self.rto_ns is not None:
             return self.rto_ns
         return RTO_RTTS * self.rtt_ns(Scheme.ATP)
+
+    def ps_stall_initial(self) -> float:
+        """The PS's stall in ns before it has learnt one (``ps_stall_adapts``),
+        or its constant stall (0: at once)."""
+        if self.ps_stall_adapts and self.ps_stall_ns <= 0:
+            return self.rtt_ns(Scheme.ATP)
+        return self.ps_stall_ns
 
     def bdp_window(self, scheme: Scheme) -> int:
         """Packets a worker must have outstanding to stream at line rate

@@ -339,3 +339,29 @@ def test_the_bounds_run_in_the_packet_model(pool: int) -> None:
     assert ideal.pool_size == 1 << 16
     assert sum(ideal.ps_completed.values()) == 0
     assert_every_chunk_completed_once(ideal)
+
+
+def test_a_learnt_stall_follows_a_slow_switchs_queue() -> None:
+    """Behind a switch slower than the links ATP's PS finds its chunks
+    incomplete while their contributions queue: a stall of one uncontended
+    round trip pulls them again and again, pulling at once pulls each once;
+    the stall the PS learns (``hosts.ps_stall``) waits for the queue, so it
+    pulls least and finishes first."""
+    jobs = list(calibrate.US_SKEW.jobs[:3])
+    slow = replace(calibrate.US_SKEW.net, switch_pkt_ns=2_000.0)
+    nets = {
+        "once": slow,
+        "round trip": replace(slow, ps_stall_ns=slow.rtt_ns(Scheme.ATP)),
+        "learnt": replace(slow, ps_stall_adapts=True),
+    }
+    sims = {name: PacketSim(jobs, 1024, Scheme.ATP, net) for name, net in nets.items()}
+    jct = {name: max(sim.run().values()) for name, sim in sims.items()}
+    pulls = {
+        name: sum(ps.pulls for j in s.jobs.values() for ps in j.shards) for name, s in sims.items()
+    }
+    assert pulls["learnt"] < pulls["once"] < pulls["round trip"]
+    assert jct["learnt"] < jct["once"] < jct["round trip"]
+    for sim in sims.values():
+        assert_every_chunk_completed_once(sim)
+    learnt = [ps.stall.value for j in sims["learnt"].jobs.values() for ps in j.shards if ps.stall]
+    assert max(learnt) > 10 * nets["learnt"].rtt_ns(Scheme.ATP)
