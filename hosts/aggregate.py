@@ -201,11 +201,14 @@ class Aggregator:
             p.touched = p.pulled = now
 
     def scan(self, now: float) -> None:
-        """Pull partials untouched for the stall; pull the int contributions of
+        """Pull partials untouched for the stall (backed off per pull without
+        progress, ``PullStall.wait``); pull the int contributions of
         float sums of chunks the PS has no sum of (see ``on_float``); drop
         either after ``max_pulls`` stalls without progress."""
         stall = self.stall.value
         for key, p in self.sums.stalled_partials(now, stall):
+            if now - p.touched < self.stall.wait(p.pulls):
+                continue
             if p.pulls >= self.max_pulls:
                 self.counters.abandoned += 1
                 self.sums.close_partial(key)

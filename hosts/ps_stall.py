@@ -18,7 +18,10 @@ that was about to send resend instead (a storm behind a slow switch);
 waiting longer than a pull takes to be answered only delays the chunk.  A
 constant stall is right for one switch and one load only (docs/simulator.md,
 "Calibration", the stall table).  Until either delay has a sample the stall
-is its initial value; it stays within ``[floor, cap]``.
+is its initial value; it stays within ``[floor, cap]``.  A chunk pulled
+``n`` times without progress waits ``2^n`` stalls (up to ``cap``) before
+the next pull, as a timeout backs off: what it waits for is slower than a
+pull, and pulling again only loads the path it waits on.
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ class PullStall:
         """A pull's first resend came ``rtt`` after the PULL left."""
         self.answer.sample(rtt)
         self._update()
+
+    def wait(self, pulls: int) -> float:
+        """How long a chunk pulled ``pulls`` times without progress since
+        waits before its next pull."""
+        return min(self.value * float(2**pulls), self.cap)
 
     def _update(self) -> None:
         known = [b for b in (self.gather.bound, self.answer.bound) if b is not None]

@@ -120,6 +120,26 @@ def stall_table(stalls_us: list[float], pool: int = 1024) -> None:
         )
 
 
+LOSS_SCHEMES = (Scheme.ATP, Scheme.STATIC_FB, Scheme.ESA_EQUAL, Scheme.ESA_SRPT)
+"""The schemes the loss table compares: the baselines ``make sim`` judges
+ESA against, and ESA with one priority and with its ranks."""
+
+
+def loss_table(losses_pct: list[float], pool: int = 256) -> None:
+    """``SPREAD`` with the barrier at each loss rate of every host link
+    (``Net.loss``), the PS's stall learnt: per scheme, time beyond compute
+    in the packet model / the fluid model (the fluid model's error)."""
+    print("| loss % | " + " | ".join(s.value for s in LOSS_SCHEMES) + " |")
+    print("|---" * (1 + len(LOSS_SCHEMES)) + "|")
+    for loss in losses_pct:
+        net = replace(SPREAD.net, loss=loss / 100, ps_stall_ns=0.0, ps_stall_adapts=True)
+        cells = []
+        for scheme in LOSS_SCHEMES:
+            exact, coarse = compare(replace(SPREAD, net=net), pool, scheme, barrier=True)
+            cells.append(f"{exact * 1e6:.0f} / {coarse * 1e6:.0f} ({coarse / exact - 1:+.0%})")
+        print(f"| {loss:g} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.calibrate", description=__doc__)
     ap.add_argument("--case", choices=[c.name for c in CASES], action="append")
@@ -131,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         "and one for the stall the PS learns",
     )
     ap.add_argument(
+        "--loss-pct",
+        type=float,
+        nargs="+",
+        help="instead: the spread case with the barrier, 256 slots, one row per loss rate",
+    )
+    ap.add_argument(
         "--barrier",
         choices=("on", "off", "both"),
         default="both",
@@ -139,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.stall_us:
         stall_table(args.stall_us)
+        return 0
+    if args.loss_pct:
+        loss_table(args.loss_pct)
         return 0
     cases = [c for c in CASES if not args.case or c.name in args.case]
     print("| case | barrier | pool | " + " | ".join(s.value for s in CALIBRATED) + " |")

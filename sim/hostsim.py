@@ -116,6 +116,11 @@ class HostSim:
 
     def _job_run(self, spec: JobSpec, seed: int) -> JobRun:
         net, lag = self.net, lags(spec, self.net, seed)
+
+        def rng(kind: int, i: int) -> np.random.Generator | None:
+            """A lossy host link's own stream of the seed."""
+            return np.random.default_rng([seed, spec.job, kind, i]) if net.loss > 0 else None
+
         workers = [
             WorkerState(
                 i,
@@ -124,16 +129,18 @@ class HostSim:
                     net.hop_ns + float(lag[i]),
                     net.jitter_ns,
                     np.random.default_rng([seed, spec.job, 2, i]),
+                    net.loss,
+                    rng(3, i),
                 ),
-                SimplexLink(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(4, i)),
                 timeout=self._rto(),
             )
             for i in range(spec.workers)
         ]
         shards = [
             PsHost(
-                SimplexLink(net.pkt_ns, net.hop_ns),
-                SimplexLink(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(5, s)),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(6, s)),
                 ps_port(spec.job, s),
                 stall=self._pull_stall(),
             )
@@ -188,8 +195,12 @@ class HostSim:
         heapq.heappush(self.queue, (t, next(self.counter), fn))
 
     def hop(self, link: SimplexLink, then: Callable[[], None]) -> None:
-        """Send over ``link``; ``then`` runs when the packet has crossed it."""
-        self.at(link.arrival(self.now), then)
+        """Send over ``link``; ``then`` runs when the packet has crossed it
+        (unless the link lost it)."""
+        arrival = link.arrival(self.now)
+        if link.loss > 0 and link.loses():
+            return
+        self.at(arrival, then)
 
     def run(self) -> dict[int, float]:
         """Simulate until every job finished; JCT in seconds per job id."""
@@ -261,6 +272,13 @@ class HostSim:
             deadline = w.deadline[seq] = self.now + w.timeout.value
             self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
 
+    def _resend_summed(self, job: JobRun, w: WorkerState, seq: int) -> None:
+        """``hosts.stream.Stream.pulled``: a worker that has a chunk's sum
+        still answers its PS's PULL (the PS lost the sum: a lossy link),
+        without a timer."""
+        pkt = Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, int(Flag.RETX))
+        self._worker_out(job, w, pkt)
+
     def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
         """``hosts.worker.Worker.poll``: resend a chunk whose timer expired
         (``hosts.rto`` decides whether the timeout backs off), and Karn's rule
@@ -284,6 +302,8 @@ class HostSim:
                 self._send(job, w, pkt.seq, retx=True)
             elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
                 w.retx_pending.add(pkt.seq)
+            elif pkt.seq < w.base + w.next_i:
+                self._resend_summed(job, w, pkt.seq)
             return
         if pkt.seq not in w.outstanding:
             return
@@ -334,6 +354,8 @@ class HostSim:
             ps.done.add(pkt.seq)
             return
         if pkt.seq in ps.done:
+            if pkt.ptype is PacketType.FALLBACK and pkt.flags & Flag.RETX:
+                self._answer_done(job, ps, pkt.seq)
             return
         held = ps.bitmaps.get(pkt.seq, 0)
         bitmap = held | workers
@@ -351,12 +373,32 @@ class HostSim:
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
+        ps.unanswered.pop(pkt.seq, None)
         stall = self._stall_ns(ps)
+        if ps.stall is not None and pkt.flags & Flag.RETX and pkt.ptype is PacketType.FALLBACK:
+            self._pull_soon(job, ps, pkt.seq)
         if stall > 0:
             ps.touched[pkt.seq] = self.now
             self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
         elif self._pull_now(job, ps, pkt.seq):
             self._pull(job, ps, pkt.seq)
+
+    def _answer_done(self, job: JobRun, ps: PsHost, seq: int) -> None:
+        """``hosts.aggregate``: a worker's resend of a chunk the PS has the
+        sum of is answered with that sum (the worker may have lost it; a
+        first send late to a finished chunk is not: its sum is on its way)."""
+        count = job.spec.workers
+        out = Packet(PacketType.PS_RESULT, job.wire, seq, job.mask, ZEROS, 0, count=count)
+        self._ps_out(job, ps, out)
+
+    def _pull_soon(self, job: JobRun, ps: PsHost, seq: int) -> None:
+        """``hosts.aggregate.Aggregator._pull_soon``: a worker resent into an
+        incomplete chunk, so pull the others now, unless a pull went out
+        within a quarter stall."""
+        assert ps.stall is not None
+        if self.now - ps.pulled_at.get(seq, float("-inf")) >= ps.stall.value / 4:
+            ps.pulled_at[seq] = self.now
+            self._pull(job, ps, seq)
 
     def _stall_ns(self, ps: PsHost) -> float:
         return self.net.ps_stall_ns if ps.stall is None else ps.stall.value
@@ -381,6 +423,7 @@ class HostSim:
         if complete:
             ps.opened.pop(seq, None)
             ps.pulled_at.pop(seq, None)
+            ps.unanswered.pop(seq, None)
 
     def _pull_now(self, job: JobRun, ps: PsHost, seq: int) -> bool:
         """Without a stall time the PS pulls a chunk once, on its first
@@ -404,10 +447,10 @@ class HostSim:
         if seq in ps.done or ps.touched.get(seq) != touched:
             return
         ps.touched[seq] = self.now
+        wait = self.net.ps_stall_ns
         if ps.stall is not None:
             ps.pulled_at[seq] = self.now
+            unanswered = ps.unanswered[seq] = ps.unanswered.get(seq, 0) + 1
+            wait = ps.stall.wait(unanswered)
         self._pull(job, ps, seq)
-        self.at(
-            self.now + self._stall_ns(ps),
-            functools.partial(self._ps_scan, job, ps, seq, self.now),
-        )
+        self.at(self.now + wait, functools.partial(self._ps_scan, job, ps, seq, self.now))

@@ -208,3 +208,25 @@ def test_stranded_tail_is_the_expected_lateness_of_the_latest_stranded_chunk(
     want = brute_stranded_tail(share, late, gap, last)
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
     assert 0.0 <= got <= max(late, 0.0) + 1e-9
+
+
+def test_loss_slows_the_window_by_its_share_of_the_wait() -> None:
+    """``fluid.lossy_rate``: a chunk that waits for a resend holds its place
+    in the window ``Net.loss_wait_ns`` longer (Little's law)."""
+    net = Net(loss=0.01)
+    share = 1 - 0.99 ** (2 * 4)
+    assert net.loss_share(4) == pytest.approx(share)
+    assert net.loss_wait_ns == net.rto_for() + net.path_ns(Scheme.ATP)
+    rate = fluid.lossy_rate(0.01, 100, 4, net)
+    assert 1 / rate == pytest.approx(100 + share * net.loss_wait_ns / 100)
+    assert fluid.lossy_rate(0.01, 100, 4, Net()) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA_SRPT])
+def test_the_fluid_model_slows_with_loss(scheme: Scheme) -> None:
+    jobs = list(calibrate.SPREAD.jobs)
+    curve = [
+        mean_jct(fluid.simulate(jobs, 256, scheme, replace(calibrate.SPREAD.net, loss=p)))
+        for p in (0.0, 0.001, 0.01, 0.05)
+    ]
+    assert all(a < b for a, b in itertools.pairwise(curve))
