@@ -274,8 +274,9 @@ class HostSim:
 
     def _resend_summed(self, job: JobRun, w: WorkerState, seq: int) -> None:
         """``hosts.stream.Stream.pulled``: a worker that has a chunk's sum
-        still answers its PS's PULL (the PS lost the sum: a lossy link),
-        without a timer."""
+        still answers its PS's PULL, without a timer.  Only on a lossy
+        network: without loss the PS lacks no sum a worker has (its copy
+        comes on the same links), and the hosts' answer is only load."""
         pkt = Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, int(Flag.RETX))
         self._worker_out(job, w, pkt)
 
@@ -302,7 +303,7 @@ class HostSim:
                 self._send(job, w, pkt.seq, retx=True)
             elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
                 w.retx_pending.add(pkt.seq)
-            elif pkt.seq < w.base + w.next_i:
+            elif pkt.seq < w.base + w.next_i and self.net.loss > 0:
                 self._resend_summed(job, w, pkt.seq)
             return
         if pkt.seq not in w.outstanding:
@@ -354,7 +355,7 @@ class HostSim:
             ps.done.add(pkt.seq)
             return
         if pkt.seq in ps.done:
-            if pkt.ptype is PacketType.FALLBACK and pkt.flags & Flag.RETX:
+            if pkt.ptype is PacketType.FALLBACK and pkt.flags & Flag.RETX and self.net.loss > 0:
                 self._answer_done(job, ps, pkt.seq)
             return
         held = ps.bitmaps.get(pkt.seq, 0)
@@ -385,8 +386,9 @@ class HostSim:
 
     def _answer_done(self, job: JobRun, ps: PsHost, seq: int) -> None:
         """``hosts.aggregate``: a worker's resend of a chunk the PS has the
-        sum of is answered with that sum (the worker may have lost it; a
-        first send late to a finished chunk is not: its sum is on its way)."""
+        sum of is answered with that sum, on a lossy network (the worker may
+        have lost it; without loss, or for a first send late to a finished
+        chunk, the sum is on its way)."""
         count = job.spec.workers
         out = Packet(PacketType.PS_RESULT, job.wire, seq, job.mask, ZEROS, 0, count=count)
         self._ps_out(job, ps, out)

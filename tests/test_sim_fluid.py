@@ -179,16 +179,21 @@ def test_the_stall_table_shows_where_the_fluid_model_agrees_and_where_not(
     end of an iteration as the packet model pays it, within the tolerance;
     pulling at once, the packet model's PS pulls chunks whose contributions
     are on their way, a storm of resends the fluid model leaves out
-    (docs/simulator.md, "Calibration")."""
+    (docs/simulator.md, "Calibration").  The stall the PS learns
+    (``learnt``) agrees as the best constants do, and pulls less than
+    pulling at once or after 5 us."""
     assert calibrate.main(["--stall-us", "20", "5", "0"]) == 0
     head, rule, *rows = capsys.readouterr().out.splitlines()
-    assert head == "| PS stall us | packet us | fluid us | fluid's error |"
-    assert rule == "|---|---|---|---|"
+    assert head == "| PS stall us | packet us | fluid us | fluid's error | PS pulls |"
+    assert rule == "|---|---|---|---|---|"
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    assert [c[0] for c in cells] == ["20", "5", "0"]
+    assert [c[0] for c in cells] == ["20", "5", "0", "learnt"]
     error = {c[0]: int(c[2]) / int(c[1]) - 1 for c in cells}
+    pulls = {c[0]: int(c[4]) for c in cells}
     assert abs(error["20"]) <= TOLERANCE and abs(error["5"]) <= TOLERANCE
+    assert abs(error["learnt"]) <= TOLERANCE
     assert error["0"] < -TOLERANCE
+    assert pulls["learnt"] < min(pulls["5"], pulls["0"])
 
 
 def brute_stranded_tail(share: float, late: float, gap: float, last: int) -> float:
