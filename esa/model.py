@@ -291,7 +291,7 @@ class SwitchModel:
         slot.ts = now
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
-        if retx:
+        if retx and self.policy is Policy.ATP:
             self._count(pkt.job, Event.FLUSHED)
             out = self._take(slot, PacketType.PARTIAL, summed)
             mark_gone(slot, key)

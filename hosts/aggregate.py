@@ -20,14 +20,15 @@ from hosts.announcements import Agreement
 from hosts.counters import PSCounters
 from hosts.drops import HostDrop
 from hosts.ps_outbox import Outbox
+from hosts.ps_stall import PullStall
 from hosts.results import Answer, ResultCache
 from hosts.sums import Key, OpenSums, Partial
 
 
 class Aggregator:
     """Finishes chunks into ``done`` from the open ``sums``; a chunk is
-    pulled after ``stall`` seconds without progress, and given up after
-    ``max_pulls`` pulls."""
+    pulled once untouched for ``stall.value`` seconds (what it learns from
+    the chunks, ``hosts.ps_stall``), and given up after ``max_pulls`` pulls."""
 
     def __init__(
         self,
@@ -35,7 +36,7 @@ class Aggregator:
         done: ResultCache,
         outbox: Outbox,
         counters: PSCounters,
-        stall: float,
+        stall: PullStall,
         max_pulls: int,
     ) -> None:
         self.sums, self.done, self.outbox, self.counters = sums, done, outbox, counters
@@ -99,8 +100,12 @@ class Aggregator:
                 self._pull_soon(key, p, now)
             return
         self.counters.merged += 1
+        if p.bitmap:
+            self._observe(p, now, early=answer and not retx)
         p.merge(h.bitmap, h.count, bool(h.flags & Flag.OVERFLOW), values, now)
         if p.bitmap == spec.mask:
+            if p.pulled == float("-inf") and p.opened < now:
+                self.stall.gathered(now - p.opened)
             self.sums.close_partial(key)
             self._complete(key, p)
         elif retx:
@@ -169,11 +174,23 @@ class Aggregator:
 
     # -- pulls ---------------------------------------------------------------
 
+    def _observe(self, p: Partial, now: float, early: bool) -> None:
+        """The first packet of a chunk since its pull is a sample of the
+        stall: a resend (or a partial flushed by one) is the pull's round
+        trip; a first send (``early``) was on its way, and the chunk's span
+        so far is how long its contributions take to come together."""
+        if p.touched != p.pulled:
+            return
+        if early:
+            self.stall.gathered(now - p.opened)
+        else:
+            self.stall.answered(now - p.pulled)
+
     def _pull_soon(self, key: Key, p: Partial, now: float) -> None:
         """A worker retransmitted into an incomplete chunk: it is still
-        waiting, so pull the others now rather than after ``stall`` (those
+        waiting, so pull the others now rather than after the stall (those
         that have the sum will not send again by themselves)."""
-        if now - p.pulled >= self.stall / 4:
+        if now - p.pulled >= self.stall.value / 4:
             self._pull(key, p, now)
 
     def _pull(self, key: Key, p: Partial, now: float) -> None:
@@ -184,16 +201,20 @@ class Aggregator:
             p.touched = p.pulled = now
 
     def scan(self, now: float) -> None:
-        """Pull partials untouched for ``stall``; pull the int contributions of
+        """Pull partials untouched for the stall (backed off per pull without
+        progress, ``PullStall.wait``); pull the int contributions of
         float sums of chunks the PS has no sum of (see ``on_float``); drop
         either after ``max_pulls`` stalls without progress."""
-        for key, p in self.sums.stalled_partials(now, self.stall):
+        stall = self.stall.value
+        for key, p in self.sums.stalled_partials(now, stall):
+            if now - p.touched < self.stall.wait(p.pulls):
+                continue
             if p.pulls >= self.max_pulls:
                 self.counters.abandoned += 1
                 self.sums.close_partial(key)
             else:
                 self._pull(key, p, now)
-        for key, acc in self.sums.stalled_floats(now, self.stall):
+        for key, acc in self.sums.stalled_floats(now, stall):
             if acc.pulls >= self.max_pulls:
                 self.counters.abandoned += 1
                 self.sums.close_float(key)

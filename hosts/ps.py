@@ -42,9 +42,15 @@ from hosts.counters import PSCounters
 from hosts.drops import HostDrop
 from hosts.ps_control import ControlDesk
 from hosts.ps_outbox import Outbox
+from hosts.ps_stall import PullStall
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
 from hosts.transport import Addr, Transport, wait_any
+from hosts.worker import MAX_RTO
+
+MIN_STALL = 1e-3
+"""Seconds: the PS's stall learns no shorter (``hosts.ps_stall``); its scan
+runs every quarter stall."""
 
 
 class ParameterServer:
@@ -71,9 +77,12 @@ class ParameterServer:
         keys: Mapping[int, bytes] | None = None,
         session: int | None = None,
     ) -> None:
-        """``keys``: each job's control key (a job without one has its open
-        key, ``hosts.auth.open_key``); ``session``: this PS process's session
-        (default random)."""
+        """``stall``: seconds the PS waits on an incomplete chunk before it
+        pulls it, until it has learnt how long (``hosts.ps_stall``: from
+        ``MIN_STALL`` to the workers' longest timeout, ``MAX_RTO``); also
+        the period of the reply budget.  ``keys``: each job's control key (a
+        job without one has its open key, ``hosts.auth.open_key``);
+        ``session``: this PS process's session (default random)."""
         if not valid_shards(shards) or not 0 <= shard < shards:
             raise ValueError(
                 f"PS shard {shard} of {shards}: shards must be 1, 2, 4 or 8 "
@@ -88,8 +97,9 @@ class ParameterServer:
         self.sums = OpenSums(max_open)
         self.done = ResultCache(cache_size)
         self.outbox = Outbox(transport, switch_addr, self.counters)
+        self.pull_stall = PullStall(stall, min(MIN_STALL, stall), max(stall, MAX_RTO))
         self.aggregator = Aggregator(
-            self.sums, self.done, self.outbox, self.counters, stall, max_pulls
+            self.sums, self.done, self.outbox, self.counters, self.pull_stall, max_pulls
         )
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.next_scan = 0.0
@@ -111,13 +121,13 @@ class ParameterServer:
             self.books[job] = CallBook(job, spec.fan_in, spec.mask)
 
     def serve(self, stop: Callable[[], bool]) -> None:
-        """Run until ``stop()`` is true (checked at least every ``stall / 4``)."""
+        """Run until ``stop()`` is true (checked at least every quarter stall)."""
         transports = (
             [self.transport] if self.desk is None else [self.transport, self.desk.transport]
         )
         while not stop():
             self.poll(self.clock())
-            wait_any(transports, self.stall / 4)
+            wait_any(transports, self.pull_stall.value / 4)
 
     def poll(self, now: float) -> float:
         """Handle waiting datagrams and pull stalled chunks; returns the next scan time."""
@@ -127,7 +137,7 @@ class ParameterServer:
             self.desk.poll(now)
         if now >= self.next_scan:
             self.aggregator.scan(now)
-            self.next_scan = now + self.stall / 4
+            self.next_scan = now + self.pull_stall.value / 4
         return self.next_scan
 
     # -- receive ----------------------------------------------------------

@@ -34,9 +34,12 @@ from esa.wire import Flag, PacketType
 
 
 def sums_first_sends(ptype: int, flags: int) -> bool:
-    """A result that is the sum of every worker's first transmission: the
-    switch's RESULT (a resent contribution never joins a slot's sum, it goes
-    to the PS), or the PS's answer to ATP's held RESULT, flagged HOLD."""
+    """A result taken for the sum of every worker's first transmission: the
+    switch's RESULT, or the PS's answer to ATP's held RESULT, flagged HOLD.
+    A resent contribution joins a slot's sum only where it is new to the
+    chunk's partial (docs/dataplane.md, S5 and S7): the resend of a chunk
+    whose first send was lost then ends a partial that waited for it, and
+    the sample is as long as a spurious one would be."""
     return ptype == PacketType.RESULT or bool(flags & Flag.HOLD and ptype == PacketType.PS_RESULT)
 
 

@@ -24,9 +24,10 @@ Key = tuple[int, int]
 
 @dataclass
 class Partial:
-    """The int sum of the workers of ``bitmap`` in one chunk."""
+    """The int sum of the workers of ``bitmap`` in one chunk, open since ``opened``."""
 
     touched: float
+    opened: float
     bitmap: int = 0
     count: int = 0
     overflow: bool = False
@@ -93,7 +94,7 @@ class OpenSums:
         """The chunk's partial sum, opened if new; None: the job may open no more."""
         p = self.partials.get(key)
         if p is None and self._may_open(key[0]):
-            p = self.partials[key] = Partial(touched=now)
+            p = self.partials[key] = Partial(touched=now, opened=now)
         return p
 
     def float_sum(self, key: Key, now: float) -> FloatSum | None:

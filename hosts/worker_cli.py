@@ -24,7 +24,7 @@ from esa import arguments
 from hosts import program, quant
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.transport import UdpTransport
-from hosts.worker import DEFAULT_TIMEOUT, Worker
+from hosts.worker import DEFAULT_TIMEOUT, LINGER, Worker
 
 PROG = "esa-worker"
 
@@ -74,8 +74,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--linger",
         type=arguments.seconds("linger", zero=True),
-        default=1.0,
-        help="seconds to answer PULLs",
+        default=LINGER,
+        help=f"seconds to answer PULLs after the last call ({LINGER:g})",
     )
     p.add_argument("--json", action="store_true", help="print a final JSON line")
     args = p.parse_args(argv)

@@ -97,18 +97,47 @@ model recuts for free, so the two are not compared."""
 
 
 def stall_table(stalls_us: list[float], pool: int = 1024) -> None:
-    """ESA-equal on ``SPREAD`` with the barrier, per PS stall: where the
-    fluid model's optimism for ESA under spread comes from (docs/simulator.md,
-    "Calibration")."""
-    print("| PS stall us | packet us | fluid us | fluid's error |")
-    print("|---|---|---|---|")
-    for stall in stalls_us:
-        case = replace(SPREAD, net=replace(SPREAD.net, ps_stall_ns=stall * 1e3))
-        exact, coarse = compare(case, pool, Scheme.ESA_EQUAL, barrier=True)
+    """ESA-equal on ``SPREAD`` with the barrier, per PS stall, then with the
+    stall the PS learns (``Net.ps_stall_adapts``, from one round trip of the
+    PS path): where the fluid model's optimism for ESA under spread comes
+    from (docs/simulator.md, "Calibration"), and the PULLs the packet
+    model's PS hosts sent."""
+    print("| PS stall us | packet us | fluid us | fluid's error | PS pulls |")
+    print("|---|---|---|---|---|")
+    nets = [(f"{s:g}", replace(SPREAD.net, ps_stall_ns=s * 1e3)) for s in stalls_us]
+    nets.append(("learnt", replace(SPREAD.net, ps_stall_ns=0.0, ps_stall_adapts=True)))
+    for name, net in nets:
+        net = replace(net, barrier=True)
+        jobs = list(SPREAD.jobs)
+        sim = packet.PacketSim(jobs, pool, Scheme.ESA_EQUAL, net)
+        exact = beyond_compute(SPREAD.jobs, sim.run())
+        coarse = beyond_compute(SPREAD.jobs, fluid.simulate(jobs, pool, Scheme.ESA_EQUAL, net))
+        pulls = sum(ps.pulls for job in sim.jobs.values() for ps in job.shards)
         print(
-            f"| {stall:g} | {exact * 1e6:.0f} | {coarse * 1e6:.0f} | {coarse / exact - 1:+.0%} |",
+            f"| {name} | {exact * 1e6:.0f} | {coarse * 1e6:.0f} | {coarse / exact - 1:+.0%} "
+            f"| {pulls} |",
             flush=True,
         )
+
+
+LOSS_SCHEMES = (Scheme.ATP, Scheme.STATIC_FB, Scheme.ESA_EQUAL, Scheme.ESA_SRPT)
+"""The schemes the loss table compares: the baselines ``make sim`` judges
+ESA against, and ESA with one priority and with its ranks."""
+
+
+def loss_table(losses_pct: list[float], pool: int = 256) -> None:
+    """``SPREAD`` with the barrier at each loss rate of every host link
+    (``Net.loss``), the PS's stall learnt: per scheme, time beyond compute
+    in the packet model / the fluid model (the fluid model's error)."""
+    print("| loss % | " + " | ".join(s.value for s in LOSS_SCHEMES) + " |")
+    print("|---" * (1 + len(LOSS_SCHEMES)) + "|")
+    for loss in losses_pct:
+        net = replace(SPREAD.net, loss=loss / 100, ps_stall_ns=0.0, ps_stall_adapts=True)
+        cells = []
+        for scheme in LOSS_SCHEMES:
+            exact, coarse = compare(replace(SPREAD, net=net), pool, scheme, barrier=True)
+            cells.append(f"{exact * 1e6:.0f} / {coarse * 1e6:.0f} ({coarse / exact - 1:+.0%})")
+        print(f"| {loss:g} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         "--stall-us",
         type=float,
         nargs="+",
-        help="instead: ESA-equal on the spread case with the barrier, one row per PS stall",
+        help="instead: ESA-equal on the spread case with the barrier, one row per PS stall "
+        "and one for the stall the PS learns",
+    )
+    ap.add_argument(
+        "--loss-pct",
+        type=float,
+        nargs="+",
+        help="instead: the spread case with the barrier, 256 slots, one row per loss rate",
     )
     ap.add_argument(
         "--barrier",
@@ -129,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.stall_us:
         stall_table(args.stall_us)
+        return 0
+    if args.loss_pct:
+        loss_table(args.loss_pct)
         return 0
     cases = [c for c in CASES if not args.case or c.name in args.case]
     print("| case | barrier | pool | " + " | ".join(s.value for s in CALIBRATED) + " |")

@@ -10,6 +10,12 @@ chunks out); the last worker starts the **stream**, which runs at the rate
 With ``Net.barrier`` the workers start together one barrier round trip after
 the last is ready, and nothing parks.  A parked chunk taken by another costs
 its job a few packets at the PS per iteration; the model leaves that out.
+With ``Net.loss`` a chunk waits for a resend (``Net.loss_share``) a
+retransmission timeout and a PS round trip longer (``Net.loss_wait_ns``):
+mid-stream it holds its place in the window that much longer, which slows
+the window's rate (``lossy_rate``), and at the end of an iteration the
+last window's lost chunks delay it as stranded ones do (``stranded_tail``).
+The resends' load on the links, the switch and the PS is left out.
 """
 
 from __future__ import annotations
@@ -218,10 +224,13 @@ class FluidSim:
         ``sim.calibrate``'s lag cases), so ATP is not charged it."""
         f = j.flow
         base = min(f.latency + f.queue, f.window * self.paths.tx)
+        last = min(f.window, j.spec.chunks)
+        if self.net.loss > 0:
+            lost = self.net.loss_share(j.spec.workers)
+            base += stranded_tail(lost, self.net.loss_wait_ns, 1.0 / f.rate, last)
         if f.stranded <= 0.0 or self.scheme.policy is not Policy.ESA:
             return base
         late = (1.0 - f.stranded) * f.strand_wait  # beyond the share counted in the mean
-        last = min(f.window, j.spec.chunks)
         return base + stranded_tail(f.stranded, late, 1.0 / f.rate, last)
 
     def _end_iteration(self, j: FluidJob) -> None:
@@ -250,8 +259,19 @@ class FluidSim:
         if self.observer is not None:
             self.observer(self.now, [j.flow for j in streaming])
         for j in streaming:
+            if self.net.loss > 0:
+                j.flow.rate = lossy_rate(j.flow.rate, j.flow.window, j.spec.workers, self.net)
             j.t_next = self.now + max(0.0, j.remaining) / j.flow.rate
         self.dirty = False
+
+
+def lossy_rate(rate: float, window: int, workers: int, net: Net) -> float:
+    """Chunks per ns of a stream at ``rate`` without loss, when each of its
+    chunks waits ``net.loss_wait_ns`` longer with ``net.loss_share``: the
+    waiting chunk holds one of the ``window`` places, so the stream loses
+    that share of the wait per place (Little's law)."""
+    extra = net.loss_share(workers) * net.loss_wait_ns / max(1, window)
+    return 1.0 / (1.0 / rate + extra)
 
 
 def stranded_tail(share: float, late: float, gap: float, last: int) -> float:

@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from esa.job import JobSpec, ps_shard
+from hosts.ps_stall import PullStall
 from hosts.rto import RetransmitTimeout
 
 
 class SimplexLink:
     """One direction of a link: FIFO, serialisation then propagation, and
     with ``jitter_ns`` an exponential extra delay of that mean per packet
-    (``Net.jitter_ns``), drawn from ``rng``."""
+    (``Net.jitter_ns``), drawn from ``rng``; with ``loss`` it loses each
+    packet it serialised with that probability (``Net.loss``), drawn from
+    ``loss_rng``."""
 
     def __init__(
         self,
@@ -22,9 +25,17 @@ class SimplexLink:
         delay_ns: float,
         jitter_ns: float = 0.0,
         rng: np.random.Generator | None = None,
+        loss: float = 0.0,
+        loss_rng: np.random.Generator | None = None,
     ) -> None:
         if jitter_ns > 0 and rng is None:
             raise ValueError("a link with jitter needs a random generator")
+        if loss > 0 and loss_rng is None:
+            raise ValueError("a lossy link needs a random generator")
+        self.loss = loss
+        self.loss_rng = loss_rng
+        self.lost = 0
+        """packets it lost."""
         self.free_at = 0.0
         self.tx = tx_ns
         """serialisation of one packet."""
@@ -41,6 +52,13 @@ class SimplexLink:
         if self.rng is None or self.jitter <= 0:
             return self.free_at + self.delay
         return self.free_at + self.delay + float(self.rng.exponential(self.jitter))
+
+    def loses(self) -> bool:
+        """Whether the packet it just serialised is lost."""
+        if self.loss <= 0 or self.loss_rng is None or self.loss_rng.random() >= self.loss:
+            return False
+        self.lost += 1
+        return True
 
 
 @dataclass
@@ -82,6 +100,18 @@ class PsHost:
     done: set[int] = field(default_factory=set)
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
+    stall: PullStall | None = None
+    """its stall learnt from what it observes (``Net.ps_stall_adapts``);
+    None: ``Net.ps_stall_ns``, constant."""
+    opened: dict[int, float] = field(default_factory=dict)
+    """seq -> when its first packet was served (with ``stall``)."""
+    pulled_at: dict[int, float] = field(default_factory=dict)
+    """seq -> when it was last pulled (with ``stall``)."""
+    unanswered: dict[int, int] = field(default_factory=dict)
+    """seq -> pulls since its last progress (with ``stall``: each doubles
+    the wait for the next, ``PullStall.wait``)."""
+    pulls: int = 0
+    """PULLs it sent."""
     served: int = 0
     """packets it spent service time on."""
 

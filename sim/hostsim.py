@@ -22,8 +22,9 @@ Hosts (our design; no ESA host code is public):
   merges what it gets by worker bitmap; when a chunk reaches it incomplete
   it sends a PULL naming the workers it has (at once, or, with
   ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
-  every such period); the others resend (RETX) or will send as RETX, so a
-  stranded partial sum is flushed.
+  every such period; with ``Net.ps_stall_adapts`` that period is learnt as
+  ``hosts.ps`` learns it, ``hosts.ps_stall``); the others resend (RETX) or
+  will send as RETX, so a stranded partial sum is flushed.
 
 A subclass is the network: how a worker's or a PS's packet reaches a
 switch, what the switches do with it, and what the controller writes into
@@ -46,6 +47,7 @@ from esa.model import Packet
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
+from hosts.ps_stall import PullStall
 from hosts.rto import RetransmitTimeout
 from hosts.worker import MAX_RTO
 from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
@@ -114,6 +116,11 @@ class HostSim:
 
     def _job_run(self, spec: JobSpec, seed: int) -> JobRun:
         net, lag = self.net, lags(spec, self.net, seed)
+
+        def rng(kind: int, i: int) -> np.random.Generator | None:
+            """A lossy host link's own stream of the seed."""
+            return np.random.default_rng([seed, spec.job, kind, i]) if net.loss > 0 else None
+
         workers = [
             WorkerState(
                 i,
@@ -122,23 +129,32 @@ class HostSim:
                     net.hop_ns + float(lag[i]),
                     net.jitter_ns,
                     np.random.default_rng([seed, spec.job, 2, i]),
+                    net.loss,
+                    rng(3, i),
                 ),
-                SimplexLink(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(4, i)),
                 timeout=self._rto(),
             )
             for i in range(spec.workers)
         ]
         shards = [
             PsHost(
-                SimplexLink(net.pkt_ns, net.hop_ns),
-                SimplexLink(net.pkt_ns, net.hop_ns),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(5, s)),
+                SimplexLink(net.pkt_ns, net.hop_ns, 0.0, None, net.loss, rng(6, s)),
                 ps_port(spec.job, s),
+                stall=self._pull_stall(),
             )
             for s in range(net.ps_shards)
         ]
         return JobRun(
             spec, workers, shards, compute_times(spec, seed), self._window(spec), wire=spec.job
         )
+
+    def _pull_stall(self) -> PullStall | None:
+        if not self.net.ps_stall_adapts:
+            return None
+        initial = self.net.ps_stall_initial()
+        return PullStall(initial, min(self.net.pkt_ns, initial), max(initial, MAX_RTO_NS))
 
     def _rto(self) -> RetransmitTimeout | None:
         rto = self.net.rto_for()
@@ -179,8 +195,12 @@ class HostSim:
         heapq.heappush(self.queue, (t, next(self.counter), fn))
 
     def hop(self, link: SimplexLink, then: Callable[[], None]) -> None:
-        """Send over ``link``; ``then`` runs when the packet has crossed it."""
-        self.at(link.arrival(self.now), then)
+        """Send over ``link``; ``then`` runs when the packet has crossed it
+        (unless the link lost it)."""
+        arrival = link.arrival(self.now)
+        if link.loss > 0 and link.loses():
+            return
+        self.at(arrival, then)
 
     def run(self) -> dict[int, float]:
         """Simulate until every job finished; JCT in seconds per job id."""
@@ -252,6 +272,14 @@ class HostSim:
             deadline = w.deadline[seq] = self.now + w.timeout.value
             self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
 
+    def _resend_summed(self, job: JobRun, w: WorkerState, seq: int) -> None:
+        """``hosts.stream.Stream.pulled``: a worker that has a chunk's sum
+        still answers its PS's PULL, without a timer.  Only on a lossy
+        network: without loss the PS lacks no sum a worker has (its copy
+        comes on the same links), and the hosts' answer is only load."""
+        pkt = Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, int(Flag.RETX))
+        self._worker_out(job, w, pkt)
+
     def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
         """``hosts.worker.Worker.poll``: resend a chunk whose timer expired
         (``hosts.rto`` decides whether the timeout backs off), and Karn's rule
@@ -275,6 +303,8 @@ class HostSim:
                 self._send(job, w, pkt.seq, retx=True)
             elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
                 w.retx_pending.add(pkt.seq)
+            elif pkt.seq < w.base + w.next_i and self.net.loss > 0:
+                self._resend_summed(job, w, pkt.seq)
             return
         if pkt.seq not in w.outstanding:
             return
@@ -325,8 +355,13 @@ class HostSim:
             ps.done.add(pkt.seq)
             return
         if pkt.seq in ps.done:
+            if pkt.ptype is PacketType.FALLBACK and pkt.flags & Flag.RETX and self.net.loss > 0:
+                self._answer_done(job, ps, pkt.seq)
             return
-        bitmap = ps.bitmaps.get(pkt.seq, 0) | workers
+        held = ps.bitmaps.get(pkt.seq, 0)
+        bitmap = held | workers
+        if ps.stall is not None:
+            self._ps_observe(ps, pkt, bool(held), bitmap == job.mask)
         if bitmap == job.mask:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)
@@ -339,12 +374,58 @@ class HostSim:
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
-        stall = self.net.ps_stall_ns
+        ps.unanswered.pop(pkt.seq, None)
+        stall = self._stall_ns(ps)
+        if ps.stall is not None and pkt.flags & Flag.RETX and pkt.ptype is PacketType.FALLBACK:
+            self._pull_soon(job, ps, pkt.seq)
         if stall > 0:
             ps.touched[pkt.seq] = self.now
             self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
         elif self._pull_now(job, ps, pkt.seq):
             self._pull(job, ps, pkt.seq)
+
+    def _answer_done(self, job: JobRun, ps: PsHost, seq: int) -> None:
+        """``hosts.aggregate``: a worker's resend of a chunk the PS has the
+        sum of is answered with that sum, on a lossy network (the worker may
+        have lost it; without loss, or for a first send late to a finished
+        chunk, the sum is on its way)."""
+        count = job.spec.workers
+        out = Packet(PacketType.PS_RESULT, job.wire, seq, job.mask, ZEROS, 0, count=count)
+        self._ps_out(job, ps, out)
+
+    def _pull_soon(self, job: JobRun, ps: PsHost, seq: int) -> None:
+        """``hosts.aggregate.Aggregator._pull_soon``: a worker resent into an
+        incomplete chunk, so pull the others now, unless a pull went out
+        within a quarter stall."""
+        assert ps.stall is not None
+        if self.now - ps.pulled_at.get(seq, float("-inf")) >= ps.stall.value / 4:
+            ps.pulled_at[seq] = self.now
+            self._pull(job, ps, seq)
+
+    def _stall_ns(self, ps: PsHost) -> float:
+        return self.net.ps_stall_ns if ps.stall is None else ps.stall.value
+
+    def _ps_observe(self, ps: PsHost, pkt: Packet, held: bool, complete: bool) -> None:
+        """``hosts.aggregate.Aggregator``'s samples of the stall: a chunk
+        gathered without a pull, a pull's round trip, a first send that a
+        pull overtook."""
+        assert ps.stall is not None
+        seq = pkt.seq
+        if not held:
+            ps.opened[seq] = self.now
+        pulled = ps.pulled_at.get(seq)
+        if pulled is None:
+            if complete and held:
+                ps.stall.gathered(self.now - ps.opened[seq])
+        elif held and ps.touched.get(seq) == pulled:
+            if pkt.ptype is PacketType.FALLBACK and not pkt.flags & Flag.RETX:
+                ps.stall.gathered(self.now - ps.opened[seq])
+            else:
+                ps.stall.answered(self.now - pulled)
+        if complete:
+            ps.opened.pop(seq, None)
+            ps.pulled_at.pop(seq, None)
+            ps.unanswered.pop(seq, None)
 
     def _pull_now(self, job: JobRun, ps: PsHost, seq: int) -> bool:
         """Without a stall time the PS pulls a chunk once, on its first
@@ -360,6 +441,7 @@ class HostSim:
 
     def _pull(self, job: JobRun, ps: PsHost, seq: int) -> None:
         bitmap = self._pull_bitmap(job, ps, seq)
+        ps.pulls += 1
         self._ps_out(job, ps, Packet(PacketType.PULL, job.wire, seq, bitmap, ZEROS))
 
     def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
@@ -367,8 +449,10 @@ class HostSim:
         if seq in ps.done or ps.touched.get(seq) != touched:
             return
         ps.touched[seq] = self.now
+        wait = self.net.ps_stall_ns
+        if ps.stall is not None:
+            ps.pulled_at[seq] = self.now
+            unanswered = ps.unanswered[seq] = ps.unanswered.get(seq, 0) + 1
+            wait = ps.stall.wait(unanswered)
         self._pull(job, ps, seq)
-        self.at(
-            self.now + self.net.ps_stall_ns,
-            functools.partial(self._ps_scan, job, ps, seq, self.now),
-        )
+        self.at(self.now + wait, functools.partial(self._ps_scan, job, ps, seq, self.now))

@@ -87,11 +87,20 @@ class Net:
     ps_stall_ns: float = 0.0
     """the PS pulls a chunk it holds incomplete and untouched this long
     (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
+    ps_stall_adapts: bool = False
+    """the PS learns its stall from what it observes, as ``hosts.ps`` does
+    (``hosts.ps_stall``), from ``ps_stall_ns`` (0: one round trip of the
+    path through the PS, ``rtt_ns(Scheme.ATP)``)."""
     jitter_ns: float = JITTER_NS
     """every contribution reaches the switch an extra exponential delay of
     this mean, drawn per packet (NIC, PCIe, host stack and queueing); 0 is
     the idealisation of workers in perfect step, where a chunk holds its
     slot for no time."""
+    loss: float = 0.0
+    """every host link, each direction, loses each packet with this
+    probability, drawn per link from the run's seed (the links between
+    switches lose none, as in the Mininet run); a loss needs the workers'
+    retransmission timeout (``rto_ns`` not 0)."""
     lag_ns: float = 0.0
     """each worker's packets reach the switch a fixed ``U[0, lag_ns)`` later
     (NIC, PCIe and host stack differences), drawn per job and worker."""
@@ -129,6 +138,10 @@ class Net:
     def __post_init__(self) -> None:
         if not valid_shards(self.ps_shards):
             raise ValueError(f"ps_shards must be {SHARD_COUNTS}, got {self.ps_shards}")
+        if not 0 <= self.loss < 1:
+            raise ValueError(f"loss must be in [0, 1), got {self.loss}")
+        if self.loss > 0 and self.rto_ns == 0:
+            raise ValueError("a lossy network needs the workers' retransmission timeout")
         if self.esa_home_size < 0:
             raise ValueError(f"esa_home_size must be >= 0, got {self.esa_home_size}")
 
@@ -160,6 +173,24 @@ class Net:
         if self.rto_ns is not None:
             return self.rto_ns
         return RTO_RTTS * self.rtt_ns(Scheme.ATP)
+
+    def ps_stall_initial(self) -> float:
+        """The PS's stall in ns before it has learnt one (``ps_stall_adapts``),
+        or its constant stall (0: at once)."""
+        if self.ps_stall_adapts and self.ps_stall_ns <= 0:
+            return self.rtt_ns(Scheme.ATP)
+        return self.ps_stall_ns
+
+    def loss_share(self, workers: int) -> float:
+        """The share of a job's chunks that ``loss`` makes wait for a
+        resend: one of its ``workers`` contributions or results lost."""
+        return -math.expm1(2 * workers * math.log1p(-self.loss))
+
+    @property
+    def loss_wait_ns(self) -> float:
+        """What a lost contribution or result costs its chunk: the worker's
+        retransmission timeout, then the resend's way through the PS."""
+        return self.rto_for() + self.path_ns(Scheme.ATP)
 
     def bdp_window(self, scheme: Scheme) -> int:
         """Packets a worker must have outstanding to stream at line rate

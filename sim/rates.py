@@ -159,7 +159,7 @@ class SolveConstants:
             lat_ok=net.path_ns(scheme),
             hold_ps=2 * hop + 2 * tx + net.ps_ns + sw if atp else 0.0,
             squat=net.squat_us_for(scheme) * 1000.0,
-            pull=net.ps_stall_ns + 4 * hop + 4 * tx + net.ps_ns + 2 * sw,
+            pull=net.ps_stall_initial() + 4 * hop + 4 * tx + net.ps_ns + 2 * sw,
             ps_cost=max(tx, net.ps_ns),
             shards=net.ps_shards,
             lat_ps_base=4 * hop + 3 * tx + net.ps_ns + 2 * sw,

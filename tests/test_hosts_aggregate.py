@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from esa import wire
 from esa.job import Workers
@@ -12,6 +13,7 @@ from hosts.aggregate import Aggregator
 from hosts.counters import PSCounters
 from hosts.drops import HostDrop
 from hosts.ps_outbox import Outbox
+from hosts.ps_stall import PullStall
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
 from tests.test_hosts_ps import SWITCH, Recorder
@@ -25,7 +27,8 @@ def aggregator(stall: float = 1.0, max_pulls: int = 2) -> tuple[Aggregator, Reco
     sums, outbox = OpenSums(max_open=4), Outbox(rec, SWITCH, counters)
     sums.add_job(1)
     outbox.add_job(1, JOB.fan_in, budget=8, stall=stall)
-    return Aggregator(sums, ResultCache(4), outbox, counters, stall, max_pulls), rec
+    pull_stall = PullStall(stall, stall, stall)
+    return Aggregator(sums, ResultCache(4), outbox, counters, pull_stall, max_pulls), rec
 
 
 def hdr(ptype: int, seq: int, bitmap: int, flags: int = 0) -> payload.Header:
@@ -93,3 +96,22 @@ def test_forget_drops_a_jobs_sums_and_answers() -> None:
     agg.on_switch_result((1, 1), hdr(T.RESULT, 1, 0b11), vals(1))
     agg.forget(1)
     assert (list(agg.done), agg.sums.partials, agg.sums.open) == ([], {}, {1: 0})
+
+
+def test_a_pulls_answer_and_an_unpulled_gather_teach_the_stall() -> None:
+    """A resend after a pull samples the pull's round trip; a chunk gathered
+    without a pull samples its span; a first send a pull overtook is a span."""
+    agg, _ = aggregator(stall=1.0)
+    agg.stall = PullStall(1.0, 0.0, 10.0)
+    agg.on_contribution((1, 0), JOB, hdr(T.FALLBACK, 0, 0b01), vals(1), 0.0, answer=True)
+    agg.scan(1.0)
+    agg.on_contribution((1, 0), JOB, hdr(T.FALLBACK, 0, 0b10, Flag.RETX), vals(1), 1.25, True)
+    assert agg.stall.answer.srtt == 0.25 and agg.stall.gather.srtt is None
+    agg.on_contribution((1, 1), JOB, hdr(T.PARTIAL, 1, 0b01), vals(1), 2.0, answer=False)
+    agg.on_contribution((1, 1), JOB, hdr(T.PARTIAL, 1, 0b10), vals(1), 2.5, answer=False)
+    assert agg.stall.gather.srtt == 0.5
+    agg.on_contribution((1, 2), JOB, hdr(T.FALLBACK, 2, 0b01), vals(1), 3.0, answer=True)
+    agg.scan(3.0 + agg.stall.value)
+    agg.on_contribution((1, 2), JOB, hdr(T.FALLBACK, 2, 0b10), vals(1), 5.0, answer=True)
+    assert agg.stall.gather.srtt == pytest.approx(0.875 * 0.5 + 0.125 * 2.0)
+    assert agg.stall.answer.srtt == 0.25

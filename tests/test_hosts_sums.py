@@ -16,7 +16,7 @@ def ints(*head: int) -> np.ndarray:
 
 
 def test_partial_merges_bitmaps_and_counts() -> None:
-    p = Partial(touched=0.0, pulls=3)
+    p = Partial(touched=0.0, opened=0.0, pulls=3)
     p.merge(0b01, 1, False, ints(1, 2), now=1.0)
     p.merge(0b110, 2, False, ints(10, 20), now=2.0)
     assert (p.bitmap, p.count, p.overflow, p.pulls, p.touched) == (0b111, 3, False, 0, 2.0)
@@ -25,7 +25,7 @@ def test_partial_merges_bitmaps_and_counts() -> None:
 
 
 def test_partial_overflows_past_int32_and_clips() -> None:
-    p = Partial(touched=0.0)
+    p = Partial(touched=0.0, opened=0.0)
     p.merge(0b01, 1, False, ints(INT32_MAX, INT32_MIN), now=0.0)
     p.merge(0b10, 1, False, ints(1, -1), now=0.0)
     overflow, values = p.result()
@@ -33,7 +33,7 @@ def test_partial_overflows_past_int32_and_clips() -> None:
 
 
 def test_partial_keeps_a_parts_overflow_flag() -> None:
-    p = Partial(touched=0.0)
+    p = Partial(touched=0.0, opened=0.0)
     p.merge(0b01, 1, True, ints(1), now=0.0)
     assert p.result()[0]
 

@@ -328,10 +328,28 @@ def test_preempted_chunk_never_starts_a_slot_again() -> None:
     assert sw.process(contrib(HIGH, other, 0), 4).verdict is Verdict.CLAIM
 
 
+def test_a_resent_contribution_adds_itself_but_under_atp_flushes() -> None:
+    """S6 and S7: a retransmission new to its chunk's partial joins it under
+    ESA and STATIC (the chunk's other contributions still come to the slot),
+    and under ATP flushes the partial, with it, to the PS."""
+    for policy in (Policy.ESA, Policy.STATIC):
+        sw = switch(policy, fan_in=3)
+        sw.process(contrib(LOW, 7, 0, 1), 0)
+        assert sw.process(contrib(LOW, 7, 1, 1, flags=Flag.RETX), 1).verdict is Verdict.ADD
+        assert sw.process(contrib(LOW, 7, 2, 1), 2).verdict is Verdict.COMPLETE
+    sw = switch(Policy.ATP, fan_in=3)
+    sw.process(contrib(LOW, 7, 0, 1), 0)
+    res = sw.process(contrib(LOW, 7, 1, 1, flags=Flag.RETX), 1)
+    assert res.verdict is Verdict.FLUSH
+    assert [(o.to, o.packet.ptype, o.packet.bitmap) for o in res.outputs] == [
+        (Out.PS, PacketType.PARTIAL, 0b011)
+    ]
+
+
 def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
     sw = switch(fan_in=3)
     sw.process(contrib(LOW, 7, 0, 1), 0)
-    assert sw.process(contrib(LOW, 7, 1, 1, flags=Flag.RETX), 1).verdict is Verdict.FLUSH
+    assert sw.process(contrib(LOW, 7, 0, 1, flags=Flag.RETX), 1).verdict is Verdict.FLUSH
     res = sw.process(contrib(LOW, 7, 2, 1), 2)
     assert res.verdict is Verdict.FALLBACK
     assert sw.events(LOW)[Event.FOLLOWED] == 1

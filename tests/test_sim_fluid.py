@@ -179,16 +179,21 @@ def test_the_stall_table_shows_where_the_fluid_model_agrees_and_where_not(
     end of an iteration as the packet model pays it, within the tolerance;
     pulling at once, the packet model's PS pulls chunks whose contributions
     are on their way, a storm of resends the fluid model leaves out
-    (docs/simulator.md, "Calibration")."""
+    (docs/simulator.md, "Calibration").  The stall the PS learns
+    (``learnt``) agrees as the best constants do, and pulls less than
+    pulling at once or after 5 us."""
     assert calibrate.main(["--stall-us", "20", "5", "0"]) == 0
     head, rule, *rows = capsys.readouterr().out.splitlines()
-    assert head == "| PS stall us | packet us | fluid us | fluid's error |"
-    assert rule == "|---|---|---|---|"
+    assert head == "| PS stall us | packet us | fluid us | fluid's error | PS pulls |"
+    assert rule == "|---|---|---|---|---|"
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    assert [c[0] for c in cells] == ["20", "5", "0"]
+    assert [c[0] for c in cells] == ["20", "5", "0", "learnt"]
     error = {c[0]: int(c[2]) / int(c[1]) - 1 for c in cells}
+    pulls = {c[0]: int(c[4]) for c in cells}
     assert abs(error["20"]) <= TOLERANCE and abs(error["5"]) <= TOLERANCE
+    assert abs(error["learnt"]) <= TOLERANCE
     assert error["0"] < -TOLERANCE
+    assert pulls["learnt"] < min(pulls["5"], pulls["0"])
 
 
 def brute_stranded_tail(share: float, late: float, gap: float, last: int) -> float:
@@ -208,3 +213,25 @@ def test_stranded_tail_is_the_expected_lateness_of_the_latest_stranded_chunk(
     want = brute_stranded_tail(share, late, gap, last)
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
     assert 0.0 <= got <= max(late, 0.0) + 1e-9
+
+
+def test_loss_slows_the_window_by_its_share_of_the_wait() -> None:
+    """``fluid.lossy_rate``: a chunk that waits for a resend holds its place
+    in the window ``Net.loss_wait_ns`` longer (Little's law)."""
+    net = Net(loss=0.01)
+    share = 1 - 0.99 ** (2 * 4)
+    assert net.loss_share(4) == pytest.approx(share)
+    assert net.loss_wait_ns == net.rto_for() + net.path_ns(Scheme.ATP)
+    rate = fluid.lossy_rate(0.01, 100, 4, net)
+    assert 1 / rate == pytest.approx(100 + share * net.loss_wait_ns / 100)
+    assert fluid.lossy_rate(0.01, 100, 4, Net()) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.ATP, Scheme.ESA_SRPT])
+def test_the_fluid_model_slows_with_loss(scheme: Scheme) -> None:
+    jobs = list(calibrate.SPREAD.jobs)
+    curve = [
+        mean_jct(fluid.simulate(jobs, 256, scheme, replace(calibrate.SPREAD.net, loss=p)))
+        for p in (0.0, 0.001, 0.01, 0.05)
+    ]
+    assert all(a < b for a, b in itertools.pairwise(curve))

@@ -72,8 +72,9 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
                 if (job.up_port != 0) {
                     outcome.dest = dest_t.UP;
                 }
-            } else if (retx) {
-                // S6: a retransmission flushes the partial (with it) to the PS.
+            } else if (retx && job.policy == policy_t.ATP) {
+                // S6: under ATP a retransmission flushes the partial (with
+                // it) to the PS; under ESA and STATIC it adds itself (S7).
                 op = SlotOp.FLUSH_WITH;
                 outcome.verdict = verdict_t.FLUSH;
                 outcome.ev1 = event_t.FLUSHED;
