@@ -51,6 +51,9 @@ ITERATIONS = (1, 2)
 JOBS = 12
 SEEDS = 1
 MODELS_RUN: tuple[Model, ...] = ("fluid", "packet")
+JUDGED_SCHEMES = (*BASELINES, CONTROLLER_ESA, Scheme.ESA_SRPT, Scheme.ESA_EQUAL, Scheme.IDEAL)
+"""What ``summary.goals`` reads at a judged point (not ``ps-only``, the
+dearest in packets, nor plain ``esa``); the curves' goals read every scheme."""
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,14 @@ class Plan:
     shards: list[Reduced]
 
     def tasks(self, seeds: int) -> list[Task]:
+        every = [(r, JUDGED_SCHEMES) for r in self.judged]
+        every += [(r, SIM_SCHEMES) for r in self.pools + self.shards]
         return [
             (r, seed, sc, model)
             for model in MODELS_RUN
-            for r in self.judged + self.pools + self.shards
+            for r, schemes in every
             for seed in range(seeds)
-            for sc in SIM_SCHEMES
+            for sc in schemes
         ]
 
 
@@ -145,7 +150,7 @@ def summaries(
 ) -> list[Summary]:
     """``summary.Summary`` of each reduced point in one model, under the
     point's own name and flags, so the goal functions read it as they read
-    ``make sim``'s."""
+    ``make sim``'s; the schemes not run at it left out."""
     jct: dict[tuple[str, str, int], list[float]] = {}
     for r in rows:
         if r["model"] == model:
@@ -155,6 +160,8 @@ def summaries(
     for red in points:
         pt, by = red.point, {}
         for sc in SIM_SCHEMES:
+            if (pt.name, sc.value, 0) not in jct:
+                continue
             per_seed = [jct[(pt.name, sc.value, s)] for s in range(seeds)]
             every = np.concatenate(per_seed)
             by[sc] = JctStats(
@@ -261,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         f"shard counts), reduced: {args.jobs} jobs, {args.iterations[0]}-{args.iterations[1]} "
         f"iterations, values and compute x {' / '.join(scales)} (the smallest model "
         f"{args.chunks} chunks an iteration), {args.seeds} seed; fluid and packet model, "
-        f"{len(tasks) // 2} runs each, {packets:,} contributions in the packet runs"
+        f"{len(tasks) // 2} runs each ({', '.join(s.value for s in JUDGED_SCHEMES)} at the "
+        f"judged points, every scheme on the curves), {packets:,} contributions in the packet runs"
     )
     print()
     print("\n".join(ratio_table(by_model["fluid"][0], by_model["packet"][0])))
