@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from esa import wire
+from esa import arguments, wire
 from esa.job import JobSpec
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, summary
@@ -90,6 +90,8 @@ COLUMNS: dict[str, type] = {
     "jct_s": float,
     "packets": int,
 }
+"""One row per job; ``packets``: the contributions the run's workers send
+once each (every chunk of every worker and iteration)."""
 
 
 def key(task: Task) -> tuple[object, ...]:
@@ -226,13 +228,32 @@ def ratio_table(fluid: list[Summary], packet: list[Summary]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--chunks", type=int, default=CHUNKS, help=f"default {CHUNKS}")
-    ap.add_argument("--jobs", type=int, default=JOBS, help=f"default {JOBS}")
     ap.add_argument(
-        "--iterations", type=int, nargs=2, default=ITERATIONS, help=f"default {ITERATIONS}"
+        "--chunks",
+        type=arguments.at_least("chunks", 1),
+        default=CHUNKS,
+        help=f"chunks an iteration of the mix's smallest model (default {CHUNKS})",
     )
-    ap.add_argument("--seeds", type=int, default=SEEDS, help=f"default {SEEDS}")
-    ap.add_argument("--out", type=Path, default=Path("results/sim-check"))
+    ap.add_argument(
+        "--jobs", type=arguments.at_least("jobs", 1), default=JOBS, help=f"default {JOBS}"
+    )
+    ap.add_argument(
+        "--iterations",
+        type=arguments.at_least("iterations", 1),
+        nargs=2,
+        metavar=("LO", "HI"),
+        default=ITERATIONS,
+        help=f"each job's, log-uniform (default {ITERATIONS[0]} {ITERATIONS[1]})",
+    )
+    ap.add_argument(
+        "--seeds", type=arguments.at_least("seeds", 1), default=SEEDS, help=f"default {SEEDS}"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/sim-check"),
+        help="where each run's rows go as it finishes (tasks.csv), from which a rerun resumes",
+    )
     add_arguments(ap)
     args = ap.parse_args(argv)
     t0 = time.monotonic()
