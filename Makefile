@@ -10,7 +10,7 @@ BUILD := build
 P4_MAIN := p4src/esa.p4
 P4_SRCS := $(wildcard p4src/*.p4 p4src/include/*.p4)
 
-.PHONY: help setup build gen p4info test lint run cli stop sim sim-full sim-tier sim-trace bench soak clean
+.PHONY: help setup build gen p4info test lint run cli stop sim sim-check sim-full sim-tier sim-trace bench soak clean
 
 help:
 	@echo "make setup   - install Debian packages, the virtualenv and Python deps; check the P4 toolchain"
@@ -25,9 +25,10 @@ help:
 	@echo "make sim     - the cluster-scale simulator: one point per regime, 3 seeds, and the pool and PS-shard curves"
 	@echo "make sim-full - the simulator's full grid and sensitivity runs (tens of minutes)"
 	@echo "               both on a local Dask cluster; a rerun resumes a stopped one (python -m sim --help: --fresh, --scheduler)"
+	@echo "make sim-check - make sim's goal lines on reduced points in the fluid and the packet model, side by side (tens of minutes)"
 	@echo "make sim-tier - the same jobs on one switch and on racks under a spine, two-tier aggregation (minutes)"
 	@echo "make sim-trace TRACE=FILE FORMAT=philly|helios|pai - replay a public cluster trace under every scheme (TRACE_ARGS=...)"
-	@echo "make bench   - the data-plane and host packet-rate benchmarks"
+	@echo "make bench   - the data-plane and host packet-rate benchmarks, and the packet model's"
 	@echo "make soak    - jobs on the reference switch under a seeded schedule of kills and esa-ctl commands, 10 minutes (SOAK_ARGS=\"--minutes M --seed S --jobs N\")"
 	@echo "make clean   - make stop, then remove build/ and results/ (compiled programs, logs, pcaps)"
 
@@ -80,6 +81,9 @@ stop:
 sim: $(PY)
 	$(PY) -m sim
 
+sim-check: $(PY)
+	$(PY) -m sim.check
+
 sim-full: $(PY)
 	$(PY) -m sim --full --out results/sim-full
 
@@ -93,6 +97,7 @@ sim-trace: $(PY)
 bench: $(PY) build
 	$(PY) -m bench.dataplane_rate
 	$(PY) -m bench.host_rate
+	$(PY) -m bench.packet_rate
 
 soak: $(PY)
 	$(PY) -m bench.soak $(SOAK_ARGS)

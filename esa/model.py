@@ -43,10 +43,30 @@ FROM_PS = (PacketType.PS_RESULT, PacketType.PULL)
 FROM_SWITCHES = (PacketType.RESULT, PacketType.FALLBACK, PacketType.PARTIAL)
 """Packet types accepted only from another switch of the job: its up port
 or a child's port."""
+ACCEPTED = frozenset(FROM_HOSTS + FROM_SWITCHES)
+
+RETX, OVERFLOW, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.HOLD)
+DONE = int(SlotState.DONE)
+"""The flags and the slot state as plain ints: the simulator runs every
+packet through these rules, and an ``IntFlag`` operation costs several
+times an ``int`` one."""
 
 
 def sat_add(a: int, b: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, a + b))
+
+
+def sat_sum(a: list[int] | tuple[int, ...], b: tuple[int, ...]) -> list[int]:
+    """``sat_add`` lane by lane.  Adding zeros to lanes within int32 leaves
+    them as they are: that case (the simulator's payloads) skips the lanes."""
+    if not any(b) and len(a) == len(b) and a and min(a) >= INT32_MIN and max(a) <= INT32_MAX:
+        return list(a)
+    return [sat_add(x, y) for x, y in zip(a, b, strict=True)]
+
+
+def at_limit(values: list[int] | tuple[int, ...]) -> bool:
+    """A lane at the int32 limit, where saturation leaves it."""
+    return INT32_MAX in values or INT32_MIN in values
 
 
 def route_key(job: int, seq: int) -> tuple[int, int]:
@@ -127,6 +147,8 @@ class JobConfig:
 
     def child(self, port: int) -> int | None:
         """The bitmap of the child switch on ``port``, if one is there."""
+        if not self.children:
+            return None
         return dict(self.children).get(port)
 
     def ps_port(self, seq: int) -> int:
@@ -208,7 +230,7 @@ class SwitchModel:
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
-        if pkt.ptype not in FROM_HOSTS + FROM_SWITCHES:
+        if pkt.ptype not in ACCEPTED:
             return self._drop(Drop.BAD_TYPE)
         if cfg is None:
             return self._drop(Drop.BAD_TYPE if pkt.ptype in FROM_SWITCHES else Drop.UNKNOWN_JOB)
@@ -237,7 +259,7 @@ class SwitchModel:
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
-        if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & Flag.HOLD:
+        if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & HOLD:
             return Result(Verdict.DOWN, (Output(Out.ALL, pkt),))
         passed = Result(Verdict.TRANSIT, (Output(Out.PS, pkt),))
         if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
@@ -249,19 +271,19 @@ class SwitchModel:
         if slot.owner != key:
             mark_gone(slot, key)
             return passed
-        if slot.state & SlotState.DONE or slot.bitmap & pkt.bitmap:
+        if slot.state & DONE or slot.bitmap & pkt.bitmap:
             return passed
-        summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
+        summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
-        slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
+        slot.state |= pkt.flags & OVERFLOW
         self._count(pkt.job, Event.FLUSHED)
         out = self._take(slot, PacketType.PARTIAL, summed)
         mark_gone(slot, key)
         return Result(Verdict.FLUSH, (Output(Out.PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
-        if cfg.fan_in == 1 and not pkt.flags & Flag.RETX:
+        if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
@@ -273,8 +295,8 @@ class SwitchModel:
 
     def _own(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S2-S7: the slot holds C's chunk."""
-        retx = bool(pkt.flags & Flag.RETX)
-        if slot.state & SlotState.DONE:
+        retx = bool(pkt.flags & RETX)
+        if slot.state & DONE:
             return self._divert(pkt, slot, key)
         if slot.bitmap & pkt.bitmap:
             self._count(pkt.job, Event.DUPLICATE)
@@ -284,10 +306,10 @@ class SwitchModel:
             mark_gone(slot, key)
             self._count(pkt.job, Event.FLUSHED)
             return Result(Verdict.FLUSH, (Output(Out.PS, out),))
-        summed = [sat_add(a, b) for a, b in zip(slot.values, pkt.values, strict=True)]
+        summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
-        slot.state |= SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
+        slot.state |= pkt.flags & OVERFLOW
         slot.ts = now
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
@@ -310,10 +332,10 @@ class SwitchModel:
         ptype = PacketType.CONTRIB if up else PacketType.RESULT
         if self.policy is Policy.ATP:
             out = self._result(slot, summed, ptype)
-            slot.state |= SlotState.DONE
+            slot.state |= DONE
             if up:
                 return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
-            out = replace(out, flags=out.flags | Flag.HOLD)
+            out = replace(out, flags=out.flags | HOLD)
             return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
         out = self._take(slot, ptype, summed)
         return Result(Verdict.COMPLETE, (Output(Out.UP if up else Out.ALL, out),))
@@ -323,8 +345,8 @@ class SwitchModel:
         complete sum; it goes on as S5 says without a slot."""
         self._count(pkt.job, Event.AGGREGATED)
         self._count(pkt.job, Event.COMPLETED)
-        flags = pkt.flags & Flag.OVERFLOW
-        if flags or any(v in (INT32_MAX, INT32_MIN) for v in pkt.values):
+        flags = pkt.flags & OVERFLOW
+        if flags or at_limit(pkt.values):
             flags = Flag.OVERFLOW
             self._count(pkt.job, Event.OVERFLOW)
         out = replace(pkt, count=pkt.bitmap.bit_count(), flags=int(flags))
@@ -332,20 +354,17 @@ class SwitchModel:
             return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
         out = replace(out, ptype=PacketType.RESULT)
         if self.policy is Policy.ATP:
-            out = replace(out, flags=out.flags | Flag.HOLD)
+            out = replace(out, flags=out.flags | HOLD)
             return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
         return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
-        retx = bool(pkt.flags & Flag.RETX)
+        retx = bool(pkt.flags & RETX)
         held = slot.owner != 0
         stale = held and now - slot.ts > self.stale_us
         idle = (
-            held
-            and self.squat_us > 0
-            and not slot.state & SlotState.DONE
-            and now - slot.ts > self.squat_us
+            held and self.squat_us > 0 and not slot.state & DONE and now - slot.ts > self.squat_us
         )
         if not held or stale or idle:
             if retx:
@@ -362,7 +381,7 @@ class SwitchModel:
         outputs: tuple[Output, ...] = ()
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
-            if not slot.state & SlotState.DONE:
+            if not slot.state & DONE:
                 outputs = (Output(Out.PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
                 mark_gone(slot, slot.owner)
         if verdict is Verdict.PREEMPT:
@@ -370,7 +389,7 @@ class SwitchModel:
         self._count(pkt.job, Event.AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
         slot.prio, slot.ts = cfg.priority, now
-        slot.state = SlotState.OVERFLOW if pkt.flags & Flag.OVERFLOW else 0
+        slot.state = pkt.flags & OVERFLOW
         slot.values = list(pkt.values)
         return Result(verdict, outputs)
 
@@ -395,7 +414,7 @@ class SwitchModel:
         (where saturation leaves it), sends its sum flagged OVERFLOW.
         """
         flags = 0
-        if slot.state & SlotState.OVERFLOW or any(v in (INT32_MAX, INT32_MIN) for v in values):
+        if slot.state & OVERFLOW or at_limit(values):
             flags = Flag.OVERFLOW
             self._count(slot.owner >> 32, Event.OVERFLOW)
         return Packet(
@@ -423,7 +442,9 @@ class SwitchModel:
 
     def _fallback(self, pkt: Packet) -> Result:
         self._count(pkt.job, Event.FALLBACK)
-        out = replace(pkt, ptype=PacketType.FALLBACK)
+        out = Packet(
+            PacketType.FALLBACK, pkt.job, pkt.seq, pkt.bitmap, pkt.values, pkt.flags, pkt.count
+        )
         return self._route(Result(Verdict.FALLBACK, (Output(Out.PS, out),)))
 
     def _route(self, res: Result) -> Result:
@@ -436,6 +457,8 @@ class SwitchModel:
                 self.drops[Drop.NO_PS_ROUTE] += 1
             else:
                 kept.append(o)
+        if len(kept) == len(res.outputs):
+            return res
         return replace(res, outputs=tuple(kept))
 
     def _drop(self, reason: Drop) -> Result:

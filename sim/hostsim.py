@@ -33,17 +33,19 @@ their tables (``sim.packet``: one switch; ``sim.tiers``: ToRs and a spine).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
-from esa.model import Packet
+from esa.model import RETX, Packet
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
@@ -65,6 +67,20 @@ Event = tuple[float, int, Callable[[], None]]
 def ps_port(job: int, shard: int) -> int:
     """The switch port of one PS shard of a job."""
     return PS_PORT_BASE + MAX_PS_SHARDS * job + shard
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off: an event loop allocates millions of
+    short-lived objects, freed by their counts, and the collector's passes
+    over the live ones cost a fifth of its time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Deadlock(RuntimeError):
@@ -194,21 +210,27 @@ class HostSim:
     def at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self.queue, (t, next(self.counter), fn))
 
+    def queue_at(self, key: tuple[float, int], fn: Callable[[], None]) -> None:
+        """``fn`` at the place in the queue of an event scheduled with ``key``."""
+        heapq.heappush(self.queue, (key[0], key[1], fn))
+
     def hop(self, link: SimplexLink, then: Callable[[], None]) -> None:
         """Send over ``link``; ``then`` runs when the packet has crossed it
         (unless the link lost it)."""
         arrival = link.arrival(self.now)
         if link.loss > 0 and link.loses():
             return
-        self.at(arrival, then)
+        heapq.heappush(self.queue, (arrival, next(self.counter), then))
 
     def run(self) -> dict[int, float]:
         """Simulate until every job finished; JCT in seconds per job id."""
         for jid, job in self.jobs.items():
             self.at(job.spec.arrival_s * 1e9, functools.partial(self._arrive, jid))
-        while self.queue:
-            self.now, _, fn = heapq.heappop(self.queue)
-            fn()
+        with collector_paused():
+            queue, pop = self.queue, heapq.heappop
+            while queue:
+                self.now, _, fn = pop(queue)
+                fn()
         stuck = sorted(jid for jid, job in self.jobs.items() if job.finish is None)
         if stuck:
             raise Deadlock(f"jobs {stuck} never finished: chunks stranded without a timer")
@@ -255,8 +277,8 @@ class HostSim:
             self._pump(job, w)
 
     def _pump(self, job: JobRun, w: WorkerState) -> None:
-        spec = job.spec
-        while w.ready and w.next_i < spec.chunks and len(w.outstanding) < job.window:
+        chunks = job.spec.chunks
+        while w.ready and w.next_i < chunks and len(w.outstanding) < job.window:
             seq = w.base + w.next_i
             w.next_i += 1
             w.outstanding.add(seq)
@@ -266,11 +288,45 @@ class HostSim:
             self._send(job, w, seq, retx)
 
     def _send(self, job: JobRun, w: WorkerState, seq: int, retx: bool) -> None:
-        flags = int(Flag.RETX) if retx else 0
+        flags = RETX if retx else 0
         self._worker_out(job, w, Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, flags))
         if w.timeout is not None:
             deadline = w.deadline[seq] = self.now + w.timeout.value
-            self.at(deadline, functools.partial(self._timeout, job, w, seq, deadline))
+            timer = (deadline, next(self.counter), seq)
+            heapq.heappush(w.timers, timer)
+            if w.timers[0] is timer:
+                self._alarm_at(job, w, timer)
+
+    # A worker's timers are its own heap, not events: one per chunk sent, and
+    # nearly every chunk is answered before its timer expires.  The event
+    # queue holds an alarm at the key (deadline, counter) of the worker's
+    # earliest timer, the key an event of that timer would have had, so a
+    # timer expires exactly where such an event would have run.
+    def _alarm_at(self, job: JobRun, w: WorkerState, timer: tuple[float, int, int]) -> None:
+        """An alarm at ``timer``'s key, unless one at or before it is set."""
+        key = timer[:2]
+        if w.alarms and min(w.alarms) <= key:
+            return
+        w.alarms.add(key)
+        self.queue_at(key, functools.partial(self._alarm, job, w, key))
+
+    def _alarm(self, job: JobRun, w: WorkerState, key: tuple[float, int]) -> None:
+        w.alarms.discard(key)
+        self._drop_answered(w)
+        if w.timers and w.timers[0][:2] == key:
+            deadline, _, seq = heapq.heappop(w.timers)
+            self._timeout(job, w, seq, deadline)
+            self._drop_answered(w)
+        if w.timers:
+            self._alarm_at(job, w, w.timers[0])
+
+    @staticmethod
+    def _drop_answered(w: WorkerState) -> None:
+        """Timers of chunks answered: never to expire, as no chunk is sent
+        again once answered."""
+        timers = w.timers
+        while timers and timers[0][2] not in w.outstanding:
+            heapq.heappop(timers)
 
     def _resend_summed(self, job: JobRun, w: WorkerState, seq: int) -> None:
         """``hosts.stream.Stream.pulled``: a worker that has a chunk's sum
@@ -292,8 +348,20 @@ class HostSim:
         self._send(job, w, seq, retx=True)
 
     def _to_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:
+        """One event per worker, or, where ``pkt`` reaches every worker at
+        the same instant (links alike, as a job's are), one event for all:
+        the same order, as events of one time run in the order they were
+        scheduled."""
+        times = [w.down.arrival(self.now) for w in workers]
+        if len(set(times)) == 1:
+            self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
+            return
+        for w, t in zip(workers, times, strict=True):
+            self.at(t, functools.partial(self._at_worker, job, w, pkt))
+
+    def _at_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:
         for w in workers:
-            self.hop(w.down, functools.partial(self._at_worker, job, w, pkt))
+            self._at_worker(job, w, pkt)
 
     def _at_worker(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
         if pkt.ptype is PacketType.PULL:
@@ -311,6 +379,7 @@ class HostSim:
         in_flight = len(w.outstanding)
         w.outstanding.discard(pkt.seq)
         w.deadline.pop(pkt.seq, None)
+        self._drop_answered(w)
         if w.timeout is not None and w.timeout.answered(
             pkt.seq, self.now, in_flight, pkt.ptype, pkt.flags
         ):

@@ -19,6 +19,7 @@ The hosts are ``sim.hostsim``'s; here:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, deque
 
 from esa.job import JobSpec
@@ -60,6 +61,8 @@ class PacketSim(HostSim):
         """(job, verdict) -> packets."""
         self.switch_queue: deque[tuple[Packet, int]] = deque()
         self.switch_busy = False
+        self.instant = net.switch_pkt_ns <= 0 and net.switch_sum_ns <= 0
+        """the switch takes no time: a packet is processed as it arrives."""
         super().__init__(jobs, scheme, net, seed)
 
     def _window(self, spec: JobSpec) -> int:
@@ -110,12 +113,12 @@ class PacketSim(HostSim):
         self._to_switch(ps.up, pkt, ps.port)
 
     def _to_switch(self, link: SimplexLink, pkt: Packet, in_port: int) -> None:
-        self.hop(link, lambda: self._switch_queue(pkt, in_port))
+        self.hop(link, functools.partial(self._switch_queue, pkt, in_port))
 
     def _switch_queue(self, pkt: Packet, in_port: int) -> None:
         """The switch's one FIFO server: every packet waits its turn, is
         processed, and its outputs leave after its service time."""
-        if self.net.switch_pkt_ns <= 0 and self.net.switch_sum_ns <= 0:
+        if self.instant:
             self._emit(self._process(pkt, in_port))
             return
         self.switch_queue.append((pkt, in_port))

@@ -64,6 +64,10 @@ class WorkloadSpec:
     jitter: float = 0.01
     """every job's ``JobSpec.jitter``: a worker's compute time is within 1 %
     of ``compute_s`` (a spread of 2 % between a job's workers)."""
+    scale: float = 1.0
+    """every model's values and compute time times this: below 1 a reduced
+    workload (``sim.check``) whose jobs stream and compute in the same
+    proportion, at the same load, in fewer packets."""
 
 
 def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
@@ -78,7 +82,7 @@ def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
         workers = spec.workers[int(rng.integers(len(spec.workers)))]
         shapes.append((model, iters, workers, int(rng.integers(1, 256))))
     alone = [
-        it * (m.compute_ms * 1e-3 + m.params_m * 1e6 / 32 * net.pkt_ns * 1e-9)
+        it * spec.scale * (m.compute_ms * 1e-3 + m.params_m * 1e6 / 32 * net.pkt_ns * 1e-9)
         for m, it, _, _ in shapes
     ]
     rate = spec.load / float(np.mean(alone))
@@ -89,11 +93,11 @@ def make_jobs(spec: WorkloadSpec, net: Net, seed: int) -> list[JobSpec]:
         JobSpec(
             job=i + 1,
             workers=w,
-            values=round(m.params_m * 1e6),
+            values=round(m.params_m * 1e6 * spec.scale),
             iterations=it,
             priority=prio,
             arrival_s=float(arrivals[i]),
-            compute_s=m.compute_ms * 1e-3,
+            compute_s=m.compute_ms * 1e-3 * spec.scale,
             jitter=spec.jitter,
             name=m.name,
         )
