@@ -348,15 +348,19 @@ class HostSim:
         self._send(job, w, seq, retx=True)
 
     def _to_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:
-        """One event per worker, or, where ``pkt`` reaches every worker at
-        the same instant (links alike, as a job's are), one event for all:
-        the same order, as events of one time run in the order they were
-        scheduled."""
-        times = [w.down.arrival(self.now) for w in workers]
-        if len(set(times)) == 1:
-            self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
+        """One event per worker its link did not lose ``pkt`` to, or, where
+        ``pkt`` reaches every worker at the same instant (links alike, as a
+        job's are), one event for all: the same order, as events of one time
+        run in the order they were scheduled."""
+        delivered: list[tuple[WorkerState, float]] = []
+        for w in workers:
+            t = w.down.arrival(self.now)
+            if not (w.down.loss > 0 and w.down.loses()):
+                delivered.append((w, t))
+        if len(delivered) == len(workers) and len({t for _, t in delivered}) == 1:
+            self.at(delivered[0][1], functools.partial(self._at_workers, job, workers, pkt))
             return
-        for w, t in zip(workers, times, strict=True):
+        for w, t in delivered:
             self.at(t, functools.partial(self._at_worker, job, w, pkt))
 
     def _at_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:
