@@ -21,7 +21,7 @@ from esa.toolchain import missing_binaries
 from refswitch.server import RefSwitchP4Runtime, ServedDevice
 from runner.devices.bmv2 import missing_bmv2
 from runner.devices.netns import missing_root
-from tests.dataplane import Rig, build_program
+from tests.dataplane import WIDE_JOBS, Rig, build_program
 
 settings.register_profile(
     "any_speed",
@@ -58,6 +58,14 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """BMv2 running p4src/esa.p4 beside esa.model, shared by a test module
     (each test resets it)."""
     r = Rig(build_program(tmp_path_factory.mktemp("p4")))
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def wide_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """The ``rig`` with ``WIDE_JOBS``: jobs of three and four workers."""
+    r = Rig(build_program(tmp_path_factory.mktemp("p4")), WIDE_JOBS)
     yield r
     r.close()
 

@@ -10,13 +10,20 @@ jobs are the controller's ``JobPlan``s, chunk ``seq`` of a job belonging to
 through the controller's switch API and entry plan (``controller.world.plan``),
 the very entries the controller writes, and the model's job rows come from
 the same entries (``testbed.fabric_model.job_configs``).
+
+A rig runs one job set: ``JOBS`` above, or ``WIDE_JOBS``, three jobs with
+fan-ins of 3 and 4 on the same ports, where a contribution can add itself
+to a partial that stays incomplete (a retransmission too, rule S7): job 5
+(TRIO_LOW, priority 1) workers on 1 to 3, PS on 4; job 6 (QUAD_HIGH,
+priority 5) workers on 5 to 8, two PS hosts on 9 and 10; job 7 (TRIO_MID,
+priority 3) workers on 11 to 13, two PS hosts on 14 and 15; port 16 idle.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,7 +36,7 @@ from controller.device.switch import Counters, P4RuntimeSwitch
 from controller.world.plan import JobPlan, desired
 from controller.world.topology import Host
 from esa import spec, wire
-from esa.model import Out, Packet, SwitchModel
+from esa.model import Out, Packet, Result, SwitchModel
 from esa.p4names import register
 from esa.spec import Policy
 from esa.toolchain import compile_p4
@@ -61,17 +68,29 @@ HIGH = JobPlan(2, (host(4), host(5)), ps_hosts(6), 5, 4, 4)
 TWO = JobPlan(3, (host(7), host(8)), ps_hosts(9, 10), 3, 8, 4)
 FOUR = JobPlan(4, (host(11), host(12)), ps_hosts(13, 14, 15, 16), 2, 12, 4)
 JOBS = {j.job: j for j in (LOW, HIGH, TWO, FOUR)}
-HOSTS = [h for j in JOBS.values() for h in (*j.workers, *j.ps)]
+
+TRIO_LOW = JobPlan(5, (host(1), host(2), host(3)), ps_hosts(4), 1, 0, 4)
+QUAD_HIGH = JobPlan(6, tuple(host(p) for p in range(5, 9)), ps_hosts(9, 10), 5, 4, 4)
+TRIO_MID = JobPlan(7, (host(11), host(12), host(13)), ps_hosts(14, 15), 3, 8, 4)
+WIDE_JOBS = {j.job: j for j in (TRIO_LOW, QUAD_HIGH, TRIO_MID)}
+
+Jobs = Mapping[int, JobPlan]
 
 
-def entries(policy: PolicyEntry, parts: Iterable[int] | None = None) -> SwitchEntries:
-    """What the controller's plan writes for the rig's jobs: the jobs named
-    in ``parts`` keep their partitions of 4 slots, the others have none (by
+def hosts_of(jobs: Jobs) -> list[Host]:
+    return [h for j in jobs.values() for h in (*j.workers, *j.ps)]
+
+
+def entries(
+    policy: PolicyEntry, parts: Iterable[int] | None = None, jobs: Jobs = JOBS
+) -> SwitchEntries:
+    """What the controller's plan writes for ``jobs``: the jobs named in
+    ``parts`` keep their partitions of 4 slots, the others have none (by
     default all of them under STATIC, none under ESA and ATP, as with the
     controller's equal split)."""
-    keep = set(JOBS if policy.policy is Policy.STATIC else ()) if parts is None else set(parts)
-    jobs = [j if j.job in keep else replace(j, part_base=0, part_size=0) for j in JOBS.values()]
-    return desired(HOSTS, jobs, policy)
+    keep = set(jobs if policy.policy is Policy.STATIC else ()) if parts is None else set(parts)
+    plans = [j if j.job in keep else replace(j, part_base=0, part_size=0) for j in jobs.values()]
+    return desired(hosts_of(jobs), plans, policy)
 
 
 def counter_arrays(c: Counters) -> tuple[list[int], list[int]]:
@@ -119,10 +138,10 @@ def parse(port: int, data: bytes) -> Seen | None:
     return Seen(port, pkt, eth.dst, eth[IP].dst, eth[UDP].dport)
 
 
-def expected(out_to: Out, pkt: Packet) -> list[Seen]:
+def expected(out_to: Out, pkt: Packet, jobs: Jobs = JOBS) -> list[Seen]:
     """The frames the switch should emit for one model output: a PS-bound
     packet and a result to all reach the PS of the chunk's shard."""
-    job = JOBS[pkt.job]
+    job = jobs[pkt.job]
     ps = job.ps_for(pkt.seq)
     if out_to is Out.PS:
         return [Seen(ps.port, pkt, ps.mac, ps.ip, wire.UDP_PORT)]
@@ -137,9 +156,12 @@ def by_port(frames: list[Seen]) -> dict[int, list[Seen]]:
 class Rig:
     """The switch and the model, configured alike: the switch through the
     controller's P4Runtime API (``controller.world.plan`` entries), registers alone
-    through BMv2's Thrift CLI, which BMv2 forces."""
+    through BMv2's Thrift CLI, which BMv2 forces.  ``results``: each packet
+    sent since the last ``reset`` with what the model made of it, in order."""
 
-    def __init__(self, program: tuple[Path, Path]) -> None:
+    def __init__(self, program: tuple[Path, Path], jobs: Jobs = JOBS) -> None:
+        self.jobs = jobs
+        self.results: list[tuple[Packet, Result]] = []
         self.sw = Bmv2Switch(ports=PORTS)
         self.sw.start()
         self.p4rt = P4RuntimeSwitch.connect(self.sw.grpc_addr)
@@ -161,7 +183,7 @@ class Rig:
         """Timeouts default to 10 s, which no test outlasts: the switch's clock
         and the model's are not the same, so a test that wants a slot to
         age says so.  ``parts``: the jobs with partitions (``entries``)."""
-        want = entries(PolicyEntry(policy, stale_us, squat_us), parts)
+        want = entries(PolicyEntry(policy, stale_us, squat_us), parts, self.jobs)
         reconcile(self.p4rt, want, self.p4rt.read_entries())
         for job, cfg in job_configs(want).items():
             self.model.add_job(job, cfg)
@@ -185,28 +207,33 @@ class Rig:
         self.model.drops = [0] * (len(spec.Drop) + 1)
         self.sw.flush()
         self.pending = {p: [] for p in self.pending}
+        self.results = []
 
     def send(self, pkt: Packet, src: Host, dst_ip: str | None = None) -> list[Seen]:
         """Send one packet to the switch and the model; returns what the model
         says must come out.  Returns once the switch has taken the packet: a
         probe sent after it on its port, an L2 frame to the next port, has
-        come out.  BMv2 takes each port's frames in order, but one that falls
+        come out (the next port with a host: the switch forwards L2 frames only
+        to its hosts).  BMv2 takes each port's frames in order, but one that falls
         behind (a loaded machine) takes frames of different ports in the
         order it reaches them, and the slot rules would give another outcome."""
-        dst = dst_ip or JOBS.get(pkt.job, LOW).ps_for(pkt.seq).ip
-        to = src.port % self.sw.ports + 1
+        first = next(iter(self.jobs.values()))
+        dst = dst_ip or self.jobs.get(pkt.job, first).ps_for(pkt.seq).ip
+        ports = sorted({h.port for h in hosts_of(self.jobs)})
+        to = next((p for p in ports if p > src.port), ports[0])
         self.probes += 1
         probe = bytes(Ether(src=src.mac, dst=host(to).mac, type=PROBE))
         probe += self.probes.to_bytes(4, "big")
         self.sw.send(src.port, frame(pkt, src, dst))
         self.sw.send(src.port, probe)
         res = self.model.process(pkt, int(time.monotonic() * 1e6), in_port=src.port)
+        self.results.append((pkt, res))
         deadline = time.monotonic() + LIMIT_S
         while True:
             got = self.sw.recv(to, timeout=0.001)
             self.pending[to] += [f for f in got if f != probe]
             if probe in got:
-                return [s for o in res.outputs for s in expected(o.to, o.packet)]
+                return [s for o in res.outputs for s in expected(o.to, o.packet, self.jobs)]
             assert time.monotonic() < deadline, f"probe {self.probes} did not come back"
 
     def collect(self, want: int = 0, quiet: float = 0.25, timeout: float = LIMIT_S) -> list[Seen]:
