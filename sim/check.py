@@ -164,13 +164,7 @@ def summaries(
         for sc in SIM_SCHEMES:
             if (pt.name, sc.value, 0) not in jct:
                 continue
-            per_seed = [jct[(pt.name, sc.value, s)] for s in range(seeds)]
-            every = np.concatenate(per_seed)
-            by[sc] = JctStats(
-                float(every.mean()),
-                tuple(float(np.mean(v)) for v in per_seed),
-                float(np.percentile(every, 99)),
-            )
+            by[sc] = JctStats.of([jct[(pt.name, sc.value, s)] for s in range(seeds)])
         conc = float(np.mean([concurrency(red.specs(s), pt.net()) for s in range(seeds)]))
         floors = tuple(bound.mean_jct(red.specs(s), pt.pool, pt.net(), s) for s in range(seeds))
         out.append(Summary(pt, conc, pt.net().bdp_window(Scheme.STATIC_BDP), by, floors))

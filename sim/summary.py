@@ -49,6 +49,16 @@ class JctStats:
     def sd(self) -> float:
         return float(np.std(self.seed_means))
 
+    @classmethod
+    def of(cls, per_seed: list[list[float]]) -> JctStats:
+        """The statistics of every job's JCT, given per seed."""
+        every = np.concatenate(per_seed)
+        return cls(
+            float(every.mean()),
+            tuple(float(np.mean(v)) for v in per_seed),
+            float(np.percentile(every, 99)),
+        )
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -157,13 +167,7 @@ def summarise(
     for pt in points:
         by = {}
         for sc in SIM_SCHEMES:
-            per_seed = [jct[(pt.name, sc.value, s)] for s in range(seeds)]
-            every = np.concatenate(per_seed)
-            by[sc] = JctStats(
-                float(every.mean()),
-                tuple(float(np.mean(v)) for v in per_seed),
-                float(np.percentile(every, 99)),
-            )
+            by[sc] = JctStats.of([jct[(pt.name, sc.value, s)] for s in range(seeds)])
         conc = float(np.mean([concurrency(pt.specs(s), pt.net()) for s in range(seeds)]))
         floors = tuple(
             bound.mean_jct(pt.specs(s), pt.pool, pt.net(), s) for s in range(seeds) if with_bound
