@@ -79,7 +79,7 @@ def test_ddp_without_a_hook_through_the_esa_backend_on_bmv2(tmp_path: Path) -> N
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     [row] = json.loads((out / "jobs.json").read_text())
-    assert (row["policy"], row["switch"], row["status"], row["exact"]) == (
+    assert (row["scheme"], row["switch"], row["status"], row["exact"]) == (
         "esa", "bmv2", "done", True
     )  # fmt: skip
     # every all-reduce is a step of the group: one bucket in DDP's first step, two after
