@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +32,10 @@ SCENARIO = {
 """Three epochs of the digits MLP with 32 hidden units (2,410 parameters)."""
 
 
-def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
-    path = tmp_path / "torch.json"
-    path.write_text(json.dumps(SCENARIO))
+def run_on_bmv2(tmp_path: Path, scenario: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``make run`` of ``scenario``'s one job on BMv2: what it printed and the job's row."""
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
     out = tmp_path / "run"
     res = subprocess.run(
         [sys.executable, "-m", "runner", "--quiet", "--out", str(out),
@@ -41,9 +43,14 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "every worker ended with the same parameters as its peers (bit for bit)" in res.stdout
-    assert " exact accuracy\n" in res.stdout
     [row] = json.loads((out / "jobs.json").read_text())
+    return res.stdout, row
+
+
+def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
+    stdout, row = run_on_bmv2(tmp_path, SCENARIO)
+    assert "every worker ended with the same parameters as its peers (bit for bit)" in stdout
+    assert " exact accuracy\n" in stdout
     assert (row["scheme"], row["switch"], row["exact"]) == ("esa", "bmv2", True)
     assert row["status"] == "done"
     # 3 epochs of 23 steps; DDP's first step sums one bucket, later ones one per layer
@@ -53,7 +60,7 @@ def test_ddp_training_through_bmv2_matches_gloo(tmp_path: Path) -> None:
     )
     assert row["in_switch"] > 0.5, "the switch summed most chunks"
 
-    job = torchjobs.prepare(scn.load(path)).jobs[0]
+    job = torchjobs.prepare(scn.load(tmp_path / "scenario.json")).jobs[0]
     [gloo, _] = reports(finish(launch(2, torchjobs.train_args(job.spec), lambda rank: {})))
     assert gloo["accuracy"] > 0.9, "the task is learnable"
     assert abs(row["accuracy"] - gloo["accuracy"]) <= 0.01, (row["accuracy"], gloo["accuracy"])
@@ -69,16 +76,7 @@ process group (``hosts.torch_backend``): a user's script to the run."""
 
 
 def test_ddp_without_a_hook_through_the_esa_backend_on_bmv2(tmp_path: Path) -> None:
-    path = tmp_path / "backend.json"
-    path.write_text(json.dumps(BACKEND_SCENARIO))
-    out = tmp_path / "run"
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "--quiet", "--out", str(out),
-         "--scenario", str(path), "--switch", "bmv2"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout + res.stderr
-    [row] = json.loads((out / "jobs.json").read_text())
+    _, row = run_on_bmv2(tmp_path, BACKEND_SCENARIO)
     assert (row["scheme"], row["switch"], row["status"], row["exact"]) == (
         "esa", "bmv2", "done", True
     )  # fmt: skip
