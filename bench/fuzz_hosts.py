@@ -30,10 +30,10 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag, PacketType
-from hosts import payload, quant
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
 from testbed.loopswitch import LoopSwitch
 

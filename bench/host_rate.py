@@ -6,7 +6,7 @@ in the namespace that answers every CONTRIB with a RESULT of the same sum
 
 - fast path: ``hosts.worker.Worker.allreduce`` (codec + UDP sockets),
   datagrams sent plus received per second;
-- Scapy: ``sendp`` of ESA packets built with ``hosts.scapy_layer``, per second.
+- Scapy: ``sendp`` of ESA packets built with ``hosts.net.scapy_layer``, per second.
 
 Everything it creates is named after its process id and removed on exit.
 """
@@ -24,8 +24,8 @@ import numpy as np
 
 from esa import wire
 from esa.wire import PacketType
-from hosts import quant
-from hosts.transport import UdpTransport
+from hosts.net import quant
+from hosts.net.transport import UdpTransport
 from hosts.worker import Worker
 from runner.devices.netns import Namespace, missing_root, run
 from runner.paths import ROOT
@@ -77,7 +77,7 @@ def scapy_rates(iface: str, dst_mac: str, seconds: float) -> tuple[float, float]
     from scapy.packet import Packet
     from scapy.sendrecv import sendp
 
-    from hosts.scapy_layer import ESA
+    from hosts.net.scapy_layer import ESA
 
     values = list(range(wire.K))
 

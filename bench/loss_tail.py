@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from hosts.transport import Addr, Bytes, UdpTransport
+from hosts.net.transport import Addr, Bytes, UdpTransport
 from hosts.worker import Worker
 from testbed.looprig import LoopRig, in_threads
 

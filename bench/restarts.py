@@ -36,7 +36,7 @@ from typing import IO
 from esa import model
 from esa.job import JobSpec
 from esa.spec import Policy
-from hosts.transport import Addr
+from hosts.net.transport import Addr
 from runner.paths import ROOT
 from runner.verify import expected_digests
 from testbed.loopswitch import LoopSwitch

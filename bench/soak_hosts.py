@@ -41,9 +41,9 @@ from hosts import program
 from hosts.calls import STREAMING
 from hosts.errors import AllreduceError, AllreduceTimeout, CallRejected
 from hosts.gradients import compute_time, digest, synthetic_gradient
+from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
 from hosts.ps_cli import job_arg, key_arg
-from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
 from runner.verify import BOUND
 

@@ -15,10 +15,10 @@ import numpy.typing as npt
 
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import payload, quant
 from hosts.announcements import Agreement
-from hosts.counters import PSCounters
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.counters import PSCounters
+from hosts.net.drops import HostDrop
 from hosts.ps_outbox import Outbox
 from hosts.ps_stall import PullStall
 from hosts.results import Answer, ResultCache

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason, ReportKind
-from hosts import payload, quant
 from hosts.announcements import SEQ_MOD, Agreement, Announcement, differs
 from hosts.answers import Answers
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr
 from hosts.roster import Roster, RosterState, WorkerProcess
-from hosts.transport import Addr
 
 Replies = list[tuple[payload.Control, Addr]]
 

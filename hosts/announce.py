@@ -29,12 +29,13 @@ from dataclasses import replace
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth, payload
+from hosts import auth
 from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
-from hosts.counters import WorkerCounters
-from hosts.drops import HostDrop
 from hosts.member import Member
-from hosts.transport import Transport
+from hosts.net import payload
+from hosts.net.counters import WorkerCounters
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Transport
 
 MAX_CALL_RTO = 1.0
 """Upper bound of the interval between a CALL's resends, seconds."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from esa.wire import RejectReason
-from hosts import payload
-from hosts.transport import Addr
+from hosts.net import payload
+from hosts.net.transport import Addr
 
 SEQ_MOD = 1 << 32
 

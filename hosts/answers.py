@@ -7,9 +7,9 @@ from __future__ import annotations
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason
-from hosts import payload
 from hosts.announcements import Agreement, Announcement
-from hosts.transport import Addr
+from hosts.net import payload
+from hosts.net.transport import Addr
 
 
 class Answers:

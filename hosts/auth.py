@@ -27,9 +27,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from esa import wire
-from hosts import payload
-from hosts.budget import Budget
-from hosts.transport import Addr
+from hosts.net import payload
+from hosts.net.budget import Budget
+from hosts.net.transport import Addr
 
 KEY_BYTES = 32
 """Bytes of a key ``new_key`` makes; a key file holds at least ``MIN_KEY_BYTES``."""

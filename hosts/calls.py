@@ -13,9 +13,9 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.wire import RejectReason, ReportKind
-from hosts import payload, quant
 from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.member import Member
+from hosts.net import payload, quant
 
 SEQ_MOD = 1 << 32
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, ps_shard, valid_shards
-from hosts.transport import Addr
+from hosts.net.transport import Addr
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 

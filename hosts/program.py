@@ -15,7 +15,7 @@ from esa.arguments import number
 from hosts import auth
 from hosts.errors import AllreduceError
 from hosts.member import FLOAT32_MAX
-from hosts.transport import Addr, UdpTransport
+from hosts.net.transport import Addr, UdpTransport
 
 
 class Failure(Exception):

@@ -7,7 +7,7 @@ to the workers.  It also acknowledges held results (ATP), answers
 retransmissions from a bounded cache of recent results, pulls missing
 contributions of stalled chunks, and sums FLOAT resends of overflowed chunks.
 
-Every datagram is checked field by field against its job (``hosts.drops``
+Every datagram is checked field by field against its job (``hosts.net.drops``
 lists what is dropped and why), and a job's junk can cost only bounded
 work: at most ``max_open`` chunks open at once and at most ``budget``
 pulls and answers from the cache per worker per ``stall`` (a held result
@@ -34,18 +34,19 @@ from collections.abc import Callable, Mapping
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, ps_shard, valid_shards
 from esa.wire import PacketType
-from hosts import auth, payload
+from hosts import auth
 from hosts.aggregate import Aggregator
 from hosts.agreement import CallBook
-from hosts.checks import decode, ps_check
-from hosts.counters import PSCounters
-from hosts.drops import HostDrop
+from hosts.net import payload
+from hosts.net.checks import decode, ps_check
+from hosts.net.counters import PSCounters
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Transport, wait_any
 from hosts.ps_control import ControlDesk
 from hosts.ps_outbox import Outbox
 from hosts.ps_stall import PullStall
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
-from hosts.transport import Addr, Transport, wait_any
 from hosts.worker import MAX_RTO
 
 MIN_STALL = 1e-3
@@ -150,7 +151,7 @@ class ParameterServer:
 
     def _check(self, h: payload.Header, spec: Workers) -> HostDrop | None:
         """Why a datagram of a known job is not for this PS: not what its
-        sender would send (``hosts.checks``), another shard's or outside the
+        sender would send (``hosts.net.checks``), another shard's or outside the
         agreed calls."""
         reason = ps_check(h, spec)
         if reason is not None:

@@ -1,7 +1,7 @@
 """The PS's end of the control channel (docs/agreement.md).
 
 Each datagram is checked in this order, and the first check it fails drops
-it, counted by reason (``hosts.drops``): its length, magic and type
+it, counted by reason (``hosts.net.drops``): its length, magic and type
 (``control``: the PS is sent CALL, RESUME, ALIVE, STATUS and BYE), its job
 (``job``), its authenticator under the job's key (``auth``), its session
 (``session``: made for another PS process; answered with a CHALLENGE that
@@ -25,11 +25,12 @@ from dataclasses import replace
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth, payload
+from hosts import auth
 from hosts.agreement import CallBook
 from hosts.announcements import Agreement
-from hosts.drops import HostDrop
-from hosts.transport import Addr, Transport
+from hosts.net import payload
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Transport
 
 FROM_WORKERS = frozenset(
     int(t)

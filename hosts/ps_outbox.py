@@ -3,7 +3,7 @@
 Sums go out as they complete.  A pull or an answer from the result cache is
 what one junk datagram could make the PS send many of, so each job may
 draw at most ``budget`` of them per worker per ``stall`` (a token bucket,
-``hosts.budget``); the rest are counted as ``suppressed`` and not sent.
+``hosts.net.budget``); the rest are counted as ``suppressed`` and not sent.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.wire import PacketType
-from hosts import payload
-from hosts.budget import Budget
-from hosts.counters import PSCounters
+from hosts.net import payload
+from hosts.net.budget import Budget
+from hosts.net.counters import PSCounters
+from hosts.net.transport import Addr, Transport
 from hosts.sums import Key
-from hosts.transport import Addr, Transport
 
 
 class Outbox:

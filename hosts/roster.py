@@ -20,9 +20,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from esa.wire import LIVE_TTL, ControlType
-from hosts import payload
 from hosts.auth import ReplayWindow
-from hosts.transport import Addr
+from hosts.net import payload
+from hosts.net.transport import Addr
 
 RETIRED_KEPT = 1 << 14
 """Processes that left, were superseded or banned, remembered per job (so

@@ -11,13 +11,13 @@ out only when a PS pulls it, and is not timed.
 from __future__ import annotations
 
 from esa.wire import Flag, PacketType
-from hosts import payload, quant
 from hosts.calls import DONE, FLOATING, PENDING, SENT, SEQ_MOD, Call
-from hosts.counters import WorkerCounters
 from hosts.inflight import InFlight
 from hosts.member import Member
+from hosts.net import payload, quant
+from hosts.net.counters import WorkerCounters
+from hosts.net.transport import Transport
 from hosts.rto import RetransmitTimeout
-from hosts.transport import Transport
 
 RETX, OVERFLOW = int(Flag.RETX), int(Flag.OVERFLOW)
 """Plain ints: IntFlag operators cost a Python call per packet."""

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import wire
-from hosts import quant
+from hosts.net import quant
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 Key = tuple[int, int]

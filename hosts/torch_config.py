@@ -15,7 +15,7 @@ from esa import wire
 from esa.arguments import parse_addr
 from esa.job import PS_COUNTS, valid_shards
 from hosts.auth import read_key
-from hosts.transport import Addr
+from hosts.net.transport import Addr
 
 T = TypeVar("T")
 

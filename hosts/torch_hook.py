@@ -58,8 +58,8 @@ import torch
 from torch._C._distributed_c10d import GradBucket
 from torch.nn.parallel import DistributedDataParallel
 
+from hosts.net.transport import UdpTransport
 from hosts.torch_config import EsaConfig
-from hosts.transport import UdpTransport
 from hosts.worker import Worker
 
 SUMMED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

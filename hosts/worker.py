@@ -25,7 +25,7 @@ import numpy.typing as npt
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import auth, payload, quant
+from hosts import auth
 from hosts.announce import Announcer
 from hosts.calls import (
     ANNOUNCING,
@@ -38,13 +38,14 @@ from hosts.calls import (
     Call,
     timed_out,
 )
-from hosts.checks import decode, worker_check
-from hosts.counters import WorkerCounters
-from hosts.drops import HostDrop
 from hosts.member import Member
+from hosts.net import payload, quant
+from hosts.net.checks import decode, worker_check
+from hosts.net.counters import WorkerCounters
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Transport, wait_any
 from hosts.rto import RetransmitTimeout
 from hosts.stream import Stream
-from hosts.transport import Addr, Transport, wait_any
 
 MAX_RTO = 1.0
 """Upper bound of the adaptive retransmission timeout, seconds (or the

@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import arguments
-from hosts import program, quant
+from hosts import program
 from hosts.gradients import compute_time, digest, synthetic_gradient
-from hosts.transport import UdpTransport
+from hosts.net import quant
+from hosts.net.transport import UdpTransport
 from hosts.worker import DEFAULT_TIMEOUT, LINGER, Worker
 
 PROG = "esa-worker"

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from esa.job import JobSpec
-from hosts import quant
 from hosts.gradients import digest, synthetic_gradient
+from hosts.net import quant
 
 SEED = 1
 """Seed of the synthetic gradients the run's workers stream."""

@@ -207,9 +207,9 @@ def measure_ps_pkt_ns(pairs: int = 1000, rounds: int = 5) -> float:
     its socket, then one ``poll`` drains them (every second one completes a
     chunk and sends its PS_RESULT)."""
     from esa import wire
-    from hosts import payload
+    from hosts.net import payload
+    from hosts.net.transport import UdpTransport
     from hosts.ps import ParameterServer
-    from hosts.transport import UdpTransport
 
     ps_sock, sink = UdpTransport(("127.0.0.1", 0)), UdpTransport(("127.0.0.1", 0))
     ps = ParameterServer(ps_sock, sink.addr, {1: Workers.of(2)})

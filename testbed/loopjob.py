@@ -24,8 +24,8 @@ from esa import model
 from esa.job import Workers
 from esa.spec import DEFAULT_POOL_SIZE, Policy
 from hosts import auth
+from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, UdpTransport
 from testbed.loopswitch import LoopSwitch
 
 LOCAL = "127.0.0.1"

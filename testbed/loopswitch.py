@@ -19,8 +19,8 @@ from typing import TypeVar
 
 from esa import model, wire
 from esa.job import ps_shard
-from hosts import payload
-from hosts.transport import Addr, UdpTransport
+from hosts.net import payload
+from hosts.net.transport import Addr, UdpTransport
 
 H = TypeVar("H")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from esa import model, wire
-from hosts import payload
-from hosts.transport import Addr, Bytes
+from hosts.net import payload
+from hosts.net.transport import Addr, Bytes
 from testbed.loopswitch import destinations
 
 

@@ -455,7 +455,7 @@ def test_the_extraction_rule() -> None:
             "```",
             "",
             "```console",
-            "$ .venv/bin/python -m hosts.pcap_dump x.pcap",
+            "$ .venv/bin/python -m hosts.net.pcap_dump x.pcap",
             "820 frames, 806 ESA packets",
             "mininet> h1 esa-ctl stats",
             "```",
@@ -471,7 +471,7 @@ def test_the_extraction_rule() -> None:
         "sudo FOO=1 esa-ctl jobs | tee x && echo done",
         "cat > /tmp/t.json <<'END'",
         "ip netns exec demo esa-refswitch --iface 1@s1-eth1 --pool 64 &",
-        ".venv/bin/python -m hosts.pcap_dump x.pcap",
+        ".venv/bin/python -m hosts.net.pcap_dump x.pcap",
         "h1 esa-ctl stats",
         "esa-ps --job 1:2",
     ]

@@ -8,10 +8,10 @@ import pytest
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import payload, quant
 from hosts.aggregate import Aggregator
-from hosts.counters import PSCounters
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.counters import PSCounters
+from hosts.net.drops import HostDrop
 from hosts.ps_outbox import Outbox
 from hosts.ps_stall import PullStall
 from hosts.results import ResultCache

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.job import Workers
 from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
-from hosts import auth, payload, quant
-from hosts.drops import HostDrop
+from hosts import auth
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Bytes
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, Bytes
 from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
 
 T = wire.PacketType

@@ -7,9 +7,9 @@ import dataclasses
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason
-from hosts import payload
 from hosts.announcements import SEQ_MOD, Agreement, Announcement, differs
 from hosts.answers import Answers
+from hosts.net import payload
 
 ADDR = ("10.0.0.1", wire.CONTROL_PORT)
 C = ControlType

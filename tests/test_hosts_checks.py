@@ -1,4 +1,4 @@
-"""Datagram validation (hosts.checks): each field against the job, one reason each."""
+"""Datagram validation (hosts.net.checks): each field against the job, one reason each."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import payload
-from hosts.checks import decode, one_bit, ps_check, worker_check
-from hosts.drops import HostDrop
+from hosts.net import payload
+from hosts.net.checks import decode, one_bit, ps_check, worker_check
+from hosts.net.drops import HostDrop
 
 T = PacketType
 JOB = Workers.of(2, 0b101)

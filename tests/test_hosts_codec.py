@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 
 from esa import model, wire
-from hosts import payload
-from hosts.scapy_layer import ESA
+from hosts.net import payload
+from hosts.net.scapy_layer import ESA
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 VALUES = st.lists(INT32, min_size=wire.K, max_size=wire.K)

@@ -17,9 +17,9 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
-from hosts import payload, quant
 from hosts.drivers import IterDriver
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
 from testbed import simnet

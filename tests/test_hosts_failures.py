@@ -25,10 +25,11 @@ import pytest
 from esa import model
 from esa.spec import Policy
 from esa.wire import LIVE_TTL
-from hosts import auth, quant
+from hosts import auth
 from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.net import quant
+from hosts.net.transport import Addr, wait_any
 from hosts.program import shown
-from hosts.transport import Addr, wait_any
 from hosts.worker import Worker
 from testbed.loopjob import local_socket
 from testbed.looprig import LoopRig, in_threads

@@ -22,8 +22,9 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
-from hosts import auth, payload, quant
-from hosts.drops import HostDrop
+from hosts import auth
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
 from hosts.ps import ParameterServer
 from hosts.worker import Worker
 from tests.test_hosts_agreement import Mailbox

@@ -20,10 +20,10 @@ from bench import call_latency
 from esa import model
 from esa.job import Workers
 from esa.spec import Policy
-from hosts import quant
-from hosts.drops import HostDrop
+from hosts.net import quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, UdpTransport
 from hosts.worker import Worker
 from testbed.looprig import LoopRig, in_threads
 from testbed.loopswitch import LoopSwitch

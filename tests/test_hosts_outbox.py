@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from esa import wire
 from esa.wire import PacketType
-from hosts import payload
-from hosts.counters import PSCounters
+from hosts.net import payload
+from hosts.net.counters import PSCounters
 from hosts.ps_outbox import Outbox
 from tests.test_hosts_ps import SWITCH, Recorder
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import payload, quant
-from hosts.drops import HostDrop
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Bytes
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, Bytes
 
 SWITCH: Addr = ("10.0.0.254", wire.UDP_PORT)
 T = PacketType

@@ -10,7 +10,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from esa import wire
-from hosts import quant
+from hosts.net import quant
 
 INT32_MAX = 2**31 - 1
 BOUNDS = st.floats(2.0**-20, 2.0**20, width=32)

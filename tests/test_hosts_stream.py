@@ -7,10 +7,10 @@ import numpy as np
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import quant
 from hosts.calls import DONE, FLOATING, PENDING, SENT, Call
-from hosts.counters import WorkerCounters
 from hosts.member import Member
+from hosts.net import quant
+from hosts.net.counters import WorkerCounters
 from hosts.rto import RetransmitTimeout
 from hosts.stream import Stream
 from tests.test_hosts_ps import Recorder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from esa import wire
-from hosts import quant
+from hosts.net import quant
 from hosts.sums import INT32_MAX, INT32_MIN, FloatSum, OpenSums, Partial
 
 

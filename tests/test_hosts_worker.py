@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
-from hosts import auth, payload, quant
+from hosts import auth
 from hosts.calls import ANNOUNCING, STREAMING
-from hosts.drops import HostDrop
 from hosts.errors import AllreduceTimeout, CallRejected
-from hosts.transport import Addr, Bytes
+from hosts.net import payload, quant
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Bytes
 from hosts.worker import Worker
 from tests.test_hosts_agreement import KEY, SESSION, Mailbox
 from tests.test_hosts_ps import Recorder, pkt

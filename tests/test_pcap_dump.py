@@ -1,4 +1,4 @@
-"""``python -m hosts.pcap_dump``: a capture's ESA packets, one line each."""
+"""``python -m hosts.net.pcap_dump``: a capture's ESA packets, one line each."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from scapy.packet import Packet, Raw
 from scapy.utils import wrpcap
 
 from esa import wire
-from hosts import pcap_dump
-from hosts.scapy_layer import ESA
+from hosts.net import pcap_dump
+from hosts.net.scapy_layer import ESA
 
 
 def frame(src: str, dst: str, sport: int, payload: Packet, t: float) -> Packet:

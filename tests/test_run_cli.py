@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from esa.job import JobSpec
-from hosts.pcap_dump import dump
+from hosts.net.pcap_dump import dump
 from runner import lock
 from runner.paths import ROOT
 from runner.verify import SEED, expected_digests

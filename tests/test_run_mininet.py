@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hosts.pcap_dump import dump
+from hosts.net.pcap_dump import dump
 from runner import scenario as scn
 from tests.wait import LIMIT_S, until
 

@@ -28,8 +28,8 @@ from torch._C._distributed_c10d import (
     _DistributedBackendOptions,
 )
 
-from hosts import quant
 from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.net import quant
 from hosts.torch_backend import (
     BACKEND,
     EsaGroupError,

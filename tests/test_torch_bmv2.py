@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch", reason="needs torch: pip install -e '.[torch]'")
 pytest.importorskip("sklearn", reason="needs scikit-learn: pip install -e '.[torch]'")
 
-from hosts import quant
+from hosts.net import quant
 from runner import scenario as scn
 from runner import torchjobs
 from tests.test_torch_hook import finish, launch, reports

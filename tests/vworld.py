@@ -29,10 +29,11 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType
-from hosts import auth, payload, quant
+from hosts import auth
 from hosts.errors import AllreduceError
+from hosts.net import payload, quant
+from hosts.net.transport import Addr, Bytes
 from hosts.ps import ParameterServer
-from hosts.transport import Addr, Bytes
 from hosts.worker import Worker
 from testbed.loopswitch import destinations
 

@@ -1,14 +1,14 @@
 """What the PS and the worker count: datagrams by fate, and drops by reason.
 
 Every host reports its counters (``as_dict``) in its CLI's JSON line; a
-drop is counted under its ``hosts.drops.HostDrop`` reason.
+drop is counted under its ``hosts.net.drops.HostDrop`` reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from hosts.drops import new_drops
+from hosts.net.drops import new_drops
 
 
 @dataclass

@@ -34,7 +34,7 @@ class Header:
 
 FIELD_NAMES = tuple(f.name for f in wire.HEADER)
 if tuple(f.name for f in fields(Header)) != FIELD_NAMES:
-    raise ImportError("hosts.payload.Header does not match esa.wire.HEADER")
+    raise ImportError("hosts.net.payload.Header does not match esa.wire.HEADER")
 if HEADER_STRUCT.size != wire.HEADER_BYTES:
     raise ImportError("esa.wire.struct_format() does not match HEADER_BYTES")
 
@@ -135,7 +135,7 @@ class Control:
 
 
 if tuple(f.name for f in fields(Control)) != tuple(f.name for f in wire.CONTROL[1:]):
-    raise ImportError("hosts.payload.Control does not match esa.wire.CONTROL")
+    raise ImportError("hosts.net.payload.Control does not match esa.wire.CONTROL")
 if CONTROL_STRUCT.size != wire.CONTROL_BYTES:
     raise ImportError("esa.wire.control_struct_format() does not match CONTROL_BYTES")
 

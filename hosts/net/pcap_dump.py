@@ -1,6 +1,6 @@
 """Print the ESA packets of a capture, decoded by the Scapy layer.
 
-    python -m hosts.pcap_dump results/run/pcaps/esa/s1-eth1_in.pcap [--values 4]
+    python -m hosts.net.pcap_dump results/run/pcaps/esa/s1-eth1_in.pcap [--values 4]
 
 One line per ESA packet (UDP port ``esa.wire.UDP_PORT`` either way): frame
 number in the file, seconds since its first frame, addresses, packet type,
@@ -26,7 +26,7 @@ from scapy.packet import Packet
 from scapy.utils import PcapReader
 
 from esa import wire
-from hosts.scapy_layer import ESA
+from hosts.net.scapy_layer import ESA
 
 DEFAULT_VALUES = 4
 
@@ -74,7 +74,7 @@ def dump(path: Path, values: int, out: TextIO) -> tuple[int, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m hosts.pcap_dump", description=__doc__.splitlines()[0]
+        prog="python -m hosts.net.pcap_dump", description=__doc__.splitlines()[0]
     )
     ap.add_argument("pcap", type=Path, nargs="+", help="capture file(s)")
     ap.add_argument(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from esa import wire
 from esa.job import Workers, popcount
 from esa.wire import Flag, PacketType
-from hosts import payload
-from hosts.drops import HostDrop
+from hosts.net import payload
+from hosts.net.drops import HostDrop
 
 SENDER_FLAGS = {
     PacketType.RESULT: int(Flag.OVERFLOW | Flag.HOLD),

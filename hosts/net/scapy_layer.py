@@ -1,7 +1,7 @@
 """Scapy layer for the ESA header and its K values, built from ``esa.wire``.
 
 For crafting and dissecting packets in tests and captures; never on the fast
-path (see ``hosts.payload``).
+path (see ``hosts.net.payload``).
 """
 
 from __future__ import annotations
