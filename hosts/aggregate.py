@@ -20,15 +20,15 @@ from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
 from hosts.ps_outbox import Outbox
-from hosts.ps_stall import PullStall
 from hosts.results import Answer, ResultCache
 from hosts.sums import Key, OpenSums, Partial
+from hosts.timing.ps_stall import PullStall
 
 
 class Aggregator:
     """Finishes chunks into ``done`` from the open ``sums``; a chunk is
     pulled once untouched for ``stall.value`` seconds (what it learns from
-    the chunks, ``hosts.ps_stall``), and given up after ``max_pulls`` pulls."""
+    the chunks, ``hosts.timing.ps_stall``), and given up after ``max_pulls`` pulls."""
 
     def __init__(
         self,

@@ -44,13 +44,13 @@ from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport, wait_any
 from hosts.ps_control import ControlDesk
 from hosts.ps_outbox import Outbox
-from hosts.ps_stall import PullStall
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
-from hosts.worker import MAX_RTO
+from hosts.timing.ps_stall import PullStall
+from hosts.timing.rto import MAX_RTO
 
 MIN_STALL = 1e-3
-"""Seconds: the PS's stall learns no shorter (``hosts.ps_stall``); its scan
+"""Seconds: the PS's stall learns no shorter (``hosts.timing.ps_stall``); its scan
 runs every quarter stall."""
 
 
@@ -79,7 +79,7 @@ class ParameterServer:
         session: int | None = None,
     ) -> None:
         """``stall``: seconds the PS waits on an incomplete chunk before it
-        pulls it, until it has learnt how long (``hosts.ps_stall``: from
+        pulls it, until it has learnt how long (``hosts.timing.ps_stall``: from
         ``MIN_STALL`` to the workers' longest timeout, ``MAX_RTO``); also
         the period of the reply budget.  ``keys``: each job's control key (a
         job without one has its open key, ``hosts.auth.open_key``);

@@ -4,7 +4,7 @@ The ``Stream`` sends the chunks of the current call (``begin``) as its
 window allows, arms a timer for each (``hosts.inflight``) and resends a
 chunk whose timer expired, as FLOAT if its sum overflowed (float
 recovery).  The timeout follows the measured time to a sum of the
-current call's chunks (``hosts.rto``).  A chunk of an earlier call goes
+current call's chunks (``hosts.timing.rto``).  A chunk of an earlier call goes
 out only when a PS pulls it, and is not timed.
 """
 
@@ -17,7 +17,7 @@ from hosts.member import Member
 from hosts.net import payload, quant
 from hosts.net.counters import WorkerCounters
 from hosts.net.transport import Transport
-from hosts.rto import RetransmitTimeout
+from hosts.timing.rto import RetransmitTimeout
 
 RETX, OVERFLOW = int(Flag.RETX), int(Flag.OVERFLOW)
 """Plain ints: IntFlag operators cost a Python call per packet."""

@@ -44,12 +44,9 @@ from hosts.net.checks import decode, worker_check
 from hosts.net.counters import WorkerCounters
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport, wait_any
-from hosts.rto import RetransmitTimeout
 from hosts.stream import Stream
+from hosts.timing.rto import MAX_RTO, RetransmitTimeout
 
-MAX_RTO = 1.0
-"""Upper bound of the adaptive retransmission timeout, seconds (or the
-initial timeout, if that is larger)."""
 DEFAULT_TIMEOUT = 60.0
 """``allreduce``'s default timeout, seconds."""
 LINGER = 4 * MAX_RTO
@@ -119,7 +116,7 @@ class Worker:
 
     @property
     def timeout(self) -> RetransmitTimeout:
-        """The retransmission timeout of the current call's chunks (``hosts.rto``)."""
+        """The retransmission timeout of the current call's chunks (``hosts.timing.rto``)."""
         return self.stream.timeout
 
     # -- the blocking API -------------------------------------------------

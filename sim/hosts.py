@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from esa.job import JobSpec, ps_shard
-from hosts.ps_stall import PullStall
-from hosts.rto import RetransmitTimeout
+from hosts.timing.ps_stall import PullStall
+from hosts.timing.rto import RetransmitTimeout
 
 DRAW_BLOCK = 256
 """Extra delays a link with jitter draws at a time."""

@@ -49,9 +49,8 @@ from esa.model import RETX, Packet
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
-from hosts.ps_stall import PullStall
-from hosts.rto import RetransmitTimeout
-from hosts.worker import MAX_RTO
+from hosts.timing.ps_stall import PullStall
+from hosts.timing.rto import MAX_RTO, RetransmitTimeout
 from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import Net
 from sim.workload import compute_times, lags

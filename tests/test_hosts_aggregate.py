@@ -13,9 +13,9 @@ from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
 from hosts.ps_outbox import Outbox
-from hosts.ps_stall import PullStall
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
+from hosts.timing.ps_stall import PullStall
 from tests.test_hosts_ps import SWITCH, Recorder
 
 T = PacketType

@@ -1,10 +1,10 @@
-"""The PS's stall before a pull, learnt from what it observes (hosts.ps_stall)."""
+"""The PS's stall before a pull, learnt from what it observes (hosts.timing.ps_stall)."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hosts.ps_stall import PullStall
+from hosts.timing.ps_stall import PullStall
 
 
 def test_initial_until_a_sample_then_srtt_plus_four_variances() -> None:

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esa.wire import Flag, PacketType
-from hosts.rto import RetransmitTimeout, sums_first_sends
+from hosts.timing.rto import RetransmitTimeout, sums_first_sends
 
 
 def test_first_sample_sets_srtt_and_half_variance() -> None:

@@ -11,8 +11,8 @@ from hosts.calls import DONE, FLOATING, PENDING, SENT, Call
 from hosts.member import Member
 from hosts.net import quant
 from hosts.net.counters import WorkerCounters
-from hosts.rto import RetransmitTimeout
 from hosts.stream import Stream
+from hosts.timing.rto import RetransmitTimeout
 from tests.test_hosts_ps import Recorder
 
 T = PacketType

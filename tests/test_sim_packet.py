@@ -347,7 +347,7 @@ def test_a_learnt_stall_follows_a_slow_switchs_queue() -> None:
     """Behind a switch slower than the links ATP's PS finds its chunks
     incomplete while their contributions queue: a stall of one uncontended
     round trip pulls them again and again, pulling at once pulls each once;
-    the stall the PS learns (``hosts.ps_stall``) waits for the queue, so it
+    the stall the PS learns (``hosts.timing.ps_stall``) waits for the queue, so it
     pulls least and finishes first."""
     jobs = list(calibrate.US_SKEW.jobs[:3])
     slow = replace(calibrate.US_SKEW.net, switch_pkt_ns=2_000.0)

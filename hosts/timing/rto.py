@@ -32,6 +32,11 @@ from __future__ import annotations
 
 from esa.wire import Flag, PacketType
 
+MAX_RTO = 1.0
+"""Upper bound of a worker's adaptive retransmission timeout, seconds (or
+the initial timeout, if that is larger): the longest a worker waits before
+it resends, which bounds the PS's stall too."""
+
 
 def sums_first_sends(ptype: int, flags: int) -> bool:
     """A result taken for the sum of every worker's first transmission: the
