@@ -88,7 +88,7 @@ from bench.soak_plan import (
 )
 from controller.api.admin import AdminClient, AdminError
 from controller.world.fabric import Device, Fabric
-from hosts import auth
+from hosts.agreement import auth
 from runner.devices.netns import entered
 from runner.paths import ROOT
 from runner.verify import expected_digest

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts.announcements import Agreement
+from hosts.agreement.announcements import Agreement
 from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop

@@ -12,7 +12,7 @@ call's deadline it asks the PS hosts it waits for (STATUS) who is missing,
 and fails the call with what they report.  ``leave`` says BYE.
 
 Every message carries the worker process's nonce, its message number and
-the session, sealed with the job's key (``hosts.auth``); an answer must
+the session, sealed with the job's key (``hosts.agreement.auth``); an answer must
 carry the nonce, the PS's session and a valid authenticator.  Message
 numbers to shard ``s`` of ``n`` are ``s + n``, ``s + 2n``, ...: an answer
 echoes one, and so tells which shard's PS sent it.  The GO of every shard
@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth
+from hosts.agreement import auth
 from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
 from hosts.member import Member
 from hosts.net import payload

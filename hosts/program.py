@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from esa.arguments import number
-from hosts import auth
+from hosts.agreement import auth
 from hosts.errors import AllreduceError
 from hosts.member import FLOAT32_MAX
 from hosts.net.transport import Addr, UdpTransport
@@ -31,7 +31,7 @@ def bound(text: str) -> float:
 
 
 def key_file(text: str) -> bytes:
-    """The job key in the file at ``text`` (hex digits; ``hosts.auth``)."""
+    """The job key in the file at ``text`` (hex digits; ``hosts.agreement.auth``)."""
     try:
         return auth.read_key(text)
     except ValueError as e:

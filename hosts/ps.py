@@ -13,7 +13,7 @@ work: at most ``max_open`` chunks open at once and at most ``budget``
 pulls and answers from the cache per worker per ``stall`` (a held result
 is acknowledged regardless: ATP needs one answer per chunk).  With a
 control transport the PS also agrees each call with the job's workers
-(``hosts.ps_control``, ``hosts.agreement``; docs/agreement.md) and drops
+(``hosts.agreement.desk``, ``hosts.agreement``; docs/agreement.md) and drops
 data outside the agreed calls.  Without one (the packet simulator's tests,
 ``testbed.simnet``) it agrees nothing and fences nothing: no CLI or rig
 runs a PS that way.
@@ -34,15 +34,15 @@ from collections.abc import Callable, Mapping
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, ps_shard, valid_shards
 from esa.wire import PacketType
-from hosts import auth
 from hosts.aggregate import Aggregator
-from hosts.agreement import CallBook
+from hosts.agreement import auth
+from hosts.agreement.callbook import CallBook
+from hosts.agreement.desk import ControlDesk
 from hosts.net import payload
 from hosts.net.checks import decode, ps_check
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport, wait_any
-from hosts.ps_control import ControlDesk
 from hosts.ps_outbox import Outbox
 from hosts.results import ResultCache
 from hosts.sums import OpenSums
@@ -82,7 +82,7 @@ class ParameterServer:
         pulls it, until it has learnt how long (``hosts.timing.ps_stall``: from
         ``MIN_STALL`` to the workers' longest timeout, ``MAX_RTO``); also
         the period of the reply budget.  ``keys``: each job's control key (a
-        job without one has its open key, ``hosts.auth.open_key``);
+        job without one has its open key, ``hosts.agreement.auth.open_key``);
         ``session``: this PS process's session (default random)."""
         if not valid_shards(shards) or not 0 <= shard < shards:
             raise ValueError(

@@ -14,7 +14,7 @@ from typing import TypeVar
 from esa import wire
 from esa.arguments import parse_addr
 from esa.job import PS_COUNTS, valid_shards
-from hosts.auth import read_key
+from hosts.agreement.auth import read_key
 from hosts.net.transport import Addr
 
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class EsaConfig:
     control: tuple[Addr, ...] | None = None
     """where calls are agreed with each PS; None: each PS's host, ``CONTROL_PORT``."""
     key: bytes | None = field(default=None, repr=False)
-    """the job's control key (``hosts.auth``); None: the job's open key."""
+    """the job's control key (``hosts.agreement.auth``); None: the job's open key."""
     bind_fd: int | None = None
     """a bound UDP socket the worker takes over instead of binding ``bind``."""
     report: str | None = None

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts import auth
+from hosts.agreement import auth
 from hosts.announce import Announcer
 from hosts.calls import (
     ANNOUNCING,
@@ -71,7 +71,7 @@ class Worker:
     With ``control`` (a second transport) each call is agreed with every
     shard's PS at ``control_addrs`` (default: each PS's host,
     ``CONTROL_PORT``) before anything is sent, in messages sealed with the
-    job's ``key`` (default: its open key, ``hosts.auth.open_key``).
+    job's ``key`` (default: its open key, ``hosts.agreement.auth.open_key``).
 
     Its parts: who it is in its job (``member``), its data path and
     retransmission (``stream``) and, with ``control``, its side of call

@@ -23,7 +23,7 @@ from types import TracebackType
 from esa import model
 from esa.job import Workers
 from esa.spec import DEFAULT_POOL_SIZE, Policy
-from hosts import auth
+from hosts.agreement import auth
 from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
 from testbed.loopswitch import LoopSwitch

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.job import Workers
 from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
-from hosts import auth
+from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes

@@ -1,4 +1,5 @@
-"""A PS's announcements, agreements (hosts.announcements) and its GO and REJECT (hosts.answers)."""
+"""A PS's announcements, agreements (hosts.agreement.announcements) and its GO and
+REJECT (hosts.agreement.answers)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import dataclasses
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason
-from hosts.announcements import SEQ_MOD, Agreement, Announcement, differs
-from hosts.answers import Answers
+from hosts.agreement.announcements import SEQ_MOD, Agreement, Announcement, differs
+from hosts.agreement.answers import Answers
 from hosts.net import payload
 
 ADDR = ("10.0.0.1", wire.CONTROL_PORT)

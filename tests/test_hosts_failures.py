@@ -25,7 +25,7 @@ import pytest
 from esa import model
 from esa.spec import Policy
 from esa.wire import LIVE_TTL
-from hosts import auth
+from hosts.agreement import auth
 from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.net import quant
 from hosts.net.transport import Addr, wait_any

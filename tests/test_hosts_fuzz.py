@@ -22,7 +22,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
-from hosts import auth
+from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.ps import ParameterServer

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
-from hosts import auth
+from hosts.agreement import auth
 from hosts.calls import ANNOUNCING, STREAMING
 from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.net import payload, quant

@@ -29,7 +29,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType
-from hosts import auth
+from hosts.agreement import auth
 from hosts.errors import AllreduceError
 from hosts.net import payload, quant
 from hosts.net.transport import Addr, Bytes

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from esa.wire import LIVE_TTL, ControlType
-from hosts.auth import ReplayWindow
+from hosts.agreement.auth import ReplayWindow
 from hosts.net import payload
 from hosts.net.transport import Addr
 

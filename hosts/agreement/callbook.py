@@ -3,7 +3,7 @@
 Before each allreduce call every worker announces it to its PS (CALL: call
 number, first seq, chunk count, tensor length and a digest of the job's
 configuration).  The PS answers GO once every worker index of the job's
-mask is announced alike by the process that holds it (``hosts.roster``),
+mask is announced alike by the process that holds it (``hosts.agreement.roster``),
 and REJECT, naming the field and the worker that differ, as soon as two
 disagree.  So a worker whose tensor size, bound or call number differs from
 its peers' fails before it sends a value, and all workers of a job start a
@@ -17,7 +17,7 @@ PS restart the workers streaming a call RESUME it: the new PS adopts the
 call from the first RESUME, and the others join it.
 
 Only authentic messages of the current PS session reach a ``CallBook``
-(``hosts.ps_control``); it drops copies by their message number.
+(``hosts.agreement.desk``); it drops copies by their message number.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason, ReportKind
-from hosts.announcements import SEQ_MOD, Agreement, Announcement, differs
-from hosts.answers import Answers
+from hosts.agreement.announcements import SEQ_MOD, Agreement, Announcement, differs
+from hosts.agreement.answers import Answers
+from hosts.agreement.roster import Roster, RosterState, WorkerProcess
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr
-from hosts.roster import Roster, RosterState, WorkerProcess
 
 Replies = list[tuple[payload.Control, Addr]]
 

@@ -25,9 +25,9 @@ from dataclasses import replace
 
 from esa import wire
 from esa.wire import ControlType, RejectReason
-from hosts import auth
-from hosts.agreement import CallBook
-from hosts.announcements import Agreement
+from hosts.agreement import auth
+from hosts.agreement.announcements import Agreement
+from hosts.agreement.callbook import CallBook
 from hosts.net import payload
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport

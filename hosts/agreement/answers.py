@@ -7,7 +7,7 @@ from __future__ import annotations
 from esa import wire
 from esa.job import Workers
 from esa.wire import ControlType, RejectReason
-from hosts.announcements import Agreement, Announcement
+from hosts.agreement.announcements import Agreement, Announcement
 from hosts.net import payload
 from hosts.net.transport import Addr
 
