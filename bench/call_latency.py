@@ -19,8 +19,8 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from hosts.calls import ANNOUNCING
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.calls import ANNOUNCING
 from testbed.looprig import LoopRig, in_threads
 
 JOB = 3

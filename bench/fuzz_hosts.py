@@ -34,7 +34,7 @@ from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from testbed.loopswitch import LoopSwitch
 
 LOCAL: Addr = ("127.0.0.1", 0)

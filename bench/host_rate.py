@@ -4,7 +4,7 @@ Creates a network namespace and a veth pair (needs root), runs a reflector
 in the namespace that answers every CONTRIB with a RESULT of the same sum
 (a fan-in-1 job: the switch's answer without the switch), and measures:
 
-- fast path: ``hosts.worker.Worker.allreduce`` (codec + UDP sockets),
+- fast path: ``hosts.worker.agent.Worker.allreduce`` (codec + UDP sockets),
   datagrams sent plus received per second;
 - Scapy: ``sendp`` of ESA packets built with ``hosts.net.scapy_layer``, per second.
 
@@ -26,7 +26,7 @@ from esa import wire
 from esa.wire import PacketType
 from hosts.net import quant
 from hosts.net.transport import UdpTransport
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from runner.devices.netns import Namespace, missing_root, run
 from runner.paths import ROOT
 

@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from hosts.net.transport import Addr, Bytes, UdpTransport
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from testbed.looprig import LoopRig, in_threads
 
 LOCAL: Addr = ("127.0.0.1", 0)

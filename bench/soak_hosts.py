@@ -38,13 +38,13 @@ import numpy.typing as npt
 
 from esa import arguments
 from hosts import program
-from hosts.calls import STREAMING
-from hosts.errors import AllreduceError, AllreduceTimeout, CallRejected
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
 from hosts.ps_cli import job_arg, key_arg
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.calls import STREAMING
+from hosts.worker.errors import AllreduceError, AllreduceTimeout, CallRejected
 from runner.verify import BOUND
 
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from esa.arguments import number
 from hosts.agreement import auth
-from hosts.errors import AllreduceError
-from hosts.member import FLOAT32_MAX
 from hosts.net.transport import Addr, UdpTransport
+from hosts.worker.errors import AllreduceError
+from hosts.worker.member import FLOAT32_MAX
 
 
 class Failure(Exception):

@@ -7,7 +7,7 @@ which is ``model.register_comm_hook(EsaHookState.from_env(), esa_hook)``
 and lets the state hash the model's parameters into its report.
 
 Each gradient bucket DDP hands to the hook is all-reduced by this process's
-``hosts.worker.Worker`` on a background thread, so the sum of one bucket
+``hosts.worker.agent.Worker`` on a background thread, so the sum of one bucket
 overlaps the backward computation of the next; the hook returns a future
 that the thread completes with the bucket's average (DDP does not
 pre-divide).
@@ -60,7 +60,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hosts.net.transport import UdpTransport
 from hosts.torch_config import EsaConfig
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 
 SUMMED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 """Bucket dtypes the hook accepts; the switch sums float32 (others are converted)."""

@@ -17,7 +17,7 @@ from functools import partial
 
 from esa import arguments
 from hosts import program, training
-from hosts.worker import DEFAULT_TIMEOUT, Worker
+from hosts.worker.agent import DEFAULT_TIMEOUT, Worker
 
 PROG = "esa-train"
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from hosts.drivers import StepDriver
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.drivers import StepDriver
 
 F32 = npt.NDArray[np.float32]
 GRAD_BOUND = 1.0

@@ -25,7 +25,7 @@ from hosts import program
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.net import quant
 from hosts.net.transport import UdpTransport
-from hosts.worker import DEFAULT_TIMEOUT, LINGER, Worker
+from hosts.worker.agent import DEFAULT_TIMEOUT, LINGER, Worker
 
 PROG = "esa-worker"
 

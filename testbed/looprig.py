@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from esa.spec import Policy
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from testbed.loopjob import LoopJob, Sockets, local_socket
 
 

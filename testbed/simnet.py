@@ -3,7 +3,7 @@ around one switch that runs ``esa.model.SwitchModel``, on a virtual clock.
 
 Hosts see the same bytes they would on sockets: the switch decodes each
 datagram, lets the model decide, and encodes what the model sends, so the
-codec and the host agents run unchanged.  ``hosts.drivers`` runs workers
+codec and the host agents run unchanged.  ``hosts.worker.drivers`` runs workers
 through their calls on it.
 """
 

@@ -34,7 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from esa import wire
 from esa.wire import LIVE_TTL
-from hosts.errors import AllreduceTimeout, CallRejected
+from hosts.worker.errors import AllreduceTimeout, CallRejected
 from tests.vworld import ASKING, FAN_IN, TIMEOUT, Process, World, exact, tensor
 
 EXAMPLES, STEPS = 60, 8

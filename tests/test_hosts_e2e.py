@@ -17,11 +17,11 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
-from hosts.drivers import IterDriver
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.drivers import IterDriver
 from testbed import simnet
 
 SWITCH_ADDR = ("10.0.0.254", wire.UDP_PORT)

@@ -26,11 +26,11 @@ from esa import model
 from esa.spec import Policy
 from esa.wire import LIVE_TTL
 from hosts.agreement import auth
-from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.net import quant
 from hosts.net.transport import Addr, wait_any
 from hosts.program import shown
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.errors import AllreduceTimeout, CallRejected
 from testbed.loopjob import local_socket
 from testbed.looprig import LoopRig, in_threads
 from testbed.loopswitch import LoopSwitch

@@ -26,7 +26,7 @@ from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from tests.test_hosts_agreement import Mailbox
 from tests.test_hosts_ps import SWITCH, Recorder
 

@@ -1,8 +1,8 @@
-"""The retransmission timers of chunks in flight (hosts.inflight)."""
+"""The retransmission timers of chunks in flight (hosts.worker.inflight)."""
 
 from __future__ import annotations
 
-from hosts.inflight import InFlight
+from hosts.worker.inflight import InFlight
 
 
 def test_expired_come_earliest_first_and_stay_until_rearmed() -> None:

@@ -24,7 +24,7 @@ from hosts.net import quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, UdpTransport
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from testbed.looprig import LoopRig, in_threads
 from testbed.loopswitch import LoopSwitch
 from tests.test_hosts_e2e import expected, junk

@@ -1,4 +1,4 @@
-"""A worker's place in its job (hosts.member): its checks, and where each chunk goes."""
+"""A worker's place in its job (hosts.worker.member): its checks, and where each chunk goes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from esa import wire
 from esa.job import Workers
-from hosts.member import FLOAT32_MAX, Member
+from hosts.worker.member import FLOAT32_MAX, Member
 
 PS = (("10.0.0.1", wire.UDP_PORT), ("10.0.0.2", wire.UDP_PORT))
 

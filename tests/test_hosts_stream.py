@@ -1,4 +1,4 @@
-"""A worker's data path alone (hosts.stream): the window, timers, resends and pulls."""
+"""A worker's data path alone (hosts.worker.stream): the window, timers, resends and pulls."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import numpy as np
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts.calls import DONE, FLOATING, PENDING, SENT, Call
-from hosts.member import Member
 from hosts.net import quant
 from hosts.net.counters import WorkerCounters
-from hosts.stream import Stream
 from hosts.timing.rto import RetransmitTimeout
+from hosts.worker.calls import DONE, FLOATING, PENDING, SENT, Call
+from hosts.worker.member import Member
+from hosts.worker.stream import Stream
 from tests.test_hosts_ps import Recorder
 
 T = PacketType

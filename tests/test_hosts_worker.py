@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from esa import wire
 from esa.wire import ControlType, Flag, PacketType, RejectReason, ReportKind
 from hosts.agreement import auth
-from hosts.calls import ANNOUNCING, STREAMING
-from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.calls import ANNOUNCING, STREAMING
+from hosts.worker.errors import AllreduceTimeout, CallRejected
 from tests.test_hosts_agreement import KEY, SESSION, Mailbox
 from tests.test_hosts_ps import Recorder, pkt
 

@@ -28,7 +28,6 @@ from torch._C._distributed_c10d import (
     _DistributedBackendOptions,
 )
 
-from hosts.errors import AllreduceTimeout, CallRejected
 from hosts.net import quant
 from hosts.torch_backend import (
     BACKEND,
@@ -38,6 +37,7 @@ from hosts.torch_backend import (
     make_group,
 )
 from hosts.torch_config import EsaConfig, EsaConfigError
+from hosts.worker.errors import AllreduceTimeout, CallRejected
 from testbed.loopjob import LoopJob
 from tests.test_hosts_e2e import expected
 from tests.test_torch_hook import EXAMPLE, ROOT, finish, launch, reports

@@ -9,7 +9,7 @@ from esa.job import Workers
 from esa.spec import Policy
 from hosts import training
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 from testbed import simnet
 
 WORKERS = 3

@@ -30,11 +30,11 @@ from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType
 from hosts.agreement import auth
-from hosts.errors import AllreduceError
 from hosts.net import payload, quant
 from hosts.net.transport import Addr, Bytes
 from hosts.ps import ParameterServer
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
+from hosts.worker.errors import AllreduceError
 from testbed.loopswitch import destinations
 
 JOB, FAN_IN = 7, 2

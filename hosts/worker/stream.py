@@ -1,7 +1,7 @@
 """A worker's data path: its chunks out to the PS hosts, and their retransmission.
 
 The ``Stream`` sends the chunks of the current call (``begin``) as its
-window allows, arms a timer for each (``hosts.inflight``) and resends a
+window allows, arms a timer for each (``hosts.worker.inflight``) and resends a
 chunk whose timer expired, as FLOAT if its sum overflowed (float
 recovery).  The timeout follows the measured time to a sum of the
 current call's chunks (``hosts.timing.rto``).  A chunk of an earlier call goes
@@ -11,13 +11,13 @@ out only when a PS pulls it, and is not timed.
 from __future__ import annotations
 
 from esa.wire import Flag, PacketType
-from hosts.calls import DONE, FLOATING, PENDING, SENT, SEQ_MOD, Call
-from hosts.inflight import InFlight
-from hosts.member import Member
 from hosts.net import payload, quant
 from hosts.net.counters import WorkerCounters
 from hosts.net.transport import Transport
 from hosts.timing.rto import RetransmitTimeout
+from hosts.worker.calls import DONE, FLOATING, PENDING, SENT, SEQ_MOD, Call
+from hosts.worker.inflight import InFlight
+from hosts.worker.member import Member
 
 RETX, OVERFLOW = int(Flag.RETX), int(Flag.OVERFLOW)
 """Plain ints: IntFlag operators cost a Python call per packet."""

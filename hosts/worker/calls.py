@@ -13,9 +13,9 @@ import numpy.typing as npt
 
 from esa import wire
 from esa.wire import RejectReason, ReportKind
-from hosts.errors import AllreduceTimeout, CallRejected
-from hosts.member import Member
 from hosts.net import payload, quant
+from hosts.worker.errors import AllreduceTimeout, CallRejected
+from hosts.worker.member import Member
 
 SEQ_MOD = 1 << 32
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from hosts.worker import Worker
+from hosts.worker.agent import Worker
 
 
 class StepDriver:

@@ -30,12 +30,12 @@ from dataclasses import replace
 from esa import wire
 from esa.wire import ControlType, RejectReason
 from hosts.agreement import auth
-from hosts.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
-from hosts.member import Member
 from hosts.net import payload
 from hosts.net.counters import WorkerCounters
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Transport
+from hosts.worker.calls import ANNOUNCING, ASKING, FAILED, STREAMING, Call, rejected, timed_out
+from hosts.worker.member import Member
 
 MAX_CALL_RTO = 1.0
 """Upper bound of the interval between a CALL's resends, seconds."""

@@ -7,7 +7,7 @@ workers in one thread on a virtual clock (``testbed.simnet``).
 A job's chunks may be spread over several PS hosts, its shards: chunk
 ``seq`` is addressed to the PS of ``esa.job.ps_shard(seq, shards)``.  With a
 control transport each call is first agreed with every shard's PS
-(``hosts.announce``; docs/agreement.md): nothing is sent for a call its
+(``hosts.worker.announce``; docs/agreement.md): nothing is sent for a call its
 peers disagree on, and a call that does not finish in time ends in
 ``AllreduceTimeout`` naming the workers the PS hosts report missing.
 Without one (the packet simulator's tests, ``testbed.simnet``, against a
@@ -26,8 +26,14 @@ from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
 from hosts.agreement import auth
-from hosts.announce import Announcer
-from hosts.calls import (
+from hosts.net import payload, quant
+from hosts.net.checks import decode, worker_check
+from hosts.net.counters import WorkerCounters
+from hosts.net.drops import HostDrop
+from hosts.net.transport import Addr, Transport, wait_any
+from hosts.timing.rto import MAX_RTO, RetransmitTimeout
+from hosts.worker.announce import Announcer
+from hosts.worker.calls import (
     ANNOUNCING,
     ASKING,
     DONE,
@@ -38,14 +44,8 @@ from hosts.calls import (
     Call,
     timed_out,
 )
-from hosts.member import Member
-from hosts.net import payload, quant
-from hosts.net.checks import decode, worker_check
-from hosts.net.counters import WorkerCounters
-from hosts.net.drops import HostDrop
-from hosts.net.transport import Addr, Transport, wait_any
-from hosts.stream import Stream
-from hosts.timing.rto import MAX_RTO, RetransmitTimeout
+from hosts.worker.member import Member
+from hosts.worker.stream import Stream
 
 DEFAULT_TIMEOUT = 60.0
 """``allreduce``'s default timeout, seconds."""
