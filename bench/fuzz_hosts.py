@@ -33,7 +33,7 @@ from esa.wire import ControlType, Flag, PacketType
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, UdpTransport
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from testbed.loopswitch import LoopSwitch
 

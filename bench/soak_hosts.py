@@ -40,7 +40,7 @@ from esa import arguments
 from hosts import program
 from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.net.transport import Addr, UdpTransport
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.ps_cli import job_arg, key_arg
 from hosts.worker.agent import Worker
 from hosts.worker.calls import STREAMING

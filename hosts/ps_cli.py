@@ -22,7 +22,7 @@ from types import FrameType
 from esa import arguments, wire
 from esa.job import Workers
 from hosts import program
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 
 PROG = "esa-ps"
 

@@ -209,7 +209,7 @@ def measure_ps_pkt_ns(pairs: int = 1000, rounds: int = 5) -> float:
     from esa import wire
     from hosts.net import payload
     from hosts.net.transport import UdpTransport
-    from hosts.ps import ParameterServer
+    from hosts.ps.parameter_server import ParameterServer
 
     ps_sock, sink = UdpTransport(("127.0.0.1", 0)), UdpTransport(("127.0.0.1", 0))
     ps = ParameterServer(ps_sock, sink.addr, {1: Workers.of(2)})

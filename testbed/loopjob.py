@@ -25,7 +25,7 @@ from esa.job import Workers
 from esa.spec import DEFAULT_POOL_SIZE, Policy
 from hosts.agreement import auth
 from hosts.net.transport import Addr, UdpTransport
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from testbed.loopswitch import LoopSwitch
 
 LOCAL = "127.0.0.1"

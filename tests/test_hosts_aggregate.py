@@ -1,4 +1,4 @@
-"""The PS's aggregator alone (hosts.aggregate): merge, complete, answer, pull, float recovery."""
+"""The PS's aggregator alone (hosts.ps.aggregate): merge, complete, answer, pull, float recovery."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 from esa import wire
 from esa.job import Workers
 from esa.wire import Flag, PacketType
-from hosts.aggregate import Aggregator
 from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
-from hosts.ps_outbox import Outbox
-from hosts.results import ResultCache
-from hosts.sums import OpenSums
+from hosts.ps.aggregate import Aggregator
+from hosts.ps.outbox import Outbox
+from hosts.ps.results import ResultCache
+from hosts.ps.sums import OpenSums
 from hosts.timing.ps_stall import PullStall
 from tests.test_hosts_ps import SWITCH, Recorder
 

@@ -17,7 +17,7 @@ from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
 
 T = wire.PacketType

@@ -19,7 +19,7 @@ from esa.spec import Event, Policy
 from esa.wire import Flag, PacketType
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from hosts.worker.drivers import IterDriver
 from testbed import simnet

@@ -25,7 +25,7 @@ from esa.wire import ControlType, Flag
 from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from tests.test_hosts_agreement import Mailbox
 from tests.test_hosts_ps import SWITCH, Recorder

@@ -23,7 +23,7 @@ from esa.spec import Policy
 from hosts.net import quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, UdpTransport
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from testbed.looprig import LoopRig, in_threads
 from testbed.loopswitch import LoopSwitch

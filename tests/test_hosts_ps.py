@@ -16,7 +16,7 @@ from esa.wire import Flag, PacketType
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 
 SWITCH: Addr = ("10.0.0.254", wire.UDP_PORT)
 T = PacketType

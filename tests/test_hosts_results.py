@@ -1,8 +1,8 @@
-"""The PS's result cache (hosts.results): least recently used answers go first."""
+"""The PS's result cache (hosts.ps.results): least recently used answers go first."""
 
 from __future__ import annotations
 
-from hosts.results import Answer, ResultCache
+from hosts.ps.results import Answer, ResultCache
 
 
 def test_put_evicts_the_least_recently_used() -> None:

@@ -1,4 +1,4 @@
-"""The PS's open sums (hosts.sums): merging, overflow, float totals and the per-job bound."""
+"""The PS's open sums (hosts.ps.sums): merging, overflow, float totals and the per-job bound."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from esa import wire
 from hosts.net import quant
-from hosts.sums import INT32_MAX, INT32_MIN, FloatSum, OpenSums, Partial
+from hosts.ps.sums import INT32_MAX, INT32_MIN, FloatSum, OpenSums, Partial
 
 
 def ints(*head: int) -> np.ndarray:

@@ -7,7 +7,7 @@ chunks of both jobs, map to one slot; their seqs start at 0 or just below
 2^32 (they wrap).  The network loses, duplicates and reorders any packet,
 workers retransmit any chunk they sent (RETX) and the clock moves on, so
 that partials are preempted, reclaimed as idle or stale, flushed and
-released.  A PS, modelled as the hosts' (``hosts.aggregate``: it merges
+released.  A PS, modelled as the hosts' (``hosts.ps.aggregate``: it merges
 pieces of disjoint bitmaps, drops one that overlaps what it holds, answers
 a complete chunk with a PS_RESULT back through the switch), sums what
 reaches it.  The test checks
@@ -174,7 +174,7 @@ class GoneIsGone(RuleBasedStateMachine):
             assert pkt.ptype in (PacketType.FALLBACK, PacketType.PARTIAL), pkt
             got = self.ps.setdefault(key, PsSum())
             if got.bitmap & pkt.bitmap:
-                return  # overlap: dropped, as hosts.aggregate does
+                return  # overlap: dropped, as hosts.ps.aggregate does
             got.bitmap |= pkt.bitmap
             got.values = tuple(a + b for a, b in zip(got.values, pkt.values, strict=True))
             if got.bitmap != self.jobs[pkt.job].cfg.worker_mask:

@@ -118,7 +118,7 @@ def colliding(hashing: int) -> tuple[int, int]:
 
 
 def ps_sum(job: int, fan_in: int, packets: list[Packet]) -> Packet:
-    """What hosts.ps.ParameterServer makes of the PS-bound packets: the
+    """What hosts.ps.parameter_server.ParameterServer makes of the PS-bound packets: the
     chunk's PS_RESULT (there must be exactly one)."""
     ps, rec = server({job: fan_in})
     for p in packets:

@@ -8,7 +8,7 @@ from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
 from hosts import training
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from testbed import simnet
 

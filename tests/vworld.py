@@ -32,7 +32,7 @@ from esa.wire import ControlType
 from hosts.agreement import auth
 from hosts.net import payload, quant
 from hosts.net.transport import Addr, Bytes
-from hosts.ps import ParameterServer
+from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from hosts.worker.errors import AllreduceError
 from testbed.loopswitch import destinations

@@ -1,8 +1,8 @@
 """What a PS does with a datagram that passed its checks: it finishes chunks.
 
 Contributions and switch partials merge into the chunk's partial sum
-(``hosts.sums``) until it covers the job's workers; the sum goes out and
-its answer is kept (``hosts.results``) to answer retransmissions.  A chunk
+(``hosts.ps.sums``) until it covers the job's workers; the sum goes out and
+its answer is kept (``hosts.ps.results``) to answer retransmissions.  A chunk
 that stalls has its missing workers pulled, and a chunk whose sum
 overflowed is summed again from the workers' FLOAT resends (float
 recovery).  What it sends goes through the PS's ``Outbox``.
@@ -19,9 +19,9 @@ from hosts.agreement.announcements import Agreement
 from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
-from hosts.ps_outbox import Outbox
-from hosts.results import Answer, ResultCache
-from hosts.sums import Key, OpenSums, Partial
+from hosts.ps.outbox import Outbox
+from hosts.ps.results import Answer, ResultCache
+from hosts.ps.sums import Key, OpenSums, Partial
 from hosts.timing.ps_stall import PullStall
 
 

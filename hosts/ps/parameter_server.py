@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping
 from esa import wire
 from esa.job import MAX_PS_SHARDS, Workers, ps_shard, valid_shards
 from esa.wire import PacketType
-from hosts.aggregate import Aggregator
 from hosts.agreement import auth
 from hosts.agreement.callbook import CallBook
 from hosts.agreement.desk import ControlDesk
@@ -43,9 +42,10 @@ from hosts.net.checks import decode, ps_check
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport, wait_any
-from hosts.ps_outbox import Outbox
-from hosts.results import ResultCache
-from hosts.sums import OpenSums
+from hosts.ps.aggregate import Aggregator
+from hosts.ps.outbox import Outbox
+from hosts.ps.results import ResultCache
+from hosts.ps.sums import OpenSums
 from hosts.timing.ps_stall import PullStall
 from hosts.timing.rto import MAX_RTO
 

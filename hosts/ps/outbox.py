@@ -17,7 +17,7 @@ from hosts.net import payload
 from hosts.net.budget import Budget
 from hosts.net.counters import PSCounters
 from hosts.net.transport import Addr, Transport
-from hosts.sums import Key
+from hosts.ps.sums import Key
 
 
 class Outbox:

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hosts.sums import Key
+from hosts.ps.sums import Key
 
 
 @dataclass(frozen=True)
