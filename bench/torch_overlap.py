@@ -44,7 +44,7 @@ from torch.nn.parallel import DistributedDataParallel
 from bench import mininet_job
 from esa.job import JobSpec
 from examples.torch_digits import load, make_model
-from hosts.torch_hook import EsaHookState, TensorBucket, esa_hook
+from hosts.torch.hook import EsaHookState, TensorBucket, esa_hook
 from runner import torchjobs
 from runner.paths import ROOT
 from testbed.loopjob import LOCAL, LoopJob, ddp_env

@@ -8,7 +8,7 @@ loop of ``dist.all_reduce`` (SUM, then divided by the world size); with
     torchrun --nproc-per-node 2 examples/backend_digits.py --backend gloo
 
 The ``esa`` backend takes its settings from ``ESA_*`` as the DDP hook does
-(``hosts.torch_backend``).  Prints each epoch's mean training loss, then one
+(``hosts.torch.backend``).  Prints each epoch's mean training loss, then one
 JSON line: rank, test accuracy, training seconds and steps, the SHA-256 of
 the final parameters (the same on every worker) and, with ``esa``, the
 worker agent's counters.
@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from examples.torch_digits import accuracy, digest, load, make_model
-from hosts import torch_backend
+from hosts.torch import backend
 
 
 def all_reduce_gradients(model: nn.Module) -> None:
@@ -47,7 +47,7 @@ def all_reduce_gradients(model: nn.Module) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default=torch_backend.BACKEND, help="esa (default) or gloo")
+    p.add_argument("--backend", default=backend.BACKEND, help="esa (default) or gloo")
     p.add_argument("--ddp", action="store_true", help="DistributedDataParallel, without a hook")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=32, help="samples per worker and step")
@@ -86,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = {"rank": dist.get_rank(), "accuracy": accuracy(net, test), "seconds": seconds,
               "steps": steps, "params_sha256": digest(net)}  # fmt: skip
-    if args.backend == torch_backend.BACKEND:
-        report["counters"] = torch_backend.world().state.worker.counters.as_dict()
+    if args.backend == backend.BACKEND:
+        report["counters"] = backend.world().state.worker.counters.as_dict()
     print(json.dumps(report), flush=True)
     dist.barrier()  # over Gloo: both ranks reach the teardown together
     dist.destroy_process_group()

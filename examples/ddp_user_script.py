@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hosts.torch_hook import register
+from hosts.torch.hook import register
 
 
 class Net(nn.Module):

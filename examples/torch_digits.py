@@ -3,7 +3,7 @@
 An ordinary DDP script: one process per worker, started by ``torchrun`` (or
 with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand).  With
 ``--esa`` the gradients are summed through the switch, which is the one line
-``register(model)`` (``hosts.torch_hook``); without it, by Gloo's all-reduce.
+``register(model)`` (``hosts.torch.hook``); without it, by Gloo's all-reduce.
 
     torchrun --nproc-per-node 2 examples/torch_digits.py
     ESA_JOB=1 ESA_PS=10.0.0.3 torchrun --nnodes 2 --node-rank 0 \\
@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hosts.torch_hook import register
+from hosts.torch.hook import register
 
 
 def load(seed: int) -> tuple[TensorDataset, TensorDataset]:

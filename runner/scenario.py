@@ -473,7 +473,7 @@ def add_overrides(ap: argparse.ArgumentParser) -> None:
         "--script",
         metavar="FILE|MODULE",
         help="with --train torch: the DDP script each worker runs instead of the example, a "
-        "file (.py) or a module; it registers the ESA hook (hosts.torch_hook.register)",
+        "file (.py) or a module; it registers the ESA hook (hosts.torch.hook.register)",
     )
     ap.add_argument(
         "--script-args",

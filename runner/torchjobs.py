@@ -3,8 +3,8 @@ on its Mininet hosts, its gradients summed through the switch by the ESA
 hook: the PyTorch example (``examples/torch_digits.py``, an MLP on
 scikit-learn's digits), or the scenario's ``script`` (``--script FILE|MODULE
 --script-args ARGS``), any DDP script that registers the hook
-(``hosts.torch_hook.register(model)``), or any script that trains on the
-``esa`` process group (``hosts.torch_backend``), whose every all-reduce is
+(``hosts.torch.hook.register(model)``), or any script that trains on the
+``esa`` process group (``hosts.torch.backend``), whose every all-reduce is
 a step.
 
 Each worker host runs the script under ``runner.torchworker``, as

@@ -7,7 +7,7 @@ The script gets this process's environment (torchrun's variables and the
 job's ``ESA_*`` settings, which the run sets, ``runner.torchjobs``)
 plus ``ESA_REPORT``, a file the hook writes its report to at exit, and
 ``ESA_PROGRESS_FD``, a pipe the hook writes each finished step's number to
-(``hosts.torch_hook``); a socket it was given (``ESA_BIND_FD``) is passed
+(``hosts.torch.hook``); a socket it was given (``ESA_BIND_FD``) is passed
 on.  Everything the script prints goes to this process's stderr, the
 worker's log.  On stdout, which the run reads, this process prints only:
 
@@ -51,8 +51,8 @@ PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when its parent ends."""
 NO_REPORT = (
     "run: {script} ended without an ESA report: it must sum through ESA, with the ESA hook "
-    "on its DDP model (hosts.torch_hook.register(model)) or the esa process group "
-    "(import hosts.torch_backend; dist.init_process_group('esa'))"
+    "on its DDP model (hosts.torch.hook.register(model)) or the esa process group "
+    "(import hosts.torch.backend; dist.init_process_group('esa'))"
 )
 
 

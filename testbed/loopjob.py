@@ -134,7 +134,7 @@ class LoopJob:
         return self.worker_sockets[rank].sock.fileno()
 
     def esa_env(self, rank: int) -> dict[str, str]:
-        """The ``ESA_*`` variables of worker ``rank`` (``hosts.torch_config``)
+        """The ``ESA_*`` variables of worker ``rank`` (``hosts.torch.config``)
         in a process that inherits its socket (``pass_fds=[worker_fd(rank)]``)."""
         return {
             "ESA_JOB": str(self.job),

@@ -160,7 +160,7 @@ def test_make_run_names_a_missing_script(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def _hook_report(rank: int, seconds: float, **digest: str) -> dict[str, Any]:
-    """What a worker's hook wrote at exit (``hosts.torch_hook``), as relayed."""
+    """What a worker's hook wrote at exit (``hosts.torch.hook``), as relayed."""
     counters = {"delivered": 2064, "retransmitted": rank, "spurious": 0}
     return {"job": 2, "rank": rank, "steps": 48, "allreduces": 48, "values": 1370,
             "seconds": seconds, "window": 16, "counters": counters, **digest}  # fmt: skip
@@ -297,8 +297,8 @@ def test_a_script_that_never_registered_the_hook_fails(tmp_path: Path) -> None:
     assert res.stderr == (
         "trained without ESA\n"
         f"run: {script} ended without an ESA report: it must sum through ESA, with the ESA hook "
-        "on its DDP model (hosts.torch_hook.register(model)) or the esa process group "
-        "(import hosts.torch_backend; dist.init_process_group('esa'))\n"
+        "on its DDP model (hosts.torch.hook.register(model)) or the esa process group "
+        "(import hosts.torch.backend; dist.init_process_group('esa'))\n"
     )
 
 

@@ -29,14 +29,14 @@ from torch._C._distributed_c10d import (
 )
 
 from hosts.net import quant
-from hosts.torch_backend import (
+from hosts.torch.backend import (
     BACKEND,
     EsaGroupError,
     EsaProcessGroup,
     UnsupportedAllreduce,
     make_group,
 )
-from hosts.torch_config import EsaConfig, EsaConfigError
+from hosts.torch.config import EsaConfig, EsaConfigError
 from hosts.worker.errors import AllreduceTimeout, CallRejected
 from testbed.loopjob import LoopJob
 from tests.test_hosts_e2e import expected

@@ -72,7 +72,7 @@ BACKEND_SCENARIO = {
     "script_args": ["--ddp", "--epochs", "3", "--hidden", "32", "--bucket-cap-mb", "0.001"],
 }
 """The same training as ``SCENARIO``'s, by DDP without a hook on the ``esa``
-process group (``hosts.torch_backend``): a user's script to the run."""
+process group (``hosts.torch.backend``): a user's script to the run."""
 
 
 def test_ddp_without_a_hook_through_the_esa_backend_on_bmv2(tmp_path: Path) -> None:

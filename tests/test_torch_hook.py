@@ -27,8 +27,8 @@ from torch._C._distributed_c10d import TCPStore
 from esa import wire
 from hosts.net import quant
 from hosts.net.transport import UdpTransport
-from hosts.torch_config import EsaConfig, EsaConfigError
-from hosts.torch_hook import BucketMismatch, EsaHookState, TensorBucket
+from hosts.torch.config import EsaConfig, EsaConfigError
+from hosts.torch.hook import BucketMismatch, EsaHookState, TensorBucket
 from hosts.worker.errors import AllreduceTimeout, CallRejected
 from testbed.loopjob import LOCAL, LoopJob, ddp_env, local_socket
 from tests.test_hosts_e2e import expected

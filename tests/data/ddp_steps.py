@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hosts.torch_hook import EsaHookState, esa_hook
+from hosts.torch.hook import EsaHookState, esa_hook
 
 
 class Net(nn.Module):

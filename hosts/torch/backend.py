@@ -1,7 +1,7 @@
 """A ``torch.distributed`` backend named ``esa``, registered when this module
 is imported::
 
-    import hosts.torch_backend  # registers "esa"
+    import hosts.torch.backend  # registers "esa"
 
     dist.init_process_group("esa")  # or "cpu:esa"; settings from RANK, WORLD_SIZE, ESA_*
     dist.all_reduce(grad)  # summed through the switch
@@ -9,7 +9,7 @@ is imported::
 The process group's ``all_reduce`` of a CPU float32, float16 or bfloat16
 tensor, with ``ReduceOp.SUM`` or ``ReduceOp.AVG``, goes through the switch:
 the same worker agent, call agreement, key and errors as the DDP hook
-(``hosts.torch_hook``), whose state (``EsaHookState``) the group holds, so a
+(``hosts.torch.hook``), whose state (``EsaHookState``) the group holds, so a
 DDP model without a hook, or a loop of ``dist.all_reduce``, sums through
 the switch.  Every other collective (broadcast, all_gather, barrier,
 reduce, gather, scatter, send/recv, ...) goes through a Gloo process group
@@ -56,8 +56,8 @@ from torch._C._distributed_c10d import (
     _DistributedBackendOptions,
 )
 
-from hosts.torch_config import EsaConfig, EsaConfigError
-from hosts.torch_hook import SUMMED_DTYPES, EsaHookState
+from hosts.torch.config import EsaConfig, EsaConfigError
+from hosts.torch.hook import SUMMED_DTYPES, EsaHookState
 
 BACKEND = "esa"
 """the name ``init_process_group`` takes."""

@@ -59,7 +59,7 @@ from torch._C._distributed_c10d import GradBucket
 from torch.nn.parallel import DistributedDataParallel
 
 from hosts.net.transport import UdpTransport
-from hosts.torch_config import EsaConfig
+from hosts.torch.config import EsaConfig
 from hosts.worker.agent import Worker
 
 SUMMED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -114,7 +114,7 @@ class EsaHookState:
     """One worker of an ESA job for DDP: the worker agent, its data and control
     sockets and the thread that runs the all-reduces.  Register it with one
     DDP model, before the first backward pass; or call ``allreduce`` (the
-    ``esa`` process group's calls, ``hosts.torch_backend``).
+    ``esa`` process group's calls, ``hosts.torch.backend``).
 
     At interpreter exit (or ``close()``) it keeps answering its peers for
     ``config.linger`` seconds, then closes its sockets.
