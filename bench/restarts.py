@@ -79,7 +79,7 @@ class Rig:
         self.start_ps()
 
     def start_ps(self) -> None:
-        args = ["-m", "hosts.ps_cli", "--bind", "{}:{}".format(*self.data)]
+        args = ["-m", "hosts.programs.ps_cli", "--bind", "{}:{}".format(*self.data)]
         args += ["--control-bind", "{}:{}".format(*self.control), "--job", f"{JOB}:{FAN_IN}"]
         args += ["--switch-addr", "{}:{}".format(*self.switch.addr)]
         self.ps = _spawn(args, subprocess.DEVNULL)
@@ -115,7 +115,7 @@ def run_job(rig: Rig, seed: int, iters: int, size: int, kill_after: float | None
     the PS (the second call streams then), which starts again 0.5 s later."""
     procs = []
     for i in range(FAN_IN):
-        args = ["-m", "hosts.worker_cli", "--job", str(JOB), "--index", str(i)]
+        args = ["-m", "hosts.programs.worker_cli", "--job", str(JOB), "--index", str(i)]
         args += ["--fan-in", str(FAN_IN), "--ps", "{}:{}".format(*rig.switch.addr)]
         args += ["--control", "{}:{}".format(*rig.control), "--bind", f"{LOCAL}:0"]
         args += ["--iters", str(iters), "--size", str(size), "--seed", str(seed)]

@@ -6,7 +6,7 @@ and started again is found where the last one was.
     python -m bench.soak_hosts ps --job 1:2 --shard 0 --shards 1 ...
 
 The worker trains: call after call, from call 0, each its synthetic
-gradient (``hosts.gradients``, seeded by ``--seed``, which the soak draws per
+gradient (``hosts.programs.gradients``, seeded by ``--seed``, which the soak draws per
 run of the job), until the call the stop file names.  It prints one JSON
 line per event on stdout: ``begin`` (a call starts, after its compute
 time), ``go`` (every PS shard agreed it: it streams, in flight until its
@@ -37,11 +37,11 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import arguments
-from hosts import program
-from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.net.transport import Addr, UdpTransport
+from hosts.programs import program
+from hosts.programs.gradients import compute_time, digest, synthetic_gradient
+from hosts.programs.ps_cli import job_arg, key_arg
 from hosts.ps.parameter_server import ParameterServer
-from hosts.ps_cli import job_arg, key_arg
 from hosts.worker.agent import Worker
 from hosts.worker.calls import STREAMING
 from hosts.worker.errors import AllreduceError, AllreduceTimeout, CallRejected

@@ -102,7 +102,7 @@ def last_words(log: Path) -> str:
 def worker_command(s: Scenario, job: JobSpec, hosts: JobHosts, index: int) -> list[str]:
     me = hosts.workers[index]
     cmd = [
-        PY, "-m", "hosts.worker_cli", "--job", str(job.job), "--index", str(index),
+        PY, "-m", "hosts.programs.worker_cli", "--job", str(job.job), "--index", str(index),
         "--fan-in", str(job.workers), "--ps", hosts.ps_addresses,
         "--bind", f"{me.ip}:{me.udp_port}",
         "--iters", str(job.iterations), "--size", str(job.values),
@@ -332,7 +332,7 @@ def start_pses(
         for ps in shards:
             pses[ps.role] = world.popen(
                 ps.name,
-                [PY, "-m", "hosts.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
+                [PY, "-m", "hosts.programs.ps_cli", "--bind", f"{ps.ip}:{ps.udp_port}",
                  "--job", f"{job.job}:{job.workers}", "--shard", str(ps.index),
                  "--shards", str(len(shards)), "--switch-addr", world.jobs[job.job].switch_addr,
                  "--json"],

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from esa.job import JobSpec
-from hosts.gradients import digest, synthetic_gradient
 from hosts.net import quant
+from hosts.programs.gradients import digest, synthetic_gradient
 
 SEED = 1
 """Seed of the synthetic gradients the run's workers stream."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts import program, ps_cli, train_cli, worker_cli
+from hosts.programs import program, ps_cli, train_cli, worker_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 Main = Callable[[Sequence[str] | None], int]
@@ -178,8 +178,8 @@ def test_the_installed_commands_print_no_traceback() -> None:
     holder, addr = taken_port()
     with holder:
         for module, argv, code in (
-            ("hosts.ps_cli", [*PS, "--bind", addr], 1),
-            ("hosts.worker_cli", [*WORKER[:-2], "--ps", "127.0.0.1", "--fan-in", "33"], 2),
+            ("hosts.programs.ps_cli", [*PS, "--bind", addr], 1),
+            ("hosts.programs.worker_cli", [*WORKER[:-2], "--ps", "127.0.0.1", "--fan-in", "33"], 2),
         ):
             res = subprocess.run(
                 [sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=ROOT

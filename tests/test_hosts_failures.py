@@ -28,7 +28,7 @@ from esa.wire import LIVE_TTL
 from hosts.agreement import auth
 from hosts.net import quant
 from hosts.net.transport import Addr, wait_any
-from hosts.program import shown
+from hosts.programs.program import shown
 from hosts.worker.agent import Worker
 from hosts.worker.errors import AllreduceTimeout, CallRejected
 from testbed.loopjob import local_socket
@@ -239,7 +239,7 @@ def test_the_second_survivor_names_the_dead_worker_and_the_one_that_left() -> No
 
 
 class PsProcess:
-    """``esa-ps`` (``python -m hosts.ps_cli``, this tree's code) for job
+    """``esa-ps`` (``python -m hosts.programs.ps_cli``, this tree's code) for job
     ``JOB`` of two workers on 127.0.0.1, started again on the ports it bound
     first, as a restarted PS host would be."""
 
@@ -254,7 +254,7 @@ class PsProcess:
         args += ["--job", f"{JOB}:2", "--key-file", f"{JOB}:{self.key_file}", "--stall", "0.05"]
         args += ["--switch-addr", shown(self.switch), "--json"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hosts.ps_cli", *args],
+            [sys.executable, "-m", "hosts.programs.ps_cli", *args],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
         assert self.proc.stdout is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hosts.gradients import compute_time, digest, synthetic_gradient
+from hosts.programs.gradients import compute_time, digest, synthetic_gradient
 
 
 def test_gradients_are_reproducible_and_bounded() -> None:

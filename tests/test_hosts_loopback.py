@@ -156,7 +156,7 @@ def test_clis_as_processes(shards: int) -> None:
     procs = []
     try:
         for s in range(shards):
-            cmd = ["-m", "hosts.ps_cli", "--bind", f"{local}:0", "--job", "4:2"]
+            cmd = ["-m", "hosts.programs.ps_cli", "--bind", f"{local}:0", "--job", "4:2"]
             cmd += ["--control-bind", f"{local}:0", "--shard", str(s), "--shards", str(shards)]
             cmd += ["--switch-addr", sw_arg, "--duration", str(LIMIT_S), "--json"]
             procs.append(
@@ -165,7 +165,16 @@ def test_clis_as_processes(shards: int) -> None:
         pses = [bound(p, "PS on") for p in procs]
         controls = ",".join("{}:{}".format(*control) for _, control in pses)
         for i in range(2):
-            cmd = ["-m", "hosts.worker_cli", "--job", "4", "--index", str(i), "--fan-in", "2"]
+            cmd = [
+                "-m",
+                "hosts.programs.worker_cli",
+                "--job",
+                "4",
+                "--index",
+                str(i),
+                "--fan-in",
+                "2",
+            ]
             cmd += ["--ps", ",".join([sw_arg] * shards), "--bind", f"{local}:0"]
             cmd += ["--iters", "3", "--size", "3000", "--rto", "0.05", "--linger", "0.2"]
             cmd += ["--json", "--control", controls]

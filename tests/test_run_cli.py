@@ -80,7 +80,7 @@ def test_a_job_from_the_prompt(tmp_path: Path, switch: str) -> None:
             r"job: interrupted; its PSes and workers are stopped and it is removed\n", LIMIT_S
         )
         term.expect(PROMPT, LIMIT_S)
-        term.send("h9 pgrep -f hosts.ps_cli || echo no PS")
+        term.send("h9 pgrep -f hosts.programs.ps_cli || echo no PS")
         term.expect(r"\nno PS\n", LIMIT_S)
         term.expect(PROMPT, LIMIT_S)
 

@@ -7,7 +7,7 @@ import pytest
 from esa import model, wire
 from esa.job import Workers
 from esa.spec import Policy
-from hosts import training
+from hosts.programs import training
 from hosts.ps.parameter_server import ParameterServer
 from hosts.worker.agent import Worker
 from testbed import simnet

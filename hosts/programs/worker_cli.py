@@ -21,10 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from esa import arguments
-from hosts import program
-from hosts.gradients import compute_time, digest, synthetic_gradient
 from hosts.net import quant
 from hosts.net.transport import UdpTransport
+from hosts.programs import program
+from hosts.programs.gradients import compute_time, digest, synthetic_gradient
 from hosts.worker.agent import DEFAULT_TIMEOUT, LINGER, Worker
 
 PROG = "esa-worker"

@@ -21,7 +21,7 @@ from types import FrameType
 
 from esa import arguments, wire
 from esa.job import Workers
-from hosts import program
+from hosts.programs import program
 from hosts.ps.parameter_server import ParameterServer
 
 PROG = "esa-ps"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from esa import arguments
-from hosts import program, training
+from hosts.programs import program, training
 from hosts.worker.agent import DEFAULT_TIMEOUT, Worker
 
 PROG = "esa-train"
