@@ -11,8 +11,7 @@ from esa.wire import Flag, PacketType
 from hosts.net import payload, quant
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
-from hosts.ps.aggregate import Aggregator
-from hosts.ps.outbox import Outbox
+from hosts.ps.aggregate import Aggregator, Outbox
 from hosts.ps.results import ResultCache
 from hosts.ps.sums import OpenSums
 from hosts.timing.ps_stall import PullStall
@@ -28,7 +27,8 @@ def aggregator(stall: float = 1.0, max_pulls: int = 2) -> tuple[Aggregator, Reco
     sums.add_job(1)
     outbox.add_job(1, JOB.fan_in, budget=8, stall=stall)
     pull_stall = PullStall(stall, stall, stall)
-    return Aggregator(sums, ResultCache(4), outbox, counters, pull_stall, max_pulls), rec
+    agg = Aggregator({1: JOB}, {}, sums, ResultCache(4), outbox, counters, pull_stall, max_pulls)
+    return agg, rec
 
 
 def hdr(ptype: int, seq: int, bitmap: int, flags: int = 0) -> payload.Header:

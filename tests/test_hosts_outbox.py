@@ -1,4 +1,4 @@
-"""What the PS sends (hosts.ps.outbox): sums at once, pulls and cache answers within budget."""
+"""What the PS sends (hosts.ps.aggregate.Outbox): sums, and pulls and answers within budget."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from esa import wire
 from esa.wire import PacketType
 from hosts.net import payload
 from hosts.net.counters import PSCounters
-from hosts.ps.outbox import Outbox
+from hosts.ps.aggregate import Outbox
 from tests.test_hosts_ps import SWITCH, Recorder
 
 

@@ -1,49 +1,120 @@
-"""What a PS does with a datagram that passed its checks: it finishes chunks.
+"""One datagram's way through the PS, top to bottom: ``Aggregator.handle``.
 
-Contributions and switch partials merge into the chunk's partial sum
-(``hosts.ps.sums``) until it covers the job's workers; the sum goes out and
-its answer is kept (``hosts.ps.results``) to answer retransmissions.  A chunk
-that stalls has its missing workers pulled, and a chunk whose sum
-overflowed is summed again from the workers' FLOAT resends (float
-recovery).  What it sends goes through the PS's ``Outbox``.
+It checks the datagram against its job, its shard and the agreed calls,
+then finishes chunks: contributions and switch partials merge into the
+chunk's partial sum (``hosts.ps.sums``) until it covers the job's workers;
+the sum goes out and its answer is kept (``hosts.ps.results``) to answer
+retransmissions.  A chunk that stalls has its missing workers pulled, and a
+chunk whose sum overflowed is summed again from the workers' FLOAT resends
+(float recovery).
+
+What it sends goes through the PS's ``Outbox``, below: sums go out as they
+complete.  A pull or an answer from the result cache is what one junk
+datagram could make the PS send many of, so each job may draw at most
+``budget`` of them per worker per ``stall`` (a token bucket,
+``hosts.net.budget``); the rest are counted as ``suppressed`` and not sent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import numpy.typing as npt
 
-from esa.job import Workers
+from esa import wire
+from esa.job import Workers, ps_shard
 from esa.wire import Flag, PacketType
 from hosts.agreement.announcements import Agreement
+from hosts.agreement.callbook import CallBook
 from hosts.net import payload, quant
+from hosts.net.budget import Budget
+from hosts.net.checks import decode, ps_check
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
-from hosts.ps.outbox import Outbox
+from hosts.net.transport import Addr, Transport
 from hosts.ps.results import Answer, ResultCache
 from hosts.ps.sums import Key, OpenSums, Partial
 from hosts.timing.ps_stall import PullStall
 
 
 class Aggregator:
-    """Finishes chunks into ``done`` from the open ``sums``; a chunk is
-    pulled once untouched for ``stall.value`` seconds (what it learns from
-    the chunks, ``hosts.timing.ps_stall``), and given up after ``max_pulls`` pulls."""
+    """Finishes the chunks of the PS's ``jobs`` (shard ``shard`` of
+    ``shards``) into ``done`` from the open ``sums``, within the calls its
+    ``books`` agreed (none: no fence); a chunk is pulled once untouched for
+    ``stall.value`` seconds (what it learns from the chunks,
+    ``hosts.timing.ps_stall``), and given up after ``max_pulls`` pulls."""
 
     def __init__(
         self,
+        jobs: Mapping[int, Workers],
+        books: Mapping[int, CallBook],
         sums: OpenSums,
         done: ResultCache,
         outbox: Outbox,
         counters: PSCounters,
         stall: PullStall,
         max_pulls: int,
+        shard: int = 0,
+        shards: int = 1,
     ) -> None:
+        self.jobs, self.books, self.shard, self.shards = jobs, books, shard, shards
         self.sums, self.done, self.outbox, self.counters = sums, done, outbox, counters
         self.stall, self.max_pulls = stall, max_pulls
 
+    def handle(self, buf: bytearray, n: int, now: float) -> None:
+        """The datagram of ``n`` bytes in ``buf``, top to bottom: its header,
+        its job, what its sender may send, its shard and its call
+        (``_check``), then what its type asks for: a switch's sum
+        (``on_switch_result``), a worker's float resend (``on_float``), or a
+        contribution or partial (``on_contribution``)."""
+        self.counters.received += 1
+        h = decode(buf, n)
+        if isinstance(h, HostDrop):
+            self._drop(h)
+            return
+        spec = self.jobs.get(h.job)
+        if spec is None:
+            self._drop(HostDrop.JOB)
+            return
+        reason = self._check(h, spec)
+        if reason is HostDrop.SHARD and h.ptype == PacketType.RESULT:
+            self.counters.other_shard_results += 1
+            return
+        if reason is not None:
+            self._drop(reason)
+            return
+        values = payload.values_view(buf)
+        key = (h.job, h.seq)
+        if h.ptype == PacketType.RESULT:
+            self.on_switch_result(key, h, values)
+        elif h.ptype == PacketType.FLOAT:
+            self.counters.floats += 1
+            self.on_float(key, spec, h, values, now)
+        else:
+            fallback = h.ptype == PacketType.FALLBACK
+            self.counters.fallbacks += fallback
+            self.counters.partials += not fallback
+            self.on_contribution(key, spec, h, values, now, answer=fallback)
+
+    def _check(self, h: payload.Header, spec: Workers) -> HostDrop | None:
+        """Why a datagram of a known job is not for this PS: not what its
+        sender would send (``hosts.net.checks``), another shard's or outside
+        the agreed calls."""
+        reason = ps_check(h, spec)
+        if reason is not None:
+            return reason
+        if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
+            return HostDrop.SHARD
+        book = self.books.get(h.job)
+        if book is not None and not book.covers(h.seq):
+            return HostDrop.SEQ
+        return None
+
     def _drop(self, reason: HostDrop) -> None:
         self.counters.dropped[reason] += 1
+
+    # -- a sum the switch completed --------------------------------------------
 
     def on_switch_result(self, key: Key, h: payload.Header, values: npt.NDArray[np.int32]) -> None:
         """A sum completed in the switch: done here too; a held one (ATP) is
@@ -69,6 +140,8 @@ class Aggregator:
             self._drop(HostDrop.CONFLICT)
         else:
             self._drop(HostDrop.LATE)
+
+    # -- a worker's contribution, or a partial the switch pushed out -----------
 
     def on_contribution(
         self,
@@ -113,14 +186,13 @@ class Aggregator:
 
     def _complete(self, key: Key, p: Partial) -> None:
         overflow, values = p.result()
-        flags = Flag.OVERFLOW if overflow else 0
         self.counters.completed += 1
         self.counters.overflowed += overflow
         if not overflow:
             self.sums.close_float(key)
-        datagram = self.outbox.encode(PacketType.PS_RESULT, flags, key, p.bitmap, p.count, values)
-        self.outbox.send(datagram)
-        self._finish(key, Answer(flags, datagram))
+        self._send_sum(key, Flag.OVERFLOW if overflow else 0, p.bitmap, p.count, values)
+
+    # -- a worker's float32 resend ---------------------------------------------
 
     def on_float(
         self, key: Key, spec: Workers, h: payload.Header, values: npt.NDArray[np.int32], now: float
@@ -148,31 +220,23 @@ class Aggregator:
         self.sums.close_float(key)
         self.sums.close_partial(key)
         self.counters.float_completed += 1
-        flags = int(Flag.FLOAT)
-        datagram = self.outbox.encode(
-            PacketType.PS_RESULT,
-            flags,
-            key,
-            spec.mask,
-            len(acc.parts),
-            quant.float_bits(acc.total()),
-        )
+        total = quant.float_bits(acc.total())
+        self._send_sum(key, int(Flag.FLOAT), spec.mask, len(acc.parts), total)
+
+    # -- a finished chunk ------------------------------------------------------
+
+    def _send_sum(
+        self, key: Key, flags: int, bitmap: int, count: int, values: npt.ArrayLike
+    ) -> None:
+        """Send a sum the PS completed as PS_RESULT, and keep it as the chunk's answer."""
+        datagram = self.outbox.encode(PacketType.PS_RESULT, flags, key, bitmap, count, values)
         self.outbox.send(datagram)
         self._finish(key, Answer(flags, datagram))
 
     def _finish(self, key: Key, answer: Answer) -> None:
         self.counters.evicted += self.done.put(key, answer)
 
-    def held(self, job: int, ag: Agreement) -> list[int]:
-        """The bitmaps of the partial sums of ``job`` this PS holds for call ``ag``."""
-        return self.sums.held(job, ag.covers)
-
-    def forget(self, job: int) -> None:
-        """A job starts anew: its old chunks' sums and partials mean nothing now."""
-        self.done.forget(job)
-        self.sums.forget(job)
-
-    # -- pulls ---------------------------------------------------------------
+    # -- pulls -----------------------------------------------------------------
 
     def _observe(self, p: Partial, now: float, early: bool) -> None:
         """The first packet of a chunk since its pull is a sample of the
@@ -225,3 +289,51 @@ class Aggregator:
                 held = self.sums.partials.get(key)
                 bitmap, count = (0, 0) if held is None else (held.bitmap, held.count)
                 self.outbox.pull(key, bitmap, count, now)
+
+    # -- what call agreement asks of the sums ----------------------------------
+
+    def held(self, job: int, ag: Agreement) -> list[int]:
+        """The bitmaps of the partial sums of ``job`` this PS holds for call ``ag``."""
+        return self.sums.held(job, ag.covers)
+
+    def forget(self, job: int) -> None:
+        """A job starts anew: its old chunks' sums and partials mean nothing now."""
+        self.done.forget(job)
+        self.sums.forget(job)
+
+
+class Outbox:
+    """The PS's datagrams to the switch at ``switch_addr``, encoded in one buffer."""
+
+    def __init__(self, transport: Transport, switch_addr: Addr, counters: PSCounters) -> None:
+        self.transport, self.switch_addr, self.counters = transport, switch_addr, counters
+        self.budgets: dict[int, Budget] = {}
+        self.frame = payload.Frame()
+
+    def add_job(self, job: int, fan_in: int, budget: int, stall: float) -> None:
+        """``budget`` replies per worker per ``stall`` seconds, as a burst too."""
+        self.budgets[job] = Budget(budget * fan_in / stall, budget * fan_in)
+
+    def encode(
+        self, ptype: int, flags: int, key: Key, bitmap: int, count: int, values: npt.ArrayLike
+    ) -> bytes:
+        header = payload.Header(ptype, flags, key[0], key[1], bitmap, count)
+        return bytes(self.frame.pack(header, values))
+
+    def send(self, datagram: bytes) -> None:
+        self.transport.send(datagram, self.switch_addr)
+
+    def reply(self, job: int, datagram: bytes, now: float) -> bool:
+        """Send a pull or an answer from the cache, within the job's budget."""
+        if not self.budgets[job].take(now):
+            self.counters.suppressed += 1
+            return False
+        self.send(datagram)
+        return True
+
+    def pull(self, key: Key, bitmap: int, count: int, now: float) -> bool:
+        """Ask the workers missing from ``bitmap`` to resend chunk ``key``."""
+        zeros = np.zeros(wire.K, np.int32)
+        sent = self.reply(key[0], self.encode(PacketType.PULL, 0, key, bitmap, count, zeros), now)
+        self.counters.pulls_sent += sent
+        return sent

@@ -32,18 +32,14 @@ import time
 from collections.abc import Callable, Mapping
 
 from esa import wire
-from esa.job import MAX_PS_SHARDS, Workers, ps_shard, valid_shards
-from esa.wire import PacketType
+from esa.job import MAX_PS_SHARDS, Workers, valid_shards
 from hosts.agreement import auth
 from hosts.agreement.callbook import CallBook
 from hosts.agreement.desk import ControlDesk
-from hosts.net import payload
-from hosts.net.checks import decode, ps_check
 from hosts.net.counters import PSCounters
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Transport, wait_any
-from hosts.ps.aggregate import Aggregator
-from hosts.ps.outbox import Outbox
+from hosts.ps.aggregate import Aggregator, Outbox
 from hosts.ps.results import ResultCache
 from hosts.ps.sums import OpenSums
 from hosts.timing.ps_stall import PullStall
@@ -55,11 +51,11 @@ runs every quarter stall."""
 
 
 class ParameterServer:
-    """The PS of the jobs in ``jobs``.  It checks what it receives and hands
-    the rest to its parts: the open sums (``sums``), the finished chunks'
-    answers (``done``), what it sends (``outbox``), what finishes chunks
-    (``aggregator``) and, with a control transport, the calls it agreed
-    (``desk``)."""
+    """The PS of the jobs in ``jobs``.  Each datagram it receives goes, top
+    to bottom, through its ``aggregator`` (``Aggregator.handle``), over its
+    parts: the open sums (``sums``), the finished chunks' answers
+    (``done``), what it sends (``outbox``) and, with a control transport,
+    the calls it agreed (``desk``)."""
 
     def __init__(
         self,
@@ -100,8 +96,9 @@ class ParameterServer:
         self.outbox = Outbox(transport, switch_addr, self.counters)
         self.pull_stall = PullStall(stall, min(MIN_STALL, stall), max(stall, MAX_RTO))
         self.aggregator = Aggregator(
-            self.sums, self.done, self.outbox, self.counters, self.pull_stall, max_pulls
-        )
+            self.jobs, self.books, self.sums, self.done, self.outbox, self.counters,
+            self.pull_stall, max_pulls, shard, shards,
+        )  # fmt: skip
         self.rbuf = bytearray(wire.PAYLOAD_BYTES + 1)
         self.next_scan = 0.0
         self.desk = None if control is None else ControlDesk(
@@ -133,7 +130,7 @@ class ParameterServer:
     def poll(self, now: float) -> float:
         """Handle waiting datagrams and pull stalled chunks; returns the next scan time."""
         while (got := self.transport.recv_into(self.rbuf)) is not None:
-            self.handle(self.rbuf, got[0], now)
+            self.aggregator.handle(self.rbuf, got[0], now)
         if self.desk is not None:
             self.desk.poll(now)
         if now >= self.next_scan:
@@ -141,59 +138,13 @@ class ParameterServer:
             self.next_scan = now + self.pull_stall.value / 4
         return self.next_scan
 
-    # -- receive ----------------------------------------------------------
+    # -- control ------------------------------------------------------------
 
     def _drop(self, reason: HostDrop) -> None:
         self.counters.dropped[reason] += 1
 
     def _count(self, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
-
-    def _check(self, h: payload.Header, spec: Workers) -> HostDrop | None:
-        """Why a datagram of a known job is not for this PS: not what its
-        sender would send (``hosts.net.checks``), another shard's or outside the
-        agreed calls."""
-        reason = ps_check(h, spec)
-        if reason is not None:
-            return reason
-        if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
-            return HostDrop.SHARD
-        book = self.books.get(h.job)
-        if book is not None and not book.covers(h.seq):
-            return HostDrop.SEQ
-        return None
-
-    def handle(self, buf: bytearray, n: int, now: float) -> None:
-        self.counters.received += 1
-        h = decode(buf, n)
-        if isinstance(h, HostDrop):
-            self._drop(h)
-            return
-        spec = self.jobs.get(h.job)
-        if spec is None:
-            self._drop(HostDrop.JOB)
-            return
-        reason = self._check(h, spec)
-        if reason is HostDrop.SHARD and h.ptype == PacketType.RESULT:
-            self.counters.other_shard_results += 1
-            return
-        if reason is not None:
-            self._drop(reason)
-            return
-        values = payload.values_view(buf)
-        key = (h.job, h.seq)
-        if h.ptype == PacketType.RESULT:
-            self.aggregator.on_switch_result(key, h, values)
-        elif h.ptype == PacketType.FLOAT:
-            self.counters.floats += 1
-            self.aggregator.on_float(key, spec, h, values, now)
-        else:
-            fallback = h.ptype == PacketType.FALLBACK
-            self.counters.fallbacks += fallback
-            self.counters.partials += not fallback
-            self.aggregator.on_contribution(key, spec, h, values, now, answer=fallback)
-
-    # -- control ------------------------------------------------------------
 
     @property
     def session(self) -> int:
