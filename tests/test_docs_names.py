@@ -19,7 +19,9 @@ output, not names) is read as a code name by its shape, and checked so:
   underscore (``ps_shard``): a name the code or the P4 program defines, or a
   key it reads.
 
-Spans of other shapes (commands, options, values, output) are no names.
+What the Python of a fenced block imports from the project is checked the
+same way.  Spans of other shapes (commands, options, values, output) are
+no names.
 ``NOT_CODE`` lists the few spans of these shapes that name something else.
 """
 
@@ -269,10 +271,29 @@ def spans(doc: Path) -> list[tuple[int, str]]:
     return out
 
 
+IMPORT = re.compile(r"\s*(?:from\s+([\w.]+)\s+import\s+([\w, ]+)|import\s+([\w.]+))")
+
+
+def block_imports(doc: Path) -> list[tuple[int, str]]:
+    """What the Python in ``doc``'s fenced blocks imports from the project,
+    as dotted names (``from a import b, c``: ``a.b`` and ``a.c``)."""
+    out: list[tuple[int, str]] = []
+    fenced = False
+    for n, line in enumerate(doc.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced and (m := IMPORT.fullmatch(line.split("#")[0].rstrip())):
+            module, names, alone = m.groups()
+            dotted = [alone] if alone else [f"{module}.{x.strip()}" for x in names.split(",")]
+            out.extend((n, d) for d in dotted if d.split(".")[0] in PACKAGES)
+    return out
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())
 def test_every_code_name_a_doc_prints_exists(doc: Path) -> None:
     missing = [f"{doc.name}:{n}: `{s}`" for n, s in spans(doc) if exists(s) is False]
-    assert missing == []
+    imports = [f"{doc.name}:{n}: import {d}" for n, d in block_imports(doc) if not exists(d)]
+    assert missing + imports == []
 
 
 @pytest.mark.parametrize(
@@ -281,6 +302,7 @@ def test_every_code_name_a_doc_prints_exists(doc: Path) -> None:
         ("hosts.ps.aggregate.Aggregator.handle", True),
         ("hosts.ps.aggregate.Aggregator.no_such_step", False),
         ("hosts.aggregate", False),
+        ("hosts.torch_hook.register", False),
         ("plan.device_entries", True),
         ("plan.no_such_function", False),
         ("hosts/net/payload.py", True),
