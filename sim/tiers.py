@@ -317,13 +317,9 @@ class TierSim(HostSim):
 
     # parameter server -----------------------------------------------------
     def _spine_to_ps(self, job: JobRun, pkt: Packet, workers: int) -> None:
-        ps = job.shard(pkt.seq)
-
-        def arrive() -> None:
-            self.from_spine.add((job.spec.job, pkt.seq))
-            self._at_ps(job, ps, pkt, workers)
-
-        self.hop(ps.down, arrive)
+        arrival = self._to_ps(job, pkt, workers)
+        if arrival is not None:
+            self.at(arrival, functools.partial(self.from_spine.add, (job.spec.job, pkt.seq)))
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         super()._ps_serve(job, ps, pkt, workers)
