@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from sim.workload import MIXES, MODELS, WorkloadSpec
 
 def test_a_reduced_point_keeps_the_network_pool_and_load() -> None:
     pt = next(p for p in SUBSET if p.name == "overload 1 PS")
-    red = check.reduce(pt, rtos=2.0, jobs=5, iterations=(1, 2))
+    red = check.reduce(pt, rtos=2.0, jobs=5, iterations=(1, 2), max_chunks=math.inf)
     specs = red.specs(0)
     net = pt.net()
     smallest = min(MODELS[m].params_m for m in MIXES[pt.mix]) * 1e6
@@ -35,12 +36,20 @@ def test_the_reduction_keeps_the_pool_to_window_and_iteration_ratios(pt: Point) 
     """Every judged point: the pool over the window is the full point's, an
     iteration of the smallest model streams ``rtos`` timeouts, so 8 windows
     (a timeout is 8 round trips of the PS path, a window one)."""
-    pool, it, full, rto = check.reduce(pt, rtos=3.0).ratios()
+    red = check.reduce(pt, rtos=3.0, max_chunks=math.inf)
+    pool, it, full, rto = red.ratios()
     window = pt.net().window_for(Scheme.ESA)
     assert pool == pt.pool / window
     assert rto == pytest.approx(3.0)
     assert it == pytest.approx(3.0 * RTO_RTTS, rel=0.02)
-    assert full * check.reduce(pt, rtos=3.0).scale == pytest.approx(it)
+    assert full * red.scale == pytest.approx(it)
+
+
+def test_the_chunks_an_iteration_are_capped() -> None:
+    pt = next(p for p in SUBSET if p.name == "large-bdp 1 PS")
+    _, it, _, rto = check.reduce(pt, rtos=3.0, max_chunks=1000).ratios()
+    assert it * pt.net().window_for(Scheme.ESA) == pytest.approx(1000)
+    assert rto == pytest.approx(1000 * pt.net().pkt_ns / pt.net().rto_for())
 
 
 def test_points_that_differ_in_name_only_run_once() -> None:
