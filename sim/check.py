@@ -45,13 +45,13 @@ from sim.sweep import SUBSET, Point
 from sim.taskfile import StaleFile, TaskFile, fingerprint
 from sim.workload import MIXES, MODELS, WorkloadSpec, concurrency, make_jobs
 
-RTOS = 0.5
+RTOS = 0.25
 """An iteration of the mix's smallest model streams this many of the point's
 retransmission timeouts (``Net.rto_for``) at line rate, so 8 times as many
 windows (a timeout is 8 round trips of the path through the PS, a window
 one), unless ``MAX_CHUNKS`` is fewer."""
-MAX_CHUNKS = 6000
-"""At most this many chunks an iteration of the smallest model: about one
+MAX_CHUNKS = 3000
+"""At most this many chunks an iteration of the smallest model: half a
 window at 400 G / 5 us hops, where a timeout is 13 times as many packets as
 at 100 G / 1 us."""
 ITERATIONS = (1, 1)
