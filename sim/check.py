@@ -4,23 +4,44 @@ model, side by side, each disagreement named.
 
 A reduced point is a ``make sim`` point (``sim.sweep.SUBSET``'s judged
 points, 1 and 2 PS hosts per job, and the pool and shard curves of
-``sim.curves``) with fewer values per iteration and fewer iterations: its
-network, pool, PS hosts, load, burst and spreads are the point's, so its
-pool-to-window ratio is too; every model's values and compute time are
-scaled (``WorkloadSpec.scale``) so that the smallest model of the mix
-streams ``CHUNKS`` chunks an iteration, jobs run ``ITERATIONS``
-iterations (log-uniform) and there are ``JOBS`` of them, ``SEEDS`` seed.
-Both models run the same jobs, so a verdict that differs is the models'
-difference, not the reduction's.  The goal lines are ``sim.summary``'s and
-``sim.curves``'s functions on the reduced points' means.  The 8-PS rows
-of ``make sim`` are shown there, not judged, and not run here.
+``sim.curves``) with fewer values per iteration, fewer iterations and fewer
+jobs.  Both models run the same jobs, so a verdict that differs is the
+models' difference; whether it is also the full point's depends on what
+the reduction keeps.  The goal lines are ``sim.summary``'s and
+``sim.curves``'s functions on the reduced points' means; the 8-PS rows of
+``make sim`` are shown there, not judged, and not run here.
 
-What the reduction changes: an iteration of the smallest model is about
-half an ESA window at 100 G (464 packets) and a 24th of one at 400 G and
-5 us hops (6,213), so there a job's iteration ends before its window
-fills and it holds less of the pool than at the full point.  The packet
-model's cost (``python -m bench.packet_rate``) sets the reduction: the
-check is to run in minutes on 2 cores.
+What decides the verdicts, and how the reduction keeps it (the check
+prints the three ratios per point, reduced and full):
+
+* pool over window: kept exactly (the point's network, so its windows,
+  and its pool; also its PS hosts, load, burst, spread and lag).
+* an iteration over the retransmission timeout (``Net.rto_for``, 8 round
+  trips of the PS path): a chunk that falls back and waits out a timeout
+  costs its job a timeout; at the full points an iteration of the smallest
+  model streams 167-515 timeouts (100 G) or 16-38 (400 G / 5 us), so a few
+  timeouts cost little.  Every model's values and compute time are scaled
+  (``WorkloadSpec.scale``) so that an iteration of the mix's smallest model
+  streams ``RTOS`` timeouts.  The scale used to be set in chunks (256):
+  0.07 timeouts at 100 G, 0.005 at 400 G, where one timeout doubled a
+  job's time and put ESA 2.1 times behind at ``overload 1 PS`` in the
+  packet model.  There (6 jobs, one iteration, before rule L), the better
+  of ``static-bdp`` and ``static-fb`` over ESA went 0.48, 0.82, 0.94,
+  0.95, 0.99 at 0.07, 0.25, 0.5, 1 and 2 timeouts in the packet model,
+  1.03-1.09 in the fluid model: from half a timeout on the packet model's
+  ratio moves 5 %, less than the two models differ, so ``RTOS`` is 0.5.
+* an iteration over the window: a window is one round trip of the PS path,
+  so this is 8 times the last ratio (4 at 100 G): an iteration fills its window and
+  streams at line rate for most of it, as at the full point.
+* ``MAX_CHUNKS``: at 400 G / 5 us a timeout is 13 times as many packets as
+  at 100 G, so the same ratio there would cost more than every 100 G point
+  together; the iteration is capped at half a window there, and those four
+  points are the least faithful (an iteration does not fill its window).
+* paid for with ``JOBS`` jobs (the point's load sets their arrival rate;
+  under the burst of 8 at overload they arrive together) of one iteration
+  each (the compute phase before a job's stream is kept, the gaps between
+  iterations are not), one seed: what two cores run in about 40 minutes
+  (``python -m bench.packet_rate``: 30,000-50,000 packets a CPU second).
 """
 
 from __future__ import annotations
@@ -45,7 +66,7 @@ from sim.sweep import SUBSET, Point
 from sim.taskfile import StaleFile, TaskFile, fingerprint
 from sim.workload import MIXES, MODELS, WorkloadSpec, concurrency, make_jobs
 
-RTOS = 0.25
+RTOS = 0.5
 """An iteration of the mix's smallest model streams this many of the point's
 retransmission timeouts (``Net.rto_for``) at line rate, so 8 times as many
 windows (a timeout is 8 round trips of the path through the PS, a window
