@@ -218,7 +218,7 @@ class TierSim(HostSim):
         return JobConfig(fan_in, mask, prio, ports, base, size)
 
     # the network ----------------------------------------------------------
-    def _via(self, links: list[SimplexLink], then: Callable[[], None]) -> None:
+    def _via(self, links: list[SimplexLink], then: Callable[[], object]) -> None:
         """Cross ``links`` one after the other (store and forward), then ``then``."""
         if not links:
             then()
