@@ -222,11 +222,28 @@ class SwitchModel:
         return {e: self.job_events[counter_index(job, e)] for e in Event}
 
     def slot_index(self, job: int, seq: int, cfg: JobConfig) -> int | None:
+        """The chunk's slot: its home under ESA and STATIC when the job has
+        one, the hash otherwise; None for a STATIC job without a home."""
         if cfg.part_size != 0 and self.policy is not Policy.ATP:
             return cfg.part_base + seq % cfg.part_size
         if self.policy is Policy.STATIC:
             return None
         return slot_hash(job, seq, self.pool_size)
+
+    def lends(self, cfg: JobConfig) -> bool:
+        """Rule L applies to the job: ESA, and the job has a home."""
+        return self.policy is Policy.ESA and cfg.part_size != 0
+
+    def holding(self, job: int, seq: int, cfg: JobConfig) -> int | None:
+        """The slot the chunk's rules act on when nothing claims one (T2,
+        S12, and L1-L2 of a contribution): its ``slot_index`` h, or, for a
+        job that lends (rule L), the slot g it hashes to when g and not h
+        holds the chunk."""
+        h = self.slot_index(job, seq, cfg)
+        if h is None or not self.lends(cfg) or self.slots[h].owner == owner_key(job, seq):
+            return h
+        g = slot_hash(job, seq, self.pool_size)
+        return g if self.slots[g].owner == owner_key(job, seq) else h
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
@@ -255,6 +272,8 @@ class SwitchModel:
         idx = self.slot_index(pkt.job, pkt.seq, cfg)
         if idx is None:
             return self._fallback(pkt)
+        if self.lends(cfg):
+            return self._route(self._lending(pkt, cfg, idx, now_us))
         return self._route(self._contrib(pkt, cfg, self.slots[idx], now_us))
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
@@ -264,7 +283,7 @@ class SwitchModel:
         passed = Result(Verdict.TRANSIT, (Output(Out.PS, pkt),))
         if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
             return passed
-        idx = self.slot_index(pkt.job, pkt.seq, cfg)
+        idx = self.holding(pkt.job, pkt.seq, cfg)
         if idx is None:
             return passed
         slot, key = self.slots[idx], owner_key(pkt.job, pkt.seq)
@@ -361,23 +380,68 @@ class SwitchModel:
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
         retx = bool(pkt.flags & RETX)
-        held = slot.owner != 0
-        stale = held and now - slot.ts > self.stale_us
-        idle = (
-            held and self.squat_us > 0 and not slot.state & DONE and now - slot.ts > self.squat_us
-        )
-        if not held or stale or idle:
-            if retx:
-                return self._divert(pkt, slot, key)
-            verdict, victim_event = Verdict.CLAIM, None
-            if stale:
-                verdict, victim_event = Verdict.RECLAIM, Event.STALE_RECLAIMED
-            elif idle:
-                verdict, victim_event = Verdict.RECLAIM, Event.IDLE_RECLAIMED
-        elif self.policy is Policy.ESA and not retx and cfg.priority > slot.prio:
-            verdict, victim_event = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
-        else:
+        vacancy = self._vacancy(slot, now)
+        if vacancy is None and self.policy is Policy.ESA and cfg.priority > slot.prio:
+            vacancy = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
+        if vacancy is None or retx:
             return self._divert(pkt, slot, key)
+        return self._take_over(pkt, cfg, slot, key, now, *vacancy)
+
+    def _lending(self, pkt: Packet, cfg: JobConfig, h: int, now: int) -> Result:
+        """Rule L (ESA, a job with a home h): a busy home borrows the slot g
+        the chunk hashes to when g lies outside the home and is free, stale
+        or idle.  L1-L2 look for the chunk at h and g, and L3 for a marker
+        covering it at either, before anything is claimed, so every piece
+        of a chunk meets the first one's slot, or follows it to the PS."""
+        if cfg.fan_in == 1 and not pkt.flags & RETX:
+            return self._alone(pkt, cfg)
+        key = owner_key(pkt.job, pkt.seq)
+        g = slot_hash(pkt.job, pkt.seq, self.pool_size)
+        home, guest = self.slots[h], self.slots[g]
+        if home.owner == key:
+            return self._own(pkt, cfg, home, key, now)  # L1
+        if guest.owner == key:
+            return self._own(pkt, cfg, guest, key, now)  # L2
+        if gone_covers(home.gone, key) or gone_covers(guest.gone, key):
+            self._count(pkt.job, Event.FOLLOWED)  # L3
+            return self._fallback(pkt)
+        if pkt.flags & RETX:
+            return self._divert(pkt, home, key)  # L4, L6: a RETX never starts a slot
+        vacancy = self._vacancy(home, now)
+        if vacancy is None and home.owner >> 32 != pkt.job and home.prio <= cfg.priority:
+            vacancy = Verdict.PREEMPT, Event.GUEST_EVICTED  # L4: the owner evicts its guest
+        if vacancy is not None:
+            return self._take_over(pkt, cfg, home, key, now, *vacancy)  # L4
+        outside = not cfg.part_base <= g < cfg.part_base + cfg.part_size
+        vacancy = self._vacancy(guest, now) if outside else None
+        if vacancy is not None:
+            self._count(pkt.job, Event.LENT)  # L5: a guest at g
+            return self._take_over(pkt, cfg, guest, key, now, *vacancy)
+        return self._divert(pkt, home, key)  # L6
+
+    def _vacancy(self, slot: Slot, now: int) -> tuple[Verdict, Event | None] | None:
+        """How a first send may take ``slot`` without preempting: CLAIM it
+        free (S9), RECLAIM it stale or idle (S10); None while it is held."""
+        if slot.owner == 0:
+            return Verdict.CLAIM, None
+        if now - slot.ts > self.stale_us:
+            return Verdict.RECLAIM, Event.STALE_RECLAIMED
+        if self.squat_us > 0 and not slot.state & DONE and now - slot.ts > self.squat_us:
+            return Verdict.RECLAIM, Event.IDLE_RECLAIMED
+        return None
+
+    def _take_over(
+        self,
+        pkt: Packet,
+        cfg: JobConfig,
+        slot: Slot,
+        key: int,
+        now: int,
+        verdict: Verdict,
+        victim_event: Event | None,
+    ) -> Result:
+        """S9-S11, L4-L5: C starts the slot; a holder's partial (unless DONE)
+        goes to its PS, its chunk marked."""
         outputs: tuple[Output, ...] = ()
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
@@ -399,7 +463,7 @@ class SwitchModel:
         if pkt.ptype is PacketType.PULL:
             return Result(Verdict.PS_PASS, (Output(Out.WORKERS, pkt),))
         self._count(pkt.job, Event.PS_RESULT)
-        idx = self.slot_index(pkt.job, pkt.seq, cfg)
+        idx = self.holding(pkt.job, pkt.seq, cfg)
         verdict = Verdict.PS_PASS
         if idx is not None and self.slots[idx].owner == owner_key(pkt.job, pkt.seq):
             self.slots[idx].owner = 0

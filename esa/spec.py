@@ -68,7 +68,8 @@ class Event(enum.IntEnum):
     FALLBACK = 3
     """a contribution went to the PS because no slot could take it."""
     PREEMPT_WON = 4
-    """this job's contribution took a slot from a lower-priority job."""
+    """this job's contribution took a slot from a lower-priority job, or
+    (rule L) its home's slot from a guest of no higher priority."""
     PREEMPT_SUFFERED = 5
     """this job's partial sum was evicted by a higher-priority job."""
     DUPLICATE = 6
@@ -91,9 +92,15 @@ class Event(enum.IntEnum):
     FOLLOWED = 14
     """a contribution of a chunk whose partial had already left the switch
     unfinished went after it to the PS (also counted as FALLBACK)."""
+    LENT = 15
+    """rule L: a chunk of this job, its home busy, claimed a slot outside
+    its home (the one it hashes to) as a guest."""
+    GUEST_EVICTED = 16
+    """rule L: this job's partial, a guest in another job's home, was
+    evicted by the home's owner (its PREEMPT_WON); it went to the PS."""
 
 
-EVENTS_PER_JOB = 16
+EVENTS_PER_JOB = 32
 """Stride of the per-job counter block (room for new events)."""
 
 
@@ -135,7 +142,9 @@ class Verdict(enum.IntEnum):
     FALLBACK = 6
     """no slot it may use: the contribution goes to its PS unchanged."""
     PREEMPT = 7
-    """ESA: took the slot of a lower-priority job; the evicted partial goes to that job's PS."""
+    """ESA: took the slot of a lower-priority job, or (rule L) its home's slot
+    from a guest of no higher priority; the evicted partial goes to that
+    job's PS."""
     RECLAIM = 8
     """took a stale slot, or an idle one holding an incomplete partial; that
     partial goes to its job's PS."""

@@ -4,23 +4,44 @@ model, side by side, each disagreement named.
 
 A reduced point is a ``make sim`` point (``sim.sweep.SUBSET``'s judged
 points, 1 and 2 PS hosts per job, and the pool and shard curves of
-``sim.curves``) with fewer values per iteration and fewer iterations: its
-network, pool, PS hosts, load, burst and spreads are the point's, so its
-pool-to-window ratio is too; every model's values and compute time are
-scaled (``WorkloadSpec.scale``) so that the smallest model of the mix
-streams ``CHUNKS`` chunks an iteration, jobs run ``ITERATIONS``
-iterations (log-uniform) and there are ``JOBS`` of them, ``SEEDS`` seed.
-Both models run the same jobs, so a verdict that differs is the models'
-difference, not the reduction's.  The goal lines are ``sim.summary``'s and
-``sim.curves``'s functions on the reduced points' means.  The 8-PS rows
-of ``make sim`` are shown there, not judged, and not run here.
+``sim.curves``) with fewer values per iteration, fewer iterations and fewer
+jobs.  Both models run the same jobs, so a verdict that differs is the
+models' difference; whether it is also the full point's depends on what
+the reduction keeps.  The goal lines are ``sim.summary``'s and
+``sim.curves``'s functions on the reduced points' means; the 8-PS rows of
+``make sim`` are shown there, not judged, and not run here.
 
-What the reduction changes: an iteration of the smallest model is about
-half an ESA window at 100 G (464 packets) and a 24th of one at 400 G and
-5 us hops (6,213), so there a job's iteration ends before its window
-fills and it holds less of the pool than at the full point.  The packet
-model's cost (``python -m bench.packet_rate``) sets the reduction: the
-check is to run in minutes on 2 cores.
+What decides the verdicts, and how the reduction keeps it (the check
+prints the three ratios per point, reduced and full):
+
+* pool over window: kept exactly (the point's network, so its windows,
+  and its pool; also its PS hosts, load, burst, spread and lag).
+* an iteration over the retransmission timeout (``Net.rto_for``, 8 round
+  trips of the PS path): a chunk that falls back and waits out a timeout
+  costs its job a timeout; at the full points an iteration of the smallest
+  model streams 167-515 timeouts (100 G) or 16-38 (400 G / 5 us), so a few
+  timeouts cost little.  Every model's values and compute time are scaled
+  (``WorkloadSpec.scale``) so that an iteration of the mix's smallest model
+  streams ``RTOS`` timeouts.  The scale used to be set in chunks (256):
+  0.07 timeouts at 100 G, 0.005 at 400 G, where one timeout doubled a
+  job's time and put ESA 2.1 times behind at ``overload 1 PS`` in the
+  packet model.  There (6 jobs, one iteration, before rule L), the better
+  of ``static-bdp`` and ``static-fb`` over ESA went 0.48, 0.82, 0.94,
+  0.95, 0.99 at 0.07, 0.25, 0.5, 1 and 2 timeouts in the packet model,
+  1.03-1.09 in the fluid model: from half a timeout on the packet model's
+  ratio moves 5 %, less than the two models differ, so ``RTOS`` is 0.5.
+* an iteration over the window: a window is one round trip of the PS path,
+  so this is 8 times the last ratio (4 at 100 G): an iteration fills its window and
+  streams at line rate for most of it, as at the full point.
+* ``MAX_CHUNKS``: at 400 G / 5 us a timeout is 13 times as many packets as
+  at 100 G, so the same ratio there would cost more than every 100 G point
+  together; the iteration is capped at half a window there, and those four
+  points are the least faithful (an iteration does not fill its window).
+* paid for with ``JOBS`` jobs (the point's load sets their arrival rate;
+  under the burst of 8 at overload they arrive together) of one iteration
+  each (the compute phase before a job's stream is kept, the gaps between
+  iterations are not), one seed: what two cores run in about 40 minutes
+  (``python -m bench.packet_rate``: 30,000-50,000 packets a CPU second).
 """
 
 from __future__ import annotations
@@ -45,10 +66,17 @@ from sim.sweep import SUBSET, Point
 from sim.taskfile import StaleFile, TaskFile, fingerprint
 from sim.workload import MIXES, MODELS, WorkloadSpec, concurrency, make_jobs
 
-CHUNKS = 256
-"""Chunks an iteration of the smallest model of a point's mix."""
-ITERATIONS = (1, 2)
-JOBS = 12
+RTOS = 0.5
+"""An iteration of the mix's smallest model streams this many of the point's
+retransmission timeouts (``Net.rto_for``) at line rate, so 8 times as many
+windows (a timeout is 8 round trips of the path through the PS, a window
+one), unless ``MAX_CHUNKS`` is fewer."""
+MAX_CHUNKS = 3000
+"""At most this many chunks an iteration of the smallest model: half a
+window at 400 G / 5 us hops, where a timeout is 13 times as many packets as
+at 100 G / 1 us."""
+ITERATIONS = (1, 1)
+JOBS = 4
 SEEDS = 1
 MODELS_RUN: tuple[Model, ...] = ("fluid", "packet")
 JUDGED_SCHEMES = (*BASELINES, CONTROLLER_ESA, Scheme.ESA_SRPT, Scheme.ESA_EQUAL, Scheme.IDEAL)
@@ -62,6 +90,19 @@ class Reduced:
     scale: float
     jobs: int = JOBS
     iterations: tuple[int, int] = ITERATIONS
+    runs_as: str = ""
+    """the name its runs are stored under: an earlier point's of the plan
+    where the two differ in name and flags only (the shard curve's 1 and 2
+    PS hosts are judged points too), else its own."""
+
+    @property
+    def run_name(self) -> str:
+        return self.runs_as or self.point.name
+
+    def same_runs(self) -> tuple[object, ...]:
+        """What decides its runs: the point but its name and flags, and the reduction."""
+        point = replace(self.point, name="", sensitivity=False)
+        return (point, self.scale, self.jobs, self.iterations)
 
     def workload(self) -> WorkloadSpec:
         return replace(
@@ -71,12 +112,42 @@ class Reduced:
     def specs(self, seed: int) -> list[JobSpec]:
         return make_jobs(self.workload(), self.point.net(), seed)
 
+    def ratios(self) -> tuple[float, float, float, float]:
+        """Pool over window, and an iteration of the mix's smallest model
+        over the window and over the retransmission timeout, reduced and at
+        the full point: (pool/window, iteration/window reduced, full,
+        iteration/RTO reduced); iteration/RTO at the full point is the
+        reduced one over ``scale``."""
+        net = self.point.net()
+        window = net.window_for(Scheme.ESA)
+        full = smallest_chunks(self.point)
+        chunks = full * self.scale
+        return (
+            self.point.pool / window,
+            chunks / window,
+            full / window,
+            chunks * net.pkt_ns / net.rto_for(),
+        )
+
+
+def smallest_chunks(pt: Point) -> float:
+    """Chunks an iteration of the smallest model of ``pt``'s mix, unreduced."""
+    return min(MODELS[m].params_m for m in MIXES[pt.mix]) * 1e6 / wire.K
+
 
 def reduce(
-    pt: Point, chunks: int = CHUNKS, jobs: int = JOBS, iterations: tuple[int, int] = ITERATIONS
+    pt: Point,
+    rtos: float = RTOS,
+    jobs: int = JOBS,
+    iterations: tuple[int, int] = ITERATIONS,
+    max_chunks: float = MAX_CHUNKS,
 ) -> Reduced:
-    smallest = min(MODELS[m].params_m for m in MIXES[pt.mix]) * 1e6 / wire.K
-    return Reduced(pt, chunks / smallest, jobs, iterations)
+    """``pt`` scaled so that an iteration of its mix's smallest model streams
+    ``rtos`` retransmission timeouts at line rate, or ``max_chunks`` chunks
+    if fewer."""
+    net = pt.net()
+    chunks = min(rtos * net.rto_for() / net.pkt_ns, max_chunks)
+    return Reduced(pt, chunks / smallest_chunks(pt), jobs, iterations)
 
 
 Task = tuple[Reduced, int, Scheme, Model]
@@ -96,7 +167,7 @@ once each (every chunk of every worker and iteration)."""
 
 def key(task: Task) -> tuple[object, ...]:
     red, seed, scheme, model = task
-    return (red.point.name, seed, scheme.value, model)
+    return (red.run_name, seed, scheme.value, model)
 
 
 def run_one(task: Task) -> list[dict[str, object]]:
@@ -106,7 +177,7 @@ def run_one(task: Task) -> list[dict[str, object]]:
     packets = sum(s.workers * s.chunks * s.iterations for s in specs)
     return [
         {
-            "point": red.point.name,
+            "point": red.run_name,
             "seed": seed,
             "scheme": scheme.value,
             "model": model,
@@ -125,20 +196,28 @@ class Plan:
     shards: list[Reduced]
 
     def tasks(self, seeds: int) -> list[Task]:
+        """Every run the goals read, each once."""
         every = [(r, JUDGED_SCHEMES) for r in self.judged]
         every += [(r, SIM_SCHEMES) for r in self.pools + self.shards]
-        return [
+        tasks = [
             (r, seed, sc, model)
             for model in MODELS_RUN
             for r, schemes in every
             for seed in range(seeds)
             for sc in schemes
         ]
+        return list({key(t): t for t in reversed(tasks)}.values())[::-1]
 
 
-def plan(chunks: int = CHUNKS, jobs: int = JOBS, iterations: tuple[int, int] = ITERATIONS) -> Plan:
+def plan(rtos: float = RTOS, jobs: int = JOBS, iterations: tuple[int, int] = ITERATIONS) -> Plan:
+    first: dict[tuple[object, ...], str] = {}
+
     def red(pts: list[Point]) -> list[Reduced]:
-        return [reduce(p, chunks, jobs, iterations) for p in pts]
+        out = []
+        for p in pts:
+            r = reduce(p, rtos, jobs, iterations)
+            out.append(replace(r, runs_as=first.setdefault(r.same_runs(), p.name)))
+        return out
 
     return Plan(
         red([p for p in SUBSET if not p.sensitivity]),
@@ -148,11 +227,15 @@ def plan(chunks: int = CHUNKS, jobs: int = JOBS, iterations: tuple[int, int] = I
 
 
 def summaries(
-    points: list[Reduced], rows: list[dict[str, object]], model: str, seeds: int
+    points: list[Reduced],
+    schemes: tuple[Scheme, ...],
+    rows: list[dict[str, object]],
+    model: str,
+    seeds: int,
 ) -> list[Summary]:
     """``summary.Summary`` of each reduced point in one model, under the
     point's own name and flags, so the goal functions read it as they read
-    ``make sim``'s; the schemes not run at it left out."""
+    ``make sim``'s; of ``schemes``, those run at it."""
     jct: dict[tuple[str, str, int], list[float]] = {}
     for r in rows:
         if r["model"] == model:
@@ -160,11 +243,11 @@ def summaries(
             jct.setdefault(k, []).append(float(str(r["jct_s"])))
     out = []
     for red in points:
-        pt, by = red.point, {}
-        for sc in SIM_SCHEMES:
-            if (pt.name, sc.value, 0) not in jct:
+        pt, name, by = red.point, red.run_name, {}
+        for sc in schemes:
+            if (name, sc.value, 0) not in jct:
                 continue
-            by[sc] = JctStats.of([jct[(pt.name, sc.value, s)] for s in range(seeds)])
+            by[sc] = JctStats.of([jct[(name, sc.value, s)] for s in range(seeds)])
         conc = float(np.mean([concurrency(red.specs(s), pt.net()) for s in range(seeds)]))
         floors = tuple(bound.mean_jct(red.specs(s), pt.pool, pt.net(), s) for s in range(seeds))
         out.append(Summary(pt, conc, pt.net().bdp_window(Scheme.STATIC_BDP), by, floors))
@@ -221,13 +304,31 @@ def ratio_table(fluid: list[Summary], packet: list[Summary]) -> list[str]:
     return lines
 
 
+def ratios_table(points: list[Reduced]) -> list[str]:
+    """What the reduction keeps, per judged point: the pool over the window
+    (the full point's), an iteration of the mix's smallest model over the
+    window and over the retransmission timeout, reduced and full."""
+    lines = [
+        f"{'point':<28}{'pool/window':>12}{'iteration/window':>20}{'iteration/RTO':>18}",
+        f"{'':<28}{'':>12}{'reduced':>10}{'full':>10}{'reduced':>9}{'full':>9}",
+    ]
+    for r in points:
+        pool, it, full, rto = r.ratios()
+        lines.append(
+            f"{r.point.name:<28}{pool:>12.2f}{it:>10.1f}{full:>10,.0f}{rto:>9.2f}"
+            f"{rto / r.scale:>9,.0f}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.check", description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--chunks",
-        type=arguments.at_least("chunks", 1),
-        default=CHUNKS,
-        help=f"chunks an iteration of the mix's smallest model (default {CHUNKS})",
+        "--rtos",
+        type=arguments.number("rtos"),
+        default=RTOS,
+        help="retransmission timeouts an iteration of the mix's smallest model streams "
+        f"(default {RTOS:g})",
     )
     ap.add_argument(
         "--jobs", type=arguments.at_least("jobs", 1), default=JOBS, help=f"default {JOBS}"
@@ -252,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(ap)
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    pl = plan(args.chunks, args.jobs, tuple(args.iterations))
+    pl = plan(args.rtos, args.jobs, tuple(args.iterations))
     tasks = pl.tasks(args.seeds)
     try:
         store = TaskFile(
@@ -273,20 +374,21 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: (t[3], t[2]),
         )
     rows = [r for t in tasks for r in store.done[key(t)]]
-    by_model = {
-        m: [summaries(pts, rows, m, args.seeds) for pts in (pl.judged, pl.pools, pl.shards)]
-        for m in MODELS_RUN
-    }
+    read = ((pl.judged, JUDGED_SCHEMES), (pl.pools, SIM_SCHEMES), (pl.shards, SIM_SCHEMES))
+    by_model = {m: [summaries(p, s, rows, m, args.seeds) for p, s in read] for m in MODELS_RUN}
     packets = sum(int(str(store.done[key(t)][0]["packets"])) for t in tasks if t[3] == "packet")
     scales = sorted({f"{r.scale:.2g}" for r in pl.judged + pl.pools + pl.shards})
     print(
         f"{len(pl.judged)} judged points and the curves ({len(pl.pools)} pools, {len(pl.shards)} "
         f"shard counts), reduced: {args.jobs} jobs, {args.iterations[0]}-{args.iterations[1]} "
-        f"iterations, values and compute x {' / '.join(scales)} (the smallest model "
-        f"{args.chunks} chunks an iteration), {args.seeds} seed; fluid and packet model, "
-        f"{len(tasks) // 2} runs each ({', '.join(s.value for s in JUDGED_SCHEMES)} at the "
-        f"judged points, every scheme on the curves), {packets:,} contributions in the packet runs"
+        f"iterations, values and compute x {' / '.join(scales)} (an iteration of the smallest "
+        f"model streams {args.rtos:g} retransmission timeouts), {args.seeds} seed; fluid and "
+        f"packet model, {len(tasks) // 2} runs each ({', '.join(s.value for s in JUDGED_SCHEMES)}"
+        f" at the judged points, every scheme on the curves), {packets:,} contributions in the "
+        "packet runs"
     )
+    print()
+    print("\n".join(ratios_table(pl.judged)))
     print()
     print("\n".join(ratio_table(by_model["fluid"][0], by_model["packet"][0])))
     print()

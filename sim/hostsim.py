@@ -411,16 +411,21 @@ class HostSim:
             self._compute(job, w)
 
     # parameter server -----------------------------------------------------
-    def _to_ps(self, job: JobRun, pkt: Packet, workers: int) -> None:
-        """``pkt`` reaches its chunk's PS shard over the shard's link;
-        ``workers`` is the bitmap of the workers whose values it carries."""
+    def _to_ps(self, job: JobRun, pkt: Packet, workers: int) -> float | None:
+        """``pkt`` crosses its chunk's PS shard's link and waits for the
+        shard's one server; ``workers`` is the bitmap of the workers whose
+        values it carries.  Returns when it arrives (None: the link lost it).
+        A shard's link is FIFO without spread, so its packets arrive in the
+        order they are sent and their service is queued as they are sent:
+        one event a packet, not one at arrival and one at service."""
         ps = job.shard(pkt.seq)
-        self.hop(ps.down, lambda: self._at_ps(job, ps, pkt, workers))
-
-    def _at_ps(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
-        ps.busy_until = max(self.now, ps.busy_until) + self.net.ps_ns
+        arrival = ps.down.arrival(self.now)
+        if ps.down.loss > 0 and ps.down.loses():
+            return None
+        ps.busy_until = max(arrival, ps.busy_until) + self.net.ps_ns
         ps.served += 1
-        self.at(ps.busy_until, lambda: self._ps_serve(job, ps, pkt, workers))
+        self.at(ps.busy_until, functools.partial(self._ps_serve, job, ps, pkt, workers))
+        return arrival
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         if pkt.ptype is PacketType.RESULT and not pkt.flags & Flag.HOLD:

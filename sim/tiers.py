@@ -218,7 +218,7 @@ class TierSim(HostSim):
         return JobConfig(fan_in, mask, prio, ports, base, size)
 
     # the network ----------------------------------------------------------
-    def _via(self, links: list[SimplexLink], then: Callable[[], None]) -> None:
+    def _via(self, links: list[SimplexLink], then: Callable[[], object]) -> None:
         """Cross ``links`` one after the other (store and forward), then ``then``."""
         if not links:
             then()
@@ -317,13 +317,9 @@ class TierSim(HostSim):
 
     # parameter server -----------------------------------------------------
     def _spine_to_ps(self, job: JobRun, pkt: Packet, workers: int) -> None:
-        ps = job.shard(pkt.seq)
-
-        def arrive() -> None:
-            self.from_spine.add((job.spec.job, pkt.seq))
-            self._at_ps(job, ps, pkt, workers)
-
-        self.hop(ps.down, arrive)
+        arrival = self._to_ps(job, pkt, workers)
+        if arrival is not None:
+            self.at(arrival, functools.partial(self.from_spine.add, (job.spec.job, pkt.seq)))
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         super()._ps_serve(job, ps, pkt, workers)

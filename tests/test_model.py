@@ -188,13 +188,16 @@ def test_static_uses_own_partition_only() -> None:
     assert sw.slots[5].owner >> 32 == HIGH
 
 
-def test_esa_jobs_with_partitions_stream_through_them_and_never_meet() -> None:
+def test_esa_jobs_with_partitions_stream_through_them() -> None:
+    """Each job in its home; a busy home borrows (rule L, tests/test_model_lend.py)
+    only a slot outside it, so seq 17, which shares LOW's slot 1 with seq 1
+    and hashes to it too, falls back."""
     sw = switch(Policy.ESA, parts=True)
     assert sw.process(contrib(LOW, 1, 0), 0).verdict is Verdict.CLAIM
     assert sw.process(contrib(HIGH, 1, 0), 0).verdict is Verdict.CLAIM
     assert (sw.slots[1].owner >> 32, sw.slots[5].owner >> 32) == (LOW, HIGH)
-    # seq 5 shares LOW's slot 1 with seq 1, of the same job: no preemption
-    res = sw.process(contrib(LOW, 5, 0), 0)
+    assert slot_hash(LOW, 17, POOL) == 1
+    res = sw.process(contrib(LOW, 17, 0), 0)
     assert (res.verdict, [o.to for o in res.outputs]) == (Verdict.FALLBACK, [Out.PS])
     assert sw.process(contrib(LOW, 1, 1), 1).verdict is Verdict.COMPLETE
     assert sw.slots[1].owner == 0

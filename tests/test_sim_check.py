@@ -2,29 +2,81 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import pytest
 
 from esa import wire
+from esa.schemes import SIM_SCHEMES, Scheme
 from sim import check, curves
+from sim.params import RTO_RTTS
 from sim.sweep import SUBSET, Point
 from sim.workload import MIXES, MODELS, WorkloadSpec
 
 
 def test_a_reduced_point_keeps_the_network_pool_and_load() -> None:
     pt = next(p for p in SUBSET if p.name == "overload 1 PS")
-    red = check.reduce(pt, chunks=100, jobs=5, iterations=(1, 2))
+    red = check.reduce(pt, rtos=2.0, jobs=5, iterations=(1, 2), max_chunks=math.inf)
     specs = red.specs(0)
+    net = pt.net()
     smallest = min(MODELS[m].params_m for m in MIXES[pt.mix]) * 1e6
     assert red.point is pt
     assert red.workload() == WorkloadSpec(
         mix=pt.mix, jobs=5, load=pt.load, burst=pt.burst, iterations=(1, 2), scale=red.scale
     )
-    assert round(smallest * red.scale) == 100 * wire.K
+    assert smallest * red.scale / wire.K * net.pkt_ns == pytest.approx(2 * net.rto_for())
     assert len(specs) == 5
     assert all(1 <= s.iterations <= 2 for s in specs)
+
+
+@pytest.mark.parametrize("pt", [p for p in SUBSET if not p.sensitivity], ids=lambda p: p.name)
+def test_the_reduction_keeps_the_pool_to_window_and_iteration_ratios(pt: Point) -> None:
+    """Every judged point: the pool over the window is the full point's, an
+    iteration of the smallest model streams ``rtos`` timeouts, so 8 windows
+    (a timeout is 8 round trips of the PS path, a window one)."""
+    red = check.reduce(pt, rtos=3.0, max_chunks=math.inf)
+    pool, it, full, rto = red.ratios()
+    window = pt.net().window_for(Scheme.ESA)
+    assert pool == pt.pool / window
+    assert rto == pytest.approx(3.0)
+    assert it == pytest.approx(3.0 * RTO_RTTS, rel=0.02)
+    assert full * red.scale == pytest.approx(it)
+
+
+def test_the_chunks_an_iteration_are_capped() -> None:
+    pt = next(p for p in SUBSET if p.name == "large-bdp 1 PS")
+    _, it, _, rto = check.reduce(pt, rtos=3.0, max_chunks=1000).ratios()
+    assert it * pt.net().window_for(Scheme.ESA) == pytest.approx(1000)
+    assert rto == pytest.approx(1000 * pt.net().pkt_ns / pt.net().rto_for())
+
+
+def test_points_that_differ_in_name_only_run_once() -> None:
+    """The shard curve's 1 and 2 PS hosts and the pool curve's 256, 1,024
+    and 16,384 slots are judged points: their runs are the judged points',
+    each run once, with the schemes only the curves read added."""
+    pl = check.plan(rtos=0.01)
+    keys = [check.key(t) for t in pl.tasks(1)]
+    assert len(keys) == len(set(keys))
+    runs = {r.point.name: r.run_name for r in pl.pools + pl.shards}
+    assert runs == {
+        "overload 1 PS pool 8": "overload 1 PS pool 8",
+        "overload 1 PS pool 64": "overload 1 PS pool 64",
+        "overload 1 PS pool 256": "overload-small-pool 1 PS",
+        "overload 1 PS pool 1024": "overload 1 PS",
+        "overload 1 PS pool 4096": "overload 1 PS pool 4096",
+        "overload 1 PS pool 16384": "overload-large-pool 1 PS",
+        "overload 1 PS pool 65536": "overload 1 PS pool 65536",
+        "overload 1 PS": "overload 1 PS",
+        "overload 2 PS": "overload 2 PS",
+        "overload 4 PS": "overload 4 PS",
+        "overload 8 PS": "overload 8 PS",
+    }
+    judged = len(pl.judged) * len(check.JUDGED_SCHEMES)
+    curves_only = 6 * len(SIM_SCHEMES)
+    added = 4 * (len(SIM_SCHEMES) - len(check.JUDGED_SCHEMES))
+    assert len(keys) == 2 * (judged + curves_only + added)
 
 
 def test_verdicts_side_by_side() -> None:
@@ -51,22 +103,24 @@ def test_verdicts_side_by_side() -> None:
 def test_the_check_runs_and_prints_both_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def tiny(chunks: int, jobs: int, iterations: tuple[int, int]) -> check.Plan:
+    def tiny(rtos: float, jobs: int, iterations: tuple[int, int]) -> check.Plan:
         def red(pts: list[Point]) -> list[check.Reduced]:
-            return [check.reduce(p, chunks, jobs, iterations) for p in pts]
+            return [check.reduce(p, rtos, jobs, iterations) for p in pts]
 
         return check.Plan(
             red([SUBSET[0]]), red(curves.pool_points()[:2]), red(curves.shard_points()[:2])
         )
 
     monkeypatch.setattr(check, "plan", tiny)
-    args = ["--chunks", "4", "--jobs", "2", "--iterations", "1", "1", "--procs", "0"]
+    args = ["--rtos", "0.001", "--jobs", "2", "--iterations", "1", "1", "--procs", "0"]
     assert check.main([*args, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("1 judged points and the curves (2 pools, 2 shard counts)")
+    assert out[2].split() == ["point", "pool/window", "iteration/window", "iteration/RTO"]
+    assert out[4].split()[0:2] == SUBSET[0].name.split()[0:2]
     head = ["point", "best", "base", "/", "esa-aging", "srpt", "/", "equal", "best", "baseline"]
-    assert out[2].split() == head
-    assert out[4].startswith(SUBSET[0].name)
+    assert out[6].split() == head
+    assert out[8].startswith(SUBSET[0].name)
     goals = [n for n, line in enumerate(out) if re.match(r"goal \d+: ", line)]
     assert len(goals) >= 5
     for n in goals:

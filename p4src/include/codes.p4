@@ -7,8 +7,8 @@
 #define POOL_SIZE 1024
 #endif
 #define MAX_JOB_ID 255
-#define EVENTS_PER_JOB 16
-#define COUNTER_SIZE 4096
+#define EVENTS_PER_JOB 32
+#define COUNTER_SIZE 8192
 #define DROP_REASONS 6
 #define JOB_TABLE_SIZE 256
 #define PS_ROUTE_TABLE_SIZE 2048
@@ -79,7 +79,9 @@ enum bit<32> event_t {
     PS_RESULT = 11,
     RELEASED_BY_PS = 12,
     IDLE_RECLAIMED = 13,
-    FOLLOWED = 14
+    FOLLOWED = 14,
+    LENT = 15,
+    GUEST_EVICTED = 16
 }
 enum bit<32> drop_t {
     NONE = 0,

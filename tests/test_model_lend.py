@@ -1,0 +1,314 @@
+"""Rule L (docs/dataplane.md, "Lending"): under ESA a job with a home whose
+home slot is busy borrows the slot its chunk hashes to, outside its home;
+stated by esa.model, one test per step and per race, exact outputs and
+counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from esa import wire
+from esa.model import JobConfig, Out, Output, Packet, Result, SwitchModel, slot_hash
+from esa.spec import Event, Policy, Verdict, owner_key
+from esa.wire import Flag, PacketType
+
+POOL = 16
+A, B = 1, 2
+"""A's home is slots 0-3, B's 4-7; slots 8-15 are in no home."""
+PRIO = {A: 1, B: 5}
+PS_PORT = 9
+CHILD = 7
+"""A's child switch, whose sum carries worker bit 1 (for T2)."""
+
+
+def vals(x: int) -> tuple[int, ...]:
+    return tuple(x + i for i in range(wire.K))
+
+
+def total(*xs: int) -> tuple[int, ...]:
+    return tuple(sum(v) for v in zip(*(vals(x) for x in xs), strict=True))
+
+
+def contrib(job: int, seq: int, worker: int, x: int = 1, flags: int = 0) -> Packet:
+    return Packet(PacketType.CONTRIB, job, seq, 1 << worker, vals(x), flags=flags, count=1)
+
+
+def switch(b_prio: int = PRIO[B], stale_us: int = 1000, squat_us: int = 0) -> SwitchModel:
+    sw = SwitchModel(pool_size=POOL, policy=Policy.ESA, stale_us=stale_us, squat_us=squat_us)
+    sw.add_job(A, JobConfig(2, 0b11, PRIO[A], ps_ports=(PS_PORT,), part_base=0, part_size=4))
+    sw.add_job(B, JobConfig(2, 0b11, b_prio, ps_ports=(PS_PORT,), part_base=4, part_size=4))
+    return sw
+
+
+def seq_at(job: int, home: int, hashed: int) -> int:
+    """The first seq of ``job`` whose home slot is ``home`` and which hashes
+    to slot ``hashed``."""
+    base = 0 if job == A else 4
+    return next(
+        s for s in range(10_000) if base + s % 4 == home and slot_hash(job, s, POOL) == hashed
+    )
+
+
+def owner(sw: SwitchModel, idx: int) -> tuple[int, int] | None:
+    o = sw.slots[idx].owner
+    return (o >> 32, o & 0xFFFFFFFF) if o else None
+
+
+def outs(res: Result) -> list[tuple[Out, PacketType, int, int, int, tuple[int, ...]]]:
+    return [
+        (o.to, o.packet.ptype, o.packet.job, o.packet.seq, o.packet.bitmap, o.packet.values)
+        for o in res.outputs
+    ]
+
+
+def counts(sw: SwitchModel, job: int) -> dict[Event, int]:
+    return {e: n for e, n in sw.events(job).items() if n}
+
+
+def test_l1_l2_a_busy_home_borrows_the_slot_its_chunk_hashes_to() -> None:
+    sw = switch()
+    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    assert sw.process(contrib(A, home, 0, 10), 0).verdict is Verdict.CLAIM
+    # L5: slot 0 holds A's own chunk; slot 10 is in no home and free
+    res = sw.process(contrib(A, lent, 0, 20), 1)
+    assert (res.verdict, res.outputs) == (Verdict.CLAIM, ())
+    assert (owner(sw, 0), owner(sw, 10)) == ((A, home), (A, lent))
+    assert (sw.slots[10].prio, sw.slots[10].bitmap, sw.slots[10].values) == (1, 1, list(vals(20)))
+    # L2: the chunk's second contribution finds it at slot 10 and completes
+    res = sw.process(contrib(A, lent, 1, 30), 2)
+    assert res.verdict is Verdict.COMPLETE
+    assert outs(res) == [(Out.ALL, PacketType.RESULT, A, lent, 0b11, total(20, 30))]
+    assert owner(sw, 10) is None
+    # L1: at home as before
+    res = sw.process(contrib(A, home, 1, 40), 3)
+    assert outs(res) == [(Out.ALL, PacketType.RESULT, A, home, 0b11, total(10, 40))]
+    assert owner(sw, 0) is None
+    assert counts(sw, A) == {Event.AGGREGATED: 4, Event.COMPLETED: 2, Event.LENT: 1}
+
+
+def test_l3_a_chunk_marked_at_its_home_follows_whatever_the_slots_hold() -> None:
+    sw = switch()
+    home, inside = seq_at(A, 0, 3), seq_at(A, 0, 1)
+    sw.process(contrib(A, home, 0), 0)
+    # L6: slot 0 busy, and the slot `inside` hashes to lies in A's own home
+    res = sw.process(contrib(A, inside, 0, 5), 1)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, inside, 0b01, vals(5))]
+    assert sw.slots[0].gone == owner_key(A, inside)
+    assert sw.process(contrib(A, home, 1), 2).verdict is Verdict.COMPLETE
+    # L3: both slots are free now, but the chunk's first piece is at the PS
+    res = sw.process(contrib(A, inside, 1, 6), 3)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, inside, 0b10, vals(6))]
+    assert (owner(sw, 0), owner(sw, 1)) == (None, None)
+    assert counts(sw, A) == {
+        Event.AGGREGATED: 2,
+        Event.COMPLETED: 1,
+        Event.FALLBACK: 2,
+        Event.FOLLOWED: 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("stale_us", "squat_us", "verdict", "event"),
+    [
+        (1000, 0, Verdict.RECLAIM, Event.STALE_RECLAIMED),
+        (10**6, 200, Verdict.RECLAIM, Event.IDLE_RECLAIMED),
+    ],
+)
+def test_l4_the_owner_reclaims_its_stale_or_idle_home_slot(
+    stale_us: int, squat_us: int, verdict: Verdict, event: Event
+) -> None:
+    sw = switch(stale_us=stale_us, squat_us=squat_us)
+    old, new = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, old, 0, 3), 0)
+    res = sw.process(contrib(A, new, 0, 4), 1001)
+    assert res.verdict is verdict
+    assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, old, 0b01, vals(3))]
+    assert (owner(sw, 0), owner(sw, 10)) == ((A, new), None)
+    # the reclaimed chunk's next contribution follows its partial (L3)
+    res = sw.process(contrib(A, old, 1, 5), 1002)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, old, 0b10, vals(5))]
+    assert counts(sw, A) == {
+        Event.AGGREGATED: 2,
+        event: 1,
+        Event.FALLBACK: 1,
+        Event.FOLLOWED: 1,
+    }
+
+
+@pytest.mark.parametrize("b_prio", [1, 5])
+def test_l4_the_owner_evicts_a_guest_of_no_higher_priority_and_the_guest_follows(
+    b_prio: int,
+) -> None:
+    """A lends slot 5, in B's home; B, of equal or higher priority, evicts
+    A's chunk there, and that chunk's next contribution follows it."""
+    sw = switch(b_prio=b_prio)
+    busy, guest = seq_at(A, 1, 12), seq_at(A, 1, 5)
+    sw.process(contrib(A, busy, 0), 0)
+    assert sw.process(contrib(A, guest, 0, 7), 1).verdict is Verdict.CLAIM
+    assert owner(sw, 5) == (A, guest)
+    owner_seq = seq_at(B, 5, 5)
+    res = sw.process(contrib(B, owner_seq, 0, 8), 2)
+    assert res.verdict is Verdict.PREEMPT
+    assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, guest, 0b01, vals(7))]
+    assert owner(sw, 5) == (B, owner_seq)
+    assert sw.slots[5].gone == owner_key(A, guest)
+    # L3 at g: A's chunk finds neither its piece nor its home free, and follows
+    res = sw.process(contrib(A, guest, 1, 9), 3)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, guest, 0b10, vals(9))]
+    assert counts(sw, A) == {
+        Event.AGGREGATED: 2,
+        Event.LENT: 1,
+        Event.GUEST_EVICTED: 1,
+        Event.FALLBACK: 1,
+        Event.FOLLOWED: 1,
+    }
+    assert counts(sw, B) == {Event.AGGREGATED: 1, Event.PREEMPT_WON: 1}
+
+
+def test_l5_a_higher_ranked_guest_stays_and_the_owner_borrows_in_turn() -> None:
+    sw = switch()
+    b_busy, b_guest = seq_at(B, 4, 10), seq_at(B, 4, 3)
+    sw.process(contrib(B, b_busy, 0), 0)
+    assert sw.process(contrib(B, b_guest, 0), 1).verdict is Verdict.CLAIM
+    assert owner(sw, 3) == (B, b_guest)
+    # slot 3 is A's home, held by B's higher-ranked guest: A borrows slot 9
+    a_seq = seq_at(A, 3, 9)
+    res = sw.process(contrib(A, a_seq, 0), 2)
+    assert (res.verdict, res.outputs) == (Verdict.CLAIM, ())
+    assert (owner(sw, 3), owner(sw, 9)) == ((B, b_guest), (A, a_seq))
+    assert counts(sw, A) == {Event.AGGREGATED: 1, Event.LENT: 1}
+    assert counts(sw, B) == {Event.AGGREGATED: 2, Event.LENT: 1}
+
+
+def test_l5_a_guest_never_preempts_and_falls_back_at_its_home() -> None:
+    sw = switch()
+    a_home, a_lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, a_home, 0), 0)
+    sw.process(contrib(A, a_lent, 0, 2), 1)
+    b_home, b_seq = seq_at(B, 4, 3), seq_at(B, 4, 10)
+    sw.process(contrib(B, b_home, 0), 2)
+    # B's home is busy and slot 10 holds A's lower-priority guest: B falls back
+    res = sw.process(contrib(B, b_seq, 0, 3), 3)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, B, b_seq, 0b01, vals(3))]
+    assert (owner(sw, 4), owner(sw, 10)) == ((B, b_home), (A, a_lent))
+    assert sw.slots[4].gone == owner_key(B, b_seq)
+    assert sw.slots[10].gone == 0
+    assert counts(sw, B) == {Event.AGGREGATED: 1, Event.FALLBACK: 1}
+    assert counts(sw, A) == {Event.AGGREGATED: 2, Event.LENT: 1}
+
+
+def test_l5_a_guest_reclaims_a_stale_slot_outside_its_home() -> None:
+    sw = switch()
+    a_lent = seq_at(A, 0, 10)
+    sw.process(contrib(A, seq_at(A, 0, 3), 0), 0)
+    sw.process(contrib(A, a_lent, 0, 3), 0)
+    sw.process(contrib(B, seq_at(B, 4, 3), 0), 1500)
+    b_seq = seq_at(B, 4, 10)
+    res = sw.process(contrib(B, b_seq, 0, 5), 1501)
+    assert res.verdict is Verdict.RECLAIM
+    assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, a_lent, 0b01, vals(3))]
+    assert owner(sw, 10) == (B, b_seq)
+    assert sw.slots[10].gone == owner_key(A, a_lent)
+    assert counts(sw, B) == {Event.AGGREGATED: 2, Event.LENT: 1}
+    assert counts(sw, A) == {Event.AGGREGATED: 2, Event.LENT: 1, Event.STALE_RECLAIMED: 1}
+
+
+@pytest.mark.parametrize("home_busy", [False, True])
+def test_a_retransmission_never_starts_a_slot_it_falls_back_marking_the_home(
+    home_busy: bool,
+) -> None:
+    sw = switch()
+    seq = seq_at(A, 0, 10)
+    if home_busy:
+        sw.process(contrib(A, seq_at(A, 0, 3), 0), 0)
+    res = sw.process(contrib(A, seq, 1, 6, flags=Flag.RETX), 1)
+    assert res.outputs == (
+        Output(Out.PS, Packet(PacketType.FALLBACK, A, seq, 0b10, vals(6), Flag.RETX, 1)),
+    )
+    assert owner(sw, 10) is None
+    assert sw.slots[0].gone == owner_key(A, seq)
+    assert counts(sw, A).get(Event.LENT, 0) == 0
+
+
+def test_race_a_chunk_that_borrowed_stays_at_g_when_its_home_frees() -> None:
+    """Contribution 1 claims g because h is busy; h frees; contribution 2
+    adds at g and does not claim h."""
+    sw = switch()
+    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, home, 0), 0)
+    sw.process(contrib(A, lent, 0, 2), 1)
+    sw.process(contrib(A, home, 1), 2)
+    assert owner(sw, 0) is None
+    res = sw.process(contrib(A, lent, 1, 3), 3)
+    assert outs(res) == [(Out.ALL, PacketType.RESULT, A, lent, 0b11, total(2, 3))]
+    assert (owner(sw, 0), owner(sw, 10)) == (None, None)
+
+
+def test_race_a_chunk_that_fell_back_follows_when_both_slots_free() -> None:
+    """Contribution 1 falls back (h busy, g held); both free; contribution 2
+    follows to the PS."""
+    sw = switch()
+    b_guest = seq_at(B, 4, 10)
+    sw.process(contrib(B, seq_at(B, 4, 3), 0), 0)
+    sw.process(contrib(B, b_guest, 0), 0)
+    home, seq = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, home, 0), 1)
+    assert sw.process(contrib(A, seq, 0, 4), 2).verdict is Verdict.FALLBACK
+    sw.process(contrib(A, home, 1), 3)
+    sw.process(contrib(B, b_guest, 1), 3)
+    assert (owner(sw, 0), owner(sw, 10)) == (None, None)
+    res = sw.process(contrib(A, seq, 1, 5), 4)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, seq, 0b10, vals(5))]
+    assert (owner(sw, 0), owner(sw, 10)) == (None, None)
+    assert sw.events(A)[Event.FOLLOWED] == 1
+
+
+def test_a_ps_result_releases_a_lent_slot() -> None:
+    sw = switch()
+    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, home, 0), 0)
+    sw.process(contrib(A, lent, 0), 1)
+    ps = Packet(PacketType.PS_RESULT, A, lent, 0b11, vals(0), count=2)
+    res = sw.process(ps, 2, in_port=PS_PORT)
+    assert res.verdict is Verdict.PS_RELEASE
+    assert (owner(sw, 0), owner(sw, 10)) == ((A, home), None)
+    assert sw.events(A)[Event.RELEASED_BY_PS] == 1
+
+
+def test_t2_a_partial_from_another_switch_flushes_a_lent_slot() -> None:
+    sw = switch()
+    sw.add_job(
+        A,
+        JobConfig(2, 0b01, 1, (PS_PORT,), part_base=0, part_size=4, children=((CHILD, 0b10),)),
+    )
+    home, lent, gone = seq_at(A, 0, 3), seq_at(A, 0, 10), seq_at(A, 0, 8)
+    sw.process(contrib(A, home, 0), 0)
+    sw.process(contrib(A, lent, 0, 2), 1)
+    partial = Packet(PacketType.PARTIAL, A, lent, 0b10, vals(3), count=1)
+    res = sw.process(partial, 2, in_port=CHILD)
+    assert res.verdict is Verdict.FLUSH
+    assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, lent, 0b11, total(2, 3))]
+    assert owner(sw, 10) is None
+    assert sw.slots[10].gone == owner_key(A, lent)
+    # a chunk in neither slot: it passes, marked at its home
+    fallback = Packet(PacketType.FALLBACK, A, gone, 0b10, vals(4), count=1)
+    res = sw.process(fallback, 3, in_port=CHILD)
+    assert (res.verdict, outs(res)) == (
+        Verdict.TRANSIT,
+        [(Out.PS, PacketType.FALLBACK, A, gone, 0b10, vals(4))],
+    )
+    assert (sw.slots[0].gone, sw.slots[8].gone) == (owner_key(A, gone), 0)
+
+
+@pytest.mark.parametrize("policy", [Policy.STATIC, Policy.ATP])
+def test_only_esa_lends(policy: Policy) -> None:
+    sw = switch()
+    sw.policy = policy
+    home, seq = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    sw.process(contrib(A, home, 0), 0)
+    res = sw.process(contrib(A, seq, 0), 1)
+    if policy is Policy.STATIC:
+        assert res.verdict is Verdict.FALLBACK
+    else:  # ATP hashes every chunk: slot 10, as under ESA but never lent
+        assert res.verdict is Verdict.CLAIM
+    assert sw.events(A)[Event.LENT] == 0
