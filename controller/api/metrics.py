@@ -38,7 +38,8 @@ EVENT_HELP = {
     Event.AGGREGATED: "contributions added into a slot (including the one that claimed it)",
     Event.COMPLETED: "sums completed in the switch",
     Event.FALLBACK: "contributions sent to the PS because no slot could take them",
-    Event.PREEMPT_WON: "slots this job's contributions took from lower-priority jobs",
+    Event.PREEMPT_WON: "slots this job's contributions took from lower-priority jobs "
+    "or, in its home, from guests",
     Event.PREEMPT_SUFFERED: "partial sums of this job evicted by higher-priority jobs",
     Event.DUPLICATE: "contributions whose worker bit was already in the slot (not added)",
     Event.STALE_RECLAIMED: "stale slots of this job taken over, their partials sent to the PS",
@@ -51,6 +52,10 @@ EVENT_HELP = {
     "sent to the PS",
     Event.FOLLOWED: "contributions that followed their chunk's partial to the PS "
     "(also counted as fallback)",
+    Event.LENT: "chunks of this job that, their home slot busy, claimed a slot outside "
+    "the home (rule L)",
+    Event.GUEST_EVICTED: "partial sums of this job, guests in another job's home, evicted "
+    "by the home's owner and sent to the PS",
 }
 
 
