@@ -20,6 +20,10 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   1,024, 6 % of chunks within 139, 38 % within 279);
 * under ESA a held chunk is evicted when a higher-priority chunk lands on
   its slot, or any chunk once it has been idle for the squat timeout;
+* a job with a home streams in it (``solve_pool``); a chunk its home keeps
+  out borrows the slot it hashes to when that lies outside the home and is
+  free (rule L, ``lend_offers``), and the home's owner evicts such a guest
+  of its rank or below;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
   timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
