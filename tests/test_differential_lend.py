@@ -9,6 +9,9 @@ piece of it at its PS."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -91,12 +94,31 @@ def test_a_window_beyond_its_home_borrows_idle_homes(wide_rig: Rig) -> None:
     assert_whole(wide_rig.results, WIDE_JOBS)
 
 
-def test_the_owners_come_back_and_evict_their_guests(wide_rig: Rig) -> None:
+@contextmanager
+def ranked(rig: Rig, priority: int | None) -> Iterator[None]:
+    """The rig's jobs, all of ``priority`` if it is given, while in the block."""
+    jobs = rig.jobs
+    if priority is not None:
+        rig.jobs = {j: replace(plan, priority=priority) for j, plan in jobs.items()}
+    try:
+        yield
+    finally:
+        rig.jobs = jobs
+
+
+@pytest.mark.parametrize("priority", [None, 1])
+def test_the_owners_come_back_and_evict_their_guests(wide_rig: Rig, priority: int | None) -> None:
     """Job 5's workers 0 and 1 open chunks 0-11, borrowing slots in the homes
-    of jobs 6 (priority 5) and 7 (3); those jobs start chunks whose home
-    slots hold job 5's guests and evict them (their partials to job 5's
-    PS); job 5's last worker then completes its chunks at home and at the
-    slots still lent, and follows its evicted chunks to the PS."""
+    of jobs 6 (priority 5) and 7 (3), or of the same priority as job 5;
+    those jobs start chunks whose home slots hold job 5's guests and evict
+    them (their partials to job 5's PS); job 5's last worker then completes
+    its chunks at home and at the slots still lent, and follows its evicted
+    chunks to the PS."""
+    with ranked(wide_rig, priority):
+        owners_evict(wide_rig)
+
+
+def owners_evict(wide_rig: Rig) -> None:
     wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
     trace = [c(5, seq, w) for w in range(2) for seq in range(12)]
     wide_rig.run(trace)
