@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
+from esa import wire
 from esa.job import JobSpec
 from esa.schemes import SIM_SCHEMES, Scheme
+from esa.spec import Event
 from sim import fluid, packet
-from sim.params import Net
+from sim.params import ESA_SCHEMES, Net
 from sim.workload import beyond_compute
 
 
@@ -78,7 +80,21 @@ REGIME = tuple(
 )
 """SPREAD as ``make sim`` judges it: 1 and 2 PS hosts per job (8 shown),
 ESA with the controller's homes."""
-CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG, SPREAD, *REGIME)
+LENDING = Case(
+    "lending, 1 PS",
+    tuple(
+        JobSpec(i + 1, w, 96_000, 4, p, 40e-6 * i, 60e-6, 0.02)
+        for i, (w, p) in enumerate(((8, 10), (8, 200), (4, 100), (4, 50)))
+    ),
+    replace(SPREAD.net, ps_shards=1, esa_homes=True),
+    (256, 1024),
+)
+"""Rule L's case: four jobs of 3,000 chunks, 4 iterations of 60 us of
+compute, arriving 40 us apart, so that some stream while others compute;
+one PS host per job; homes of 64 and 256 slots, less than a job holds at
+line rate (314) and than its window (461), so a streaming job's home is
+busy and the computing jobs' homes are idle."""
+CASES = (US_SKEW, MS_SKEW, LARGE_BDP, LAG, SPREAD, *REGIME, LENDING)
 
 
 def compare(case: Case, pool: int, scheme: Scheme, barrier: bool) -> tuple[float, float]:
@@ -118,6 +134,54 @@ def stall_table(stalls_us: list[float], pool: int = 1024) -> None:
             f"| {pulls} |",
             flush=True,
         )
+
+
+@dataclass(frozen=True)
+class Lent:
+    """One ESA run of ``LENDING``: time beyond compute (s) in both models,
+    and the packet model's chunks in all, lent (``Event.LENT``) and guests
+    evicted (``Event.GUEST_EVICTED``)."""
+
+    exact: float
+    coarse: float
+    chunks: int
+    lent: int
+    evicted: int
+
+
+def lending(pool: int, scheme: Scheme) -> Lent:
+    """``LENDING`` with the barrier in both models, counting the switch's
+    lending."""
+    net = replace(LENDING.net, barrier=True)
+    jobs = list(LENDING.jobs)
+    sim = packet.PacketSim(jobs, pool, scheme, net)
+    exact = beyond_compute(LENDING.jobs, sim.run())
+    coarse = beyond_compute(LENDING.jobs, fluid.simulate(jobs, pool, scheme, net))
+    events = [sim.switch.events(w) for w in range(1, wire.MAX_JOB_ID + 1)]
+    return Lent(
+        exact,
+        coarse,
+        sum(j.chunks * j.iterations for j in jobs),
+        sum(e[Event.LENT] for e in events),
+        sum(e[Event.GUEST_EVICTED] for e in events),
+    )
+
+
+def lending_table() -> None:
+    """Per ESA scheme and pool of ``LENDING``: time beyond compute in the
+    packet model / the fluid model (the fluid model's error), and the
+    share of the packet model's chunks lent and of its guests evicted."""
+    print("| scheme | pool | packet us | fluid us | fluid's error | chunks lent | guests evicted |")
+    print("|---" * 7 + "|")
+    for scheme in ESA_SCHEMES:
+        for pool in LENDING.pools:
+            r = lending(pool, scheme)
+            print(
+                f"| {scheme.value} | {pool} | {r.exact * 1e6:.0f} | {r.coarse * 1e6:.0f} "
+                f"| {r.coarse / r.exact - 1:+.1%} | {r.lent / r.chunks:.1%} "
+                f"| {r.evicted / max(1, r.lent):.1%} |",
+                flush=True,
+            )
 
 
 LOSS_SCHEMES = (Scheme.ATP, Scheme.STATIC_FB, Scheme.ESA_EQUAL, Scheme.ESA_SRPT)
@@ -162,7 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="with the host barrier (make sim's), without, or both (default)",
     )
+    ap.add_argument(
+        "--lending",
+        action="store_true",
+        help="instead: the lending case with the barrier, every ESA scheme, with the packet "
+        "model's chunks lent and guests evicted",
+    )
     args = ap.parse_args(argv)
+    if args.lending:
+        lending_table()
+        return 0
     if args.stall_us:
         stall_table(args.stall_us)
         return 0

@@ -198,7 +198,7 @@ class FluidSim:
         _, j.phase = j.plan.pop(0)
         if j.phase is Phase.STREAM:
             j.remaining = float(j.spec.chunks)
-            j.flow.rate = j.flow.held = 0.0
+            j.flow.rate = j.flow.held = j.flow.lent = 0.0
             j.flow.skew = float(j.skew[j.it])
             self.dirty = True
             return

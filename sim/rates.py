@@ -20,6 +20,10 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   1,024, 6 % of chunks within 139, 38 % within 279);
 * under ESA a held chunk is evicted when a higher-priority chunk lands on
   its slot, or any chunk once it has been idle for the squat timeout;
+* a job with a home streams in it (``solve_pool``); a chunk its home keeps
+  out borrows the slot it hashes to when that lies outside the home and is
+  free (rule L, ``lend_offers``), and the home's owner evicts such a guest
+  of its rank or below;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
   timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
@@ -54,6 +58,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize
@@ -106,7 +111,10 @@ class Flow:
     queue: float = 0.0
     """ns a chunk waits at its PS shard when the PS bounds the rate."""
     held: float = 0.0
-    """slots it keeps from other chunks."""
+    """slots it keeps from other chunks (a job with a home: in its home)."""
+    lent: float = 0.0
+    """a job with a home: slots it holds outside its home as a guest (rule
+    L, ``lend_offers``)."""
     to_ps: float = 0.0
     """share of its chunks that complete at the PS."""
     stranded: float = 0.0
@@ -351,7 +359,7 @@ def park_slots(prio: int, flows: list[Flow], parked: list[Parked], paths: SolveC
     """Slots a job's early workers park: its window, except where they find
     a slot held by a job they may not displace (those chunks fall back)."""
     free = 1.0
-    for p, b in [(f.prio, f.held) for f in flows] + parked:
+    for p, b in [(f.prio, f.held + f.lent) for f in flows] + parked:
         if not paths.ranked or p >= prio:
             free *= 1 - min(BLOCK_CAP, b / paths.pool)
     return min(paths.window, paths.pool) * free
@@ -389,25 +397,107 @@ def solve_pool(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -
     """The shared-pool solve, by home: an ESA job with a home (``part``,
     ``Net.esa_homes``) streams in it, its chunks on ``seq mod part``, where
     no other job's home lands; the jobs without one hash over the whole
-    pool, among the homes' held slots and the parked chunks.  When there
-    are both (fixed-size homes for the top ranks, ``Net.esa_home_size``,
-    or more jobs than slots), the two sides meet in the homes: a hashed
-    chunk there keeps the owner's chunk out unless the owner outranks it,
-    and an owner that outranks it evicts it.  Each side is solved given the
-    other's last answer, ``MIXED_ROUNDS`` times."""
+    pool, among the homes' held slots, the guests and the parked chunks.
+    When there are both (fixed-size homes for the top ranks,
+    ``Net.esa_home_size``, or more jobs than slots), the two sides meet in
+    the homes: a hashed chunk there keeps the owner's chunk out if it
+    outranks the owner, and is evicted by an owner of its rank or above
+    (rule L).  A homed chunk kept out of its home slot tries its hashed slot
+    outside the home (rule L, ``lend_offers``).  Each home, and the hashed
+    side, is solved given what the others did last, until what each sees
+    of the others stops moving, at most ``MIXED_ROUNDS`` times."""
     homed = [f for f in flows if f.part > 0]
     hashed = [f for f in flows if f.part == 0]
     if not homed:
         solve_shared(flows, parked, paths)
         return
-    for _ in range(MIXED_ROUNDS if hashed else 1):
-        for f in homed:
-            # the hashed chunks that land in this home, as its share of the pool
-            guests = [(g.prio, g.held * f.part / paths.pool) for g in hashed]
-            solve_shared([f], guests, replace(paths, pool=f.part, modulo=True))
+    seen: list[Lending] = []
+    for _ in range(MIXED_ROUNDS):
+        lending = lend_offers(homed, hashed, parked, paths)
+        if seen and all(
+            abs(a.share - b.share) < CONVERGED and abs(a.evicted - b.evicted) < CONVERGED
+            for a, b in zip(lending, seen, strict=True)
+        ):
+            break
+        seen = lending
+        for f, mine in zip(homed, lending, strict=True):
+            # the guests that land in this home and outrank its owner: the
+            # hashed chunks, as their share of the pool, and the other
+            # homes' lent chunks, as this home's share of the free slots
+            # they land on
+            guests = [(g.prio, g.held * f.part / paths.pool) for g in hashed if g.prio > f.prio]
+            guests += [
+                (g.prio, g.lent * mine.home / theirs.free)
+                for g, theirs in zip(homed, lending, strict=True)
+                if g is not f and g.prio > f.prio and theirs.free > 0.0
+            ]
+            home = replace(paths, pool=f.part, modulo=True)
+            solve_shared([f], guests, home, lend=[(mine.share, mine.evicted)])
         if hashed:
-            owners = [(f.prio, f.held) for f in homed]
+            owners = [(f.prio, f.held + f.lent) for f in homed]
             solve_shared(hashed, parked + owners, paths, [(f.prio, f.rate) for f in homed])
+
+
+class Lending(NamedTuple):
+    """What a job with a home sees of the pool (``lend_offers``)."""
+
+    share: float
+    """of its chunks kept out of their home slot, the share whose hashed
+    slot is outside the home and free."""
+    evicted: float
+    """the share of its guests evicted before they complete."""
+    free: float
+    """slots free outside its home."""
+    home: float
+    """slots free in its home, where the others' guests may land."""
+
+
+def lend_offers(
+    homed: list[Flow], hashed: list[Flow], parked: list[Parked], paths: SolveConstants
+) -> list[Lending]:
+    """Rule L's odds for each job with a home, from the others' last state.
+
+    A chunk whose home slot is held by its own job's earlier chunk (or by a
+    guest that outranks its job) claims its hashed slot ``g`` if ``g`` lies
+    outside its home and is free: over ``g`` uniform on the pool, the free
+    slots outside the home over the pool.  Free are the slots no streaming
+    job holds in its home, no guest or hashed chunk holds and no parked
+    chunk holds: the homes of the jobs in compute whole, the rest of a
+    streaming home.  A guest holds its slot as long as in its home (the
+    job's hold), and is evicted (its partial and its remaining
+    contributions to its PS) when the owner of the home it sits in, of its
+    rank or above, reaches the slot first: a streaming owner's chunks pass
+    each slot of its home once a lap, ``part / rate``, and a slot free now
+    was left by the owner's chunk of the last lap, so the owner is back
+    within the lap less its hold; over a guest held ``t``, the evictions in
+    a home are ``min(free slots there, rate * t)``.  A hashed chunk that
+    outranks the guest and lands on its slot evicts it too (S11).  An owner
+    in compute evicts the guests in its home only at its stream's start: a
+    few chunks per iteration of hundreds of thousands, left out."""
+    pool = paths.pool
+    guests = sum(f.lent for f in homed) + sum(h.held for h in hashed)
+    occupied = guests + sum(f.held for f in homed) + sum(b for _, b in parked)
+    free_all = max(0.0, pool - occupied)
+    free_home = [max(0.0, f.part - f.held - guests * f.part / pool) for f in homed]
+    out = []
+    for i, f in enumerate(homed):
+        free = max(0.0, free_all - free_home[i])
+        if free <= 0.0:
+            out.append(Lending(0.0, 0.0, 0.0, free_home[i]))
+            continue
+        rate = f.rate if f.rate > 0.0 else 1 / paths.tx
+        lat = f.latency if f.rate > 0.0 else paths.lat_ok + f.lag_max
+        hold = paths.hold(rate, lat, f.skew, f.lag_spread)[0]
+        owners = sum(
+            min(free_home[k], g.rate * hold)
+            for k, g in enumerate(homed)
+            if k != i and g.prio >= f.prio
+        )
+        evicted = min(1.0, owners / free)
+        higher = sum(h.rate for h in hashed if h.prio > f.prio)
+        evicted += (1.0 - evicted) * -math.expm1(-higher * hold / pool)
+        out.append(Lending(free / pool, evicted, free, free_home[i]))
+    return out
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -434,13 +524,20 @@ def solve_shared(
     parked: list[Parked],
     paths: SolveConstants,
     outside: Sequence[Parked] = (),
+    lend: Sequence[tuple[float, float]] = (),
 ) -> None:
     """The fixed point of slots held, collisions, evictions and PS load.
 
     ``outside``: (priority, chunks per ns) of flows solved elsewhere whose
     chunks land on this pool's slots too (the homes' owners, for the jobs
-    hashed over the pool): they evict a chunk they outrank, and take an
-    idle one, as the flows here do.
+    hashed over the pool): they evict a chunk of their rank or below (rule
+    L), and take an idle one, as the flows here do.
+
+    ``lend``: per flow, for a job solved in its home (rule L,
+    ``lend_offers``): of its chunks kept out of their slot, the share that
+    claims a slot outside the home instead of falling back, and of those
+    the share evicted there (to the PS, as a chunk evicted at home).  A
+    guest holds its slot as long as a chunk at home (``Flow.lent``).
 
     Under ATP the slots a job holds grow with its PS queue, which grows with
     the collisions the others' slots cause: the iteration starts damped.
@@ -469,7 +566,7 @@ def solve_shared(
         and all(f.skew == f.lag_spread == 0 for f in flows)
     ):
         for f in flows:
-            f.window, f.held, f.to_ps, f.queue = w, 0.0, 0.0, 0.0
+            f.window, f.held, f.lent, f.to_ps, f.queue = w, 0.0, 0.0, 0.0, 0.0
             f.latency = paths.lat_ok + f.lag_max
             f.rate = min(1 / tx, f.cap, paths.shards / paths.ps_cost, w / f.latency)
         return
@@ -494,6 +591,11 @@ def solve_shared(
     logs = [math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]]
     parked_slots = sum(b for _, b in parked)
     away = sum(r for _, r in outside)
+    evictors = [sum(r for p, r in outside if p >= f.prio) for f in flows]
+    """per flow, chunks per ns of the flows outside that evict it"""
+    lend_share = [q for q, _ in lend] if lend else [0.0] * len(flows)
+    lend_evicted = [e for _, e in lend] if lend else [0.0] * len(flows)
+    lent = [0.0] * len(flows)
     atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
     damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
     damp_held, damp_ps = damp_rate[:], damp_rate[:]
@@ -515,13 +617,10 @@ def solve_shared(
             rate_ge = level_sums(lvl_f, rate, n_lv)
             higher, total = [rate_ge[k + 1] for k in lvl_f], rate_ge[0] + away
             if outside:
-                higher = [
-                    h + sum(r for p, r in outside if p > f.prio)
-                    for h, f in zip(higher, flows, strict=True)
-                ]
+                higher = [h + e for h, e in zip(higher, evictors, strict=True)]
         else:
             log_free = [array_sum(logs)] * n
-            higher, total = [0.0] * n, rate_sum + away
+            higher, total = evictors, rate_sum + away
         for i in fl:
             t_blk, t_idle, _, span[i] = holds[i]
             if unlimited:
@@ -531,11 +630,13 @@ def solve_shared(
             else:
                 own = self_blocked_mean(int(pool), rate[i] * t_blk)
             b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
-            f_b[i] = new_to_ps[i] = b = b if b < BLOCK_CAP else BLOCK_CAP
+            b = b if b < BLOCK_CAP else BLOCK_CAP
+            lent[i] = b * lend_share[i]  # kept out, and a guest elsewhere
+            f_b[i] = new_to_ps[i] = b - lent[i]
             if not atp:
                 load = higher[i] * t_blk + (total - rate[i]) * t_idle
                 evict = 1 - math.exp(-load / pool)
-                new_to_ps[i] = b + (1 - b) * evict
+                new_to_ps[i] = f_b[i] + (1 - b) * evict + lent[i] * lend_evicted[i]
         vacant = 1 - min(1.0, (array_sum(held) + parked_slots) / pool)
         # each flow's markings, and all of them: a flow loses its markers
         # only to the others' (a job's own keep its earlier chunks covered)
@@ -558,7 +659,12 @@ def solve_shared(
             others = others / pool if others > 0.0 else 0.0
             strands[i] = strand = paths.strand_share(others, p, blocked, span[i], vacant)
             lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
-            ps_bound = 1 / (((1 - p) + p * workers[i]) / shards * ps_cost)
+            # a chunk at the PS costs it its N contributions, but a guest
+            # evicted mid-hold its partial and, on average, half of the
+            # N - 1 contributions after its first: (N - 1) / 2 fewer
+            spared = lent[i] * lend_evicted[i]
+            spared = (spared if spared < p else p) * (workers[i] - 1) / 2
+            ps_bound = 1 / (((1 - p) + p * workers[i] - spared) / shards * ps_cost)
             # the least of the line rate, the PS bound and the window (Little's law)
             new = ps_bound if ps_bound < line_rate[i] else line_rate[i]
             new = w / lat[i] if w / lat[i] < new else new
@@ -571,7 +677,7 @@ def solve_shared(
                 new = r + damp_rate[i] * (new - r)
             rate[i] = r = new
             holds[i] = paths.hold(r, lat[i], skew[i], lag_spread[i])
-            target = (1 - blocked) * r * holds[i][0]
+            target = (1 - blocked - lent[i]) * r * holds[i][0]
             target += r * strand * keep
             target = target if target < pool else pool  # a flow holds at most the pool
             step = abs(target - held[i]) / pool
@@ -646,6 +752,8 @@ def solve_shared(
     for i, f in enumerate(flows):
         f.window = w
         f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
+        # a guest evicted held its slot for half its hold, on average
+        f.lent = lent[i] * (1 - lend_evicted[i] / 2) * rate[i] * holds[i][0]
         f.queue = holds[i][2]
         f.stranded, f.strand_wait = strands[i], wait
 

@@ -1,27 +1,33 @@
-"""Gone is gone (docs/dataplane.md, rule S13 and its invariant G), checked
-on ``esa.model`` by hypothesis.
+"""Gone is gone (docs/dataplane.md, rule S13 and its invariant G, and rule
+L, lending), checked on ``esa.model`` by hypothesis.
 
 One or two jobs of two or three workers stream chunks through a pool of one
 to three slots, so that several chunks of a job, and under sharing the
 chunks of both jobs, map to one slot; their seqs start at 0 or just below
-2^32 (they wrap).  The network loses, duplicates and reorders any packet,
-workers retransmit any chunk they sent (RETX) and the clock moves on, so
-that partials are preempted, reclaimed as idle or stale, flushed and
-released.  A PS, modelled as the hosts' (``hosts.ps.aggregate``: it merges
-pieces of disjoint bitmaps, drops one that overlaps what it holds, answers
-a complete chunk with a PS_RESULT back through the switch), sums what
-reaches it.  The test checks
+2^32 (they wrap).  Under ESA jobs in homes whose windows exceed them borrow
+(rule L) in each other's homes or in slots of no home, and owners evict
+their guests (``Lending`` weighs those layouts).  The network loses,
+duplicates and reorders any packet, workers retransmit any chunk they sent
+(RETX) and the clock moves on, so that partials are preempted, reclaimed
+as idle or stale, flushed and released.  A PS, modelled as the hosts'
+(``hosts.ps.aggregate``: it merges pieces of disjoint bitmaps, drops one that
+overlaps what it holds, answers a complete chunk with a PS_RESULT back
+through the switch), sums what reaches it.  The test checks
 
-- **G**, from the outputs alone: no contribution of a chunk any piece of
-  which went from its slot to the PS (a fallback or a partial) starts a
-  partial in that slot again (CLAIM, PREEMPT, RECLAIM), unless a chunk of
-  another job went from that slot to the PS since: the residual case of a
-  shared slot, whose marker keeps one job;
+- **G**: no contribution of a chunk any piece of which went from a slot to
+  the PS (a fallback or a partial) starts a partial again in a slot whose
+  marker it reads (its slot; under rule L its home and the slot it hashes
+  to), unless a chunk of another job went from that slot to the PS since:
+  the residual case of a shared slot, whose marker keeps one job, and
+  under rule L of a guest evicted from a home.  Which slot a piece left is
+  the one its chunk held (``SwitchModel.holding``) or, for an evicted
+  partial, the one the evicting contribution took;
 - every sum, in the switch or at the PS, is exact;
 - once every packet has arrived: a chunk all of whose workers sent it, none
-  of its packets lost, has completed without a timer (where no slot is
-  shared between jobs); after rounds of retransmissions by every worker of
-  every chunk still open (as the PS's pulls ask for), every chunk has.
+  of its packets lost, has completed without a timer, in the switch or
+  whole at its PS, never split between them, unless G's residual case
+  made a marker forget it; after rounds of retransmissions by every worker
+  of every chunk still open (as the PS's pulls ask for), every chunk has.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from esa import wire
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel
-from esa.spec import Policy, Verdict
+from esa.model import JobConfig, Out, Packet, Result, SwitchModel, slot_hash
+from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
 PS_PORT = 30
@@ -42,12 +48,13 @@ SEQ_MOD = 1 << 32
 STARTS = (Verdict.CLAIM, Verdict.PREEMPT, Verdict.RECLAIM)
 """Verdicts of a contribution that starts a partial in its slot."""
 LAYOUTS = {
-    Policy.ESA: ("hashed", "homes", "shared-hashed", "shared-homes"),
+    Policy.ESA: ("hashed", "homes", "spare-homes", "shared-hashed", "shared-homes"),
     Policy.ATP: ("hashed", "shared-hashed"),
     Policy.STATIC: ("homes", "shared-homes"),
 }
-"""One job hashed over the pool, or each in a home of its own, or two
-jobs sharing every slot."""
+"""One job hashed over the pool, or each in a home of its own (under ESA
+a busy home borrows, rule L: in the other job's home, or, ``spare-homes``,
+in slots of no home), or two jobs sharing every slot."""
 RETX_ROUNDS = 3
 
 
@@ -79,33 +86,29 @@ class PsSum:
     values: tuple[int, ...] = (0,) * wire.K
 
 
-class GoneIsGone(RuleBasedStateMachine):
-    @initialize(
-        policy=st.sampled_from(list(LAYOUTS)),
-        pick=st.integers(0, 3),
-        two=st.booleans(),
-        fan_in=st.integers(2, 3),
-        part=st.integers(1, 3),
-        window=st.integers(1, 4),
-        offset=st.sampled_from([0, SEQ_MOD - 3, 12345]),
-    )
-    def setup(
+class FaultyNetwork(RuleBasedStateMachine):
+    """The switch, its PS and the network; the layouts below choose the jobs."""
+
+    def configure(
         self,
         policy: Policy,
-        pick: int,
-        two: bool,
+        layout: str,
+        njobs: int,
+        tie: bool,
         fan_in: int,
         part: int,
         window: int,
         offset: int,
+        squat: int,
     ) -> None:
-        layouts = LAYOUTS[policy]
-        self.layout = layouts[pick % len(layouts)]
-        self.shared = self.layout.startswith("shared")
-        homes = self.layout.endswith("homes")
-        njobs = 2 if self.shared or (two and homes) else 1
-        pool = part if self.shared or not homes else part * njobs
-        squat = 20 if policy is Policy.ESA else 0
+        """``njobs`` jobs of ``fan_in`` workers, laid out in a pool as
+        ``layout`` (``LAYOUTS``) says; job j of priority j, or all of one
+        (``tie``)."""
+        self.layout = layout
+        self.shared = layout.startswith("shared")
+        homes = layout.endswith("homes")
+        spare = part if layout == "spare-homes" else 0
+        pool = part if self.shared or not homes else part * njobs + spare
         self.sw = SwitchModel(pool_size=pool, policy=policy, stale_us=60, squat_us=squat)
         self.jobs: dict[int, JobRun] = {}
         for job in range(1, njobs + 1):
@@ -113,7 +116,7 @@ class GoneIsGone(RuleBasedStateMachine):
             cfg = JobConfig(
                 fan_in=fan_in,
                 worker_mask=(1 << fan_in) - 1,
-                priority=job,
+                priority=1 if tie else job,
                 ps_ports=(PS_PORT,),
                 part_base=base if homes else 0,
                 part_size=part if homes else 0,
@@ -129,6 +132,11 @@ class GoneIsGone(RuleBasedStateMachine):
         self.gone: dict[int, tuple[int, set[int]]] = {}
         """slot -> a job and its seqs any piece of which went from the slot
         to the PS since a chunk of another job last did."""
+        self.exposed: set[tuple[int, int]] = set()
+        """chunks a piece of which went from a slot to the PS, and then a
+        chunk of another job went from that slot: its marker forgot them
+        (the residual case of a shared slot, and rule L's guest evicted
+        from a home)."""
         self.retx_sent = False
 
     # the network ------------------------------------------------------------
@@ -154,9 +162,29 @@ class GoneIsGone(RuleBasedStateMachine):
         ]
 
     def slot_of(self, job: int, seq: int) -> int:
-        idx = self.sw.slot_index(job, seq, self.jobs[job].cfg)
+        """Where the chunk's rules act now: its slot, or (rule L) the one it
+        borrowed."""
+        idx = self.sw.holding(job, seq, self.jobs[job].cfg)
         assert idx is not None
         return idx
+
+    def markers(self, job: int, seq: int) -> set[int]:
+        """The slots whose markers a contribution of the chunk reads: its
+        slot, and under rule L the one it hashes to."""
+        cfg = self.jobs[job].cfg
+        home = self.sw.slot_index(job, seq, cfg)
+        assert home is not None
+        if not self.sw.lends(cfg):
+            return {home}
+        return {home, slot_hash(job, seq, self.sw.pool_size)}
+
+    def went(self, slot: int, job: int, seq: int) -> None:
+        """A piece of chunk (job, seq) went from ``slot`` to the PS."""
+        was, seqs = self.gone.get(slot, (0, set()))
+        if was != job:
+            self.exposed |= {(was, s) for s in seqs}
+            self.gone[slot] = was, seqs = job, set()
+        seqs.add(seq)
 
     def complete(self, key: tuple[int, int], values: tuple[int, ...]) -> None:
         assert values == self.exact(*key), f"chunk {key}: wrong sum"
@@ -185,22 +213,33 @@ class GoneIsGone(RuleBasedStateMachine):
             self.net.append((answer, PS_PORT))
 
     def handle(self, pkt: Packet, in_port: int) -> None:
+        contrib = pkt.ptype is PacketType.CONTRIB
+        before = self.slot_of(pkt.job, pkt.seq) if contrib else 0
+        followed = self.sw.events(pkt.job)[Event.FOLLOWED]
         res: Result = self.sw.process(pkt, self.now, in_port)
-        if pkt.ptype is PacketType.CONTRIB and res.verdict in STARTS:
-            slot = self.slot_of(pkt.job, pkt.seq)
-            job, seqs = self.gone.get(slot, (0, set()))
-            assert not (job == pkt.job and pkt.seq in seqs), (
-                f"G: chunk ({pkt.job}, {pkt.seq}) started a partial in slot {slot} "
-                f"again ({res.verdict.name}) after a piece of it went to the PS"
-            )
+        after = self.slot_of(pkt.job, pkt.seq) if contrib else 0
+        if contrib and res.verdict in STARTS:
+            for slot in self.markers(pkt.job, pkt.seq):
+                job, seqs = self.gone.get(slot, (0, set()))
+                assert not (job == pkt.job and pkt.seq in seqs), (
+                    f"G: chunk ({pkt.job}, {pkt.seq}) started a partial in slot {after} "
+                    f"({res.verdict.name}) after a piece of it went to the PS from slot {slot}"
+                )
+        lends = self.sw.lends(self.jobs[pkt.job].cfg)
         for out in res.outputs:
             p = out.packet
             if out.to is Out.PS and p.ptype in (PacketType.FALLBACK, PacketType.PARTIAL):
-                slot = self.slot_of(p.job, p.seq)
-                job, seqs = self.gone.get(slot, (0, set()))
-                if job != p.job:
-                    self.gone[slot] = job, seqs = p.job, set()
-                seqs.add(p.seq)
+                if (p.job, p.seq) != (pkt.job, pkt.seq):
+                    self.went(after, p.job, p.seq)  # evicted from the slot C took
+                elif p.ptype is PacketType.PARTIAL:
+                    self.went(before, p.job, p.seq)  # flushed from its slot
+                elif not lends or self.sw.events(p.job)[Event.FOLLOWED] == followed:
+                    # it falls back, marked at its slot, rule L's home (S8,
+                    # L6), or covered there already (S13; under rule L the
+                    # marker covering it may be at either slot, L3)
+                    home = self.sw.slot_index(p.job, p.seq, self.jobs[p.job].cfg)
+                    assert home is not None
+                    self.went(home, p.job, p.seq)
             if out.to in (Out.PS, Out.ALL):
                 if p.ptype is PacketType.RESULT:
                     assert p.bitmap == self.jobs[p.job].cfg.worker_mask
@@ -273,13 +312,12 @@ class GoneIsGone(RuleBasedStateMachine):
                         run.sent[i] |= 1 << w
                         self.net.append((self.contribution(job, i, w), w + 1))
         self.deliver_all()
-        if not self.shared:
-            stranded = [
-                self.chunk_key(job, i)
-                for job, i in self.open_chunks()
-                if self.chunk_key(job, i) not in self.lost
-            ]
-            assert not stranded, f"chunks stranded without a loss: {stranded}"
+        stranded = [
+            self.chunk_key(job, i)
+            for job, i in self.open_chunks()
+            if self.chunk_key(job, i) not in self.lost | self.exposed
+        ]
+        assert not stranded, f"chunks stranded without a loss: {stranded}"
         for _ in range(RETX_ROUNDS):
             for job, i in self.open_chunks():
                 for w in range(self.jobs[job].cfg.fan_in):
@@ -288,5 +326,65 @@ class GoneIsGone(RuleBasedStateMachine):
         assert not self.open_chunks(), f"chunks never completed: {self.open_chunks()}"
 
 
+class GoneIsGone(FaultyNetwork):
+    @initialize(
+        policy=st.sampled_from(list(LAYOUTS)),
+        pick=st.integers(0, 4),
+        two=st.booleans(),
+        tie=st.booleans(),
+        fan_in=st.integers(2, 3),
+        part=st.integers(1, 3),
+        window=st.integers(1, 4),
+        offset=st.sampled_from([0, SEQ_MOD - 3, 12345]),
+    )
+    def setup(
+        self,
+        policy: Policy,
+        pick: int,
+        two: bool,
+        tie: bool,
+        fan_in: int,
+        part: int,
+        window: int,
+        offset: int,
+    ) -> None:
+        layouts = LAYOUTS[policy]
+        layout = layouts[pick % len(layouts)]
+        homes = layout.endswith("homes")
+        njobs = 2 if layout.startswith("shared") or (two and homes) else 1
+        squat = 20 if policy is Policy.ESA else 0
+        self.configure(policy, layout, njobs, tie, fan_in, part, window, offset, squat)
+
+
+class Lending(FaultyNetwork):
+    """Rule L in focus: ESA, two jobs in homes of one or two slots whose
+    windows exceed them, so that busy homes borrow in the other job's home
+    or in slots of no home and owners evict their guests; the squat rule
+    on or off (on, idle homes are mostly reclaimed by their owners)."""
+
+    @initialize(
+        layout=st.sampled_from(["homes", "spare-homes"]),
+        tie=st.booleans(),
+        fan_in=st.integers(2, 3),
+        part=st.integers(1, 2),
+        window=st.integers(2, 4),
+        offset=st.sampled_from([0, SEQ_MOD - 3]),
+        squat=st.sampled_from([0, 20]),
+    )
+    def setup_lending(
+        self,
+        layout: str,
+        tie: bool,
+        fan_in: int,
+        part: int,
+        window: int,
+        offset: int,
+        squat: int,
+    ) -> None:
+        self.configure(Policy.ESA, layout, 2, tie, fan_in, part, window, offset, squat)
+
+
 GoneIsGone.TestCase.settings = settings(max_examples=400, stateful_step_count=100, deadline=None)
 TestGoneIsGone = GoneIsGone.TestCase
+Lending.TestCase.settings = settings(max_examples=300, stateful_step_count=100, deadline=None)
+TestLending = Lending.TestCase

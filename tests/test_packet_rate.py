@@ -4,7 +4,9 @@ lost its per-chunk timeout events, the links drew their spread in blocks
 and ``esa.model`` skipped the lanes of zero payloads, and before a packet
 to a PS shard became one event.  The retransmission
 timers fire in this case (under ``esa-aging`` and ``atp``), so their new
-place in the queue is checked too."""
+place in the queue is checked too.  The case gives ESA's jobs homes, so
+``esa-aging``'s JCTs are those of rule L (an idle home lent, at 87776f4),
+which changed what the switch does, not how fast the model runs."""
 
 from __future__ import annotations
 

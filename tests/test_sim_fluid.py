@@ -171,6 +171,18 @@ def test_fluid_matches_packet_with_spread_within_its_stated_error(scheme: Scheme
     assert -low <= coarse / exact - 1 <= TOLERANCE
 
 
+@pytest.mark.parametrize("scheme", [Scheme.ESA_EQUAL, Scheme.ESA_SRPT])
+def test_fluid_lends_idle_homes_as_the_packet_model_does(scheme: Scheme) -> None:
+    """Rule L on ``calibrate.LENDING`` in 256 slots (homes of 64 where a job
+    holds 314 at line rate, one PS host): the packet model's switch lends a
+    tenth of the chunks or more and evicts some of its guests, and the fluid
+    model's time beyond compute is within the stated tolerance of it."""
+    r = calibrate.lending(256, scheme)
+    assert r.lent > 0.1 * r.chunks
+    assert 0 < r.evicted < r.lent
+    assert abs(r.coarse / r.exact - 1) <= TOLERANCE
+
+
 def test_the_stall_table_shows_where_the_fluid_model_agrees_and_where_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

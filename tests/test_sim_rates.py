@@ -288,3 +288,43 @@ def test_self_collisions_average_the_hash_over_the_chunks_in_flight(pool: int, h
     mean = self_blocked_mean(pool, held)
     assert lo - 1e-12 <= mean <= hi + 1e-12
     assert abs(self_blocked_mean(pool, held + 0.01) - mean) <= 2 * 0.01 / half
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pool=st.sampled_from([256, 1024, 4096]),
+    homes=st.lists(
+        st.tuples(
+            st.integers(1, 8),  # home, eighths of the pool's share
+            st.integers(0, 255),  # priority
+            st.floats(0.0, 1.0),  # held, share of the home
+            st.floats(0.0, 1.0),  # rate, share of the line
+            st.floats(0.0, 64.0),  # lent slots
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_lend_offers_are_shares_of_the_pool_outside_the_home(
+    pool: int, homes: list[tuple[int, int, float, float, float]]
+) -> None:
+    """Rule L: a job's chunks find a free slot outside their home at most as
+    often as its hashed slot lies outside the home; its guests are evicted
+    with odds in [0, 1]; a job alone with nothing lent lends to the whole
+    rest of the pool and is never evicted."""
+    paths = SolveConstants.of(Scheme.ESA, NET, pool)
+    share = pool // (8 * len(homes))
+    flows = []
+    for eighths, prio, held, rate, lent in homes:
+        f = Flow(8, prio, 0.0, 2000.0, 2000.0, part=max(1, eighths * share))
+        f.held, f.rate, f.lent, f.latency = held * f.part, rate * LINE, lent, paths.lat_ok
+        flows.append(f)
+    for f, offer in zip(flows, rates.lend_offers(flows, [], [], paths), strict=True):
+        assert 0.0 <= offer.share <= 1 - f.part / pool + 1e-12
+        assert 0.0 <= offer.evicted <= 1.0
+        assert offer.free == pytest.approx(pool * offer.share, rel=1e-12)
+    alone = flows[0]
+    alone.lent = 0.0
+    (offer,) = rates.lend_offers([alone], [], [], paths)
+    assert offer.share == pytest.approx((pool - alone.part) / pool, rel=1e-12)
+    assert offer.evicted == 0.0

@@ -55,9 +55,8 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         size = CHILDREN_TABLE_SIZE;
     }
 
-    action hash_index() {
-        hash(slot.idx, HashAlgorithm.crc32, (slot_idx_t)0, { esa.job, esa.seq },
-             (bit<32>)POOL_SIZE);
+    action hash_index(out slot_idx_t idx) {
+        hash(idx, HashAlgorithm.crc32, (slot_idx_t)0, { esa.job, esa.seq }, (bit<32>)POOL_SIZE);
     }
 
     // part_base + seq mod part_size: the hash extern takes a run-time
@@ -146,14 +145,19 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         if (slot.to_pool) {
             // A7: the chunk's slot (CONTRIB, PS_RESULT, T2).  STATIC: in the
             // job's own partition; a job without one has no slot.  ESA: in
-            // the job's partition when it has one, else a hash over the
-            // whole pool.  ATP: always the hash.
+            // the job's partition when it has one (and, rule L, the slot
+            // the chunk hashes to, which a busy home may borrow), else a
+            // hash over the whole pool.  ATP: always the hash.
             if (job.part_size != 0 && job.policy != policy_t.ATP) {
                 partition_index();
+                if (job.policy == policy_t.ESA) {
+                    slot.lends = true;
+                    hash_index(slot.guest_idx);
+                }
             } else if (job.policy == policy_t.STATIC) {
                 slot.no_slot = true;
             } else {
-                hash_index();
+                hash_index(slot.idx);
             }
         }
     }

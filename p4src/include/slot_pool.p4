@@ -1,6 +1,6 @@
-// The slot pool: its registers, and rules S0-S13, T2 and T3 of
-// docs/dataplane.md for contributions, PS results and packets passing
-// through.  A contribution goes through three steps: read what the rules
+// The slot pool: its registers, and rules S0-S13, L1-L6 (rule L: a busy home
+// borrows the slot its chunk hashes to), T2 and T3 of docs/dataplane.md for
+// contributions, PS results and packets passing through.  A contribution goes through three steps: read what the rules
 // need of its slot, decide the rule (OwnChunkRules, OtherChunkRules: no
 // register access), then carry the rule out as one SlotOp of register and
 // header actions.
@@ -88,10 +88,14 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
     }
 }
 
-// S8-S11: the slot is free or held by another chunk; when held, `slot.state`,
-// the holder's priority and the slot's age were read.
+// S8-S11, L4-L5: the slot is free or held by another chunk; when held,
+// `slot.state`, the holder's priority and the slot's age were read.  `evict`:
+// the slot is the job's home under rule L, whose owner evicts a guest of no
+// higher priority (L4) instead of preempting by priority (S11); `preempt`:
+// S11 applies (not at a home under rule L, nor at a borrowed slot, L5).
 control OtherChunkRules(in esa_h esa, in job_meta_t job, in slot_meta_t slot, in usec_t age,
-                        in prio_t holder_prio, inout outcome_t outcome, out SlotOp op) {
+                        in prio_t holder_prio, in bool evict, in bool preempt,
+                        inout outcome_t outcome, out SlotOp op) {
     apply {
         bool retx = (esa.flags & FLAG_RETX) != 0;
         bool held = slot.owner != 0;
@@ -109,7 +113,13 @@ control OtherChunkRules(in esa_h esa, in job_meta_t job, in slot_meta_t slot, in
             op = SlotOp.TAKE;  // S10: reclaim a stale or idle slot.
             outcome.verdict = verdict_t.RECLAIM;
             outcome.victim_ev = stale ? event_t.STALE_RECLAIMED : event_t.IDLE_RECLAIMED;
-        } else if (held && !stale && !idle && !retx && job.policy == policy_t.ESA &&
+        } else if (held && !stale && !idle && !retx && evict &&
+                   slot.owner[47:32] != esa.job && holder_prio <= job.priority) {
+            op = SlotOp.TAKE;  // L4: the home's owner evicts its guest.
+            outcome.verdict = verdict_t.PREEMPT;
+            outcome.ev2 = event_t.PREEMPT_WON;
+            outcome.victim_ev = event_t.GUEST_EVICTED;
+        } else if (held && !stale && !idle && !retx && preempt && job.policy == policy_t.ESA &&
                    job.priority > holder_prio) {
             op = SlotOp.TAKE;  // S11: preempt a lower-priority holder.
             outcome.verdict = verdict_t.PREEMPT;
@@ -128,6 +138,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     ESA_SLOT_REGISTERS
     OwnChunkRules() own_chunk;
     OtherChunkRules() other_chunk;
+    OtherChunkRules() guest_chunk;
 
     action lanes_claim() { ESA_FOR_EACH_LANE(LANE_CLAIM) }
     action lanes_add() { value_t t; ESA_FOR_EACH_LANE(LANE_ADD) }
@@ -231,48 +242,64 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             } else if (job.policy == policy_t.ATP) {
                 outcome.dest = dest_t.PS;
             }
-        } else if (slot.transit) {
-            // T2: a fallback or partial of another switch passes through on
-            // its way to the PS, so its chunk can not complete here: a slot
-            // holding it flushes it along (as a retransmission would, S6),
-            // and the chunk's later contributions follow it (S13).  T3: a
-            // complete (ATP) or overlapping slot lets it pass untouched.
+        } else {
+            // The chunk's slot: under rule L its home h (slot.idx) or, when g
+            // and not h holds the chunk, the slot g it hashes to (L1, L2;
+            // T2 and S12 look there too).
             slot_owner.read(slot.owner, slot.idx);
-            outcome.verdict = verdict_t.TRANSIT;
-            outcome.dest = dest_t.PS;
-            if (slot.owner != key) {
-                op = SlotOp.PASS_GONE;
-            } else {
-                read_sum_state();
-                if ((slot.state & STATE_DONE) == 0 && (slot.bitmap & esa.bitmap) == 0) {
-                    slot.bitmap = slot.bitmap | esa.bitmap;
-                    slot.count = slot.count + 1;
-                    slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
-                    op = SlotOp.FLUSH_WITH;
-                    outcome.verdict = verdict_t.FLUSH;
-                    outcome.ev1 = event_t.FLUSHED;
+            chunk_key_t guest_owner = 0;
+            if (slot.lends && slot.owner != key) {
+                slot_owner.read(guest_owner, slot.guest_idx);
+                if (guest_owner == key) {
+                    slot.idx = slot.guest_idx;
+                    slot.owner = key;
                 }
             }
-        } else if (esa.ptype == PTYPE_PS_RESULT) {
-            // S12: a PS result goes to the workers; it releases the chunk's slot.
-            slot_owner.read(slot.owner, slot.idx);
-            outcome.ev1 = event_t.PS_RESULT;
-            outcome.dest = dest_t.WORKERS;
-            outcome.verdict = verdict_t.PS_PASS;
-            if (slot.owner == key) {
-                release();
-                outcome.verdict = verdict_t.PS_RELEASE;
-                outcome.ev2 = event_t.RELEASED_BY_PS;
-            }
-        } else {
-            slot_owner.read(slot.owner, slot.idx);
-            if (slot.owner == key) {
+            if (slot.transit) {
+                // T2: a fallback or partial of another switch passes through
+                // on its way to the PS, so its chunk can not complete here: a
+                // slot holding it flushes it along (as a retransmission
+                // would, S6), and the chunk's later contributions follow it
+                // (S13).  T3: a complete (ATP) or overlapping slot lets it
+                // pass untouched.
+                outcome.verdict = verdict_t.TRANSIT;
+                outcome.dest = dest_t.PS;
+                if (slot.owner != key) {
+                    op = SlotOp.PASS_GONE;
+                } else {
+                    read_sum_state();
+                    if ((slot.state & STATE_DONE) == 0 && (slot.bitmap & esa.bitmap) == 0) {
+                        slot.bitmap = slot.bitmap | esa.bitmap;
+                        slot.count = slot.count + 1;
+                        slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
+                        op = SlotOp.FLUSH_WITH;
+                        outcome.verdict = verdict_t.FLUSH;
+                        outcome.ev1 = event_t.FLUSHED;
+                    }
+                }
+            } else if (esa.ptype == PTYPE_PS_RESULT) {
+                // S12: a PS result goes to the workers; it releases the chunk's slot.
+                outcome.ev1 = event_t.PS_RESULT;
+                outcome.dest = dest_t.WORKERS;
+                outcome.verdict = verdict_t.PS_PASS;
+                if (slot.owner == key) {
+                    release();
+                    outcome.verdict = verdict_t.PS_RELEASE;
+                    outcome.ev2 = event_t.RELEASED_BY_PS;
+                }
+            } else if (slot.owner == key) {
                 read_sum_state();
                 own_chunk.apply(esa, job, slot, outcome, op);
             } else {
+                // S13, L3: a marker at h (or, under rule L, at g) covering the
+                // chunk sends it after its piece at the PS.
+                chunk_key_t guest_gone = 0;
                 slot_gone.read(gone, slot.idx);
                 gone_read = true;
-                if (covers(gone, key)) {
+                if (slot.lends) {
+                    slot_gone.read(guest_gone, slot.guest_idx);
+                }
+                if (covers(gone, key) || covers(guest_gone, key)) {
                     op = SlotOp.FALLBACK;  // S13: follow the chunk's partial to the PS.
                     outcome.ev2 = event_t.FOLLOWED;
                 } else {
@@ -283,7 +310,35 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                         slot_state.read(slot.state, slot.idx);
                         slot_prio.read(holder_prio, slot.idx);
                     }
-                    other_chunk.apply(esa, job, slot, now - ts, holder_prio, outcome, op);
+                    other_chunk.apply(esa, job, slot, now - ts, holder_prio, slot.lends,
+                                      !slot.lends, outcome, op);
+                    bool retx = (esa.flags & FLAG_RETX) != 0;
+                    bool outside = slot.guest_idx < job.part_base ||
+                                   slot.guest_idx - job.part_base >= job.part_size;
+                    if (slot.lends && op == SlotOp.DIVERT && !retx && outside) {
+                        // L5: the home is busy; a first send borrows g, outside
+                        // the home, if g is free, stale or idle (a guest never
+                        // preempts).  Otherwise L6: it falls back at h.
+                        slot_meta_t guest = slot;
+                        guest.idx = slot.guest_idx;
+                        guest.owner = guest_owner;
+                        usec_t guest_ts = 0;
+                        prio_t guest_prio = 0;
+                        if (guest_owner != 0) {
+                            slot_ts.read(guest_ts, guest.idx);
+                            slot_state.read(guest.state, guest.idx);
+                            slot_prio.read(guest_prio, guest.idx);
+                        }
+                        guest_chunk.apply(esa, job, guest, now - guest_ts, guest_prio, false,
+                                          false, outcome, op);
+                        if (op != SlotOp.DIVERT) {
+                            slot.idx = guest.idx;
+                            slot.owner = guest.owner;
+                            slot.state = guest.state;
+                            gone = guest_gone;
+                            outcome.ev2 = event_t.LENT;
+                        }
+                    }
                 }
             }
         }

@@ -1,0 +1,217 @@
+"""Differential test of rule L (docs/dataplane.md, "Lending"): jobs with
+homes under ESA whose windows exceed their homes borrow the idle homes of
+others, the owners come back and evict their guests, and contributions
+around a lent slot are lost, duplicated and reordered.  BMv2 and esa.model
+see the same packets; every output frame and every counter must be the
+same, and every chunk ends whole: completed once in the switch, or every
+piece of it at its PS."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+
+from controller.world.topology import Host
+from esa import wire
+from esa.model import Out, Packet, Result, slot_hash
+from esa.spec import Event, Policy, Verdict
+from esa.wire import Flag, PacketType
+from tests.dataplane import JOBS, POOL, QUAD_HIGH, TRIO_MID, WIDE_JOBS, Jobs, Rig
+from tests.test_differential import stream
+
+pytestmark = pytest.mark.bmv2
+
+
+def c(job: int, seq: int, w: int, flags: int = 0) -> tuple[Packet, Host]:
+    pkt = Packet(PacketType.CONTRIB, job, seq, 1 << w, (seq * 8 + w,) * wire.K, flags, 1)
+    return pkt, WIDE_JOBS[job].workers[w]
+
+
+def endings(
+    results: list[tuple[Packet, Result]], jobs: Jobs
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """Chunk -> (sums of it that left a slot complete, the worker bits of
+    it that reached its PS as fallbacks and partials)."""
+    ends: dict[tuple[int, int], tuple[int, int]] = {}
+    for pkt, res in results:
+        if pkt.ptype is PacketType.CONTRIB:
+            ends.setdefault((pkt.job, pkt.seq), (0, 0))
+        for o in res.outputs:
+            key = (o.packet.job, o.packet.seq)
+            done, bits = ends.get(key, (0, 0))
+            if o.packet.ptype is PacketType.RESULT and o.to is Out.ALL:
+                done += 1
+            elif o.packet.ptype in (PacketType.FALLBACK, PacketType.PARTIAL):
+                assert not bits & o.packet.bitmap, f"chunk {key}: a worker at the PS twice"
+                bits |= o.packet.bitmap
+            ends[key] = done, bits
+    return ends
+
+
+def assert_whole(
+    results: list[tuple[Packet, Result]], jobs: Jobs, only: tuple[int, ...] | None = None
+) -> None:
+    """Every chunk (of the jobs ``only`` names, or of every job), all of
+    whose workers' contributions reached the switch, ended once, in the
+    switch or whole at its PS: never split."""
+    for key, (done, bits) in endings(results, jobs).items():
+        if only is not None and key[0] not in only:
+            continue
+        mask = (1 << len(jobs[key[0]].workers)) - 1
+        assert (done, bits) in ((1, 0), (0, mask)), f"chunk {key}: {done} results, PS {bits:b}"
+
+
+def outside_home(job: int, seq: int, jobs: Jobs) -> bool:
+    plan = jobs[job]
+    return not plan.part_base <= slot_hash(job, seq, POOL) < plan.part_base + plan.part_size
+
+
+def test_a_window_beyond_its_home_borrows_idle_homes(wide_rig: Rig) -> None:
+    """Job 5 (three workers, home 0-3) opens twelve chunks while the other
+    homes sit idle: chunks 0-3 claim the home, each later one borrows the
+    slot it hashes to when that lies outside the home and is free, else it
+    falls back; then the other workers complete every chunk."""
+    wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
+    trace = [c(5, seq, w) for w in range(3) for seq in range(12)]
+    wide_rig.run(trace)
+    first = [res.verdict for _, res in wide_rig.results[:12]]
+    lent = [s for s in range(4, 12) if first[s] is Verdict.CLAIM]
+    assert first[:4] == [Verdict.CLAIM] * 4
+    borrowed: set[int] = set()
+    for s in range(4, 12):
+        g = slot_hash(5, s, POOL)
+        if outside_home(5, s, WIDE_JOBS) and g not in borrowed:
+            borrowed.add(g)
+            assert s in lent, s
+    assert len(lent) == len(borrowed) >= 4
+    ev = wide_rig.model.events(5)
+    assert (ev[Event.LENT], ev[Event.COMPLETED]) == (len(lent), 4 + len(lent))
+    assert ev[Event.FALLBACK] == 3 * (8 - len(lent))
+    assert_whole(wide_rig.results, WIDE_JOBS)
+
+
+@contextmanager
+def ranked(rig: Rig, priority: int | None) -> Iterator[None]:
+    """The rig's jobs, all of ``priority`` if it is given, while in the block."""
+    jobs = rig.jobs
+    if priority is not None:
+        rig.jobs = {j: replace(plan, priority=priority) for j, plan in jobs.items()}
+    try:
+        yield
+    finally:
+        rig.jobs = jobs
+
+
+@pytest.mark.parametrize("priority", [None, 1])
+def test_the_owners_come_back_and_evict_their_guests(wide_rig: Rig, priority: int | None) -> None:
+    """Job 5's workers 0 and 1 open chunks 0-11, borrowing slots in the homes
+    of jobs 6 (priority 5) and 7 (3), or of the same priority as job 5;
+    those jobs start chunks whose home slots hold job 5's guests and evict
+    them (their partials to job 5's PS); job 5's last worker then completes
+    its chunks at home and at the slots still lent, and follows its evicted
+    chunks to the PS."""
+    with ranked(wide_rig, priority):
+        owners_evict(wide_rig)
+
+
+def owners_evict(wide_rig: Rig) -> None:
+    wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
+    trace = [c(5, seq, w) for w in range(2) for seq in range(12)]
+    wide_rig.run(trace)
+    guests = [i for i, slot in enumerate(wide_rig.model.slots) if slot.owner >> 32 == 5 and i >= 4]
+    owners = [
+        (plan.job, slot - plan.part_base)
+        for plan in (QUAD_HIGH, TRIO_MID)
+        for slot in sorted(guests)
+        if plan.part_base <= slot < plan.part_base + plan.part_size
+    ]
+    assert owners, "no guest in another job's home"
+    wide_rig.run([c(job, seq, 0) for job, seq in owners])
+    evicting = [res for _, res in wide_rig.results[-len(owners) :]]
+    assert [r.verdict for r in evicting] == [Verdict.PREEMPT] * len(owners)
+    assert all(
+        [(o.packet.job, o.packet.ptype) for o in r.outputs] == [(5, PacketType.PARTIAL)]
+        for r in evicting
+    )
+    wide_rig.run([c(5, seq, 2) for seq in range(12)])
+    ev5 = wide_rig.model.events(5)
+    assert ev5[Event.GUEST_EVICTED] == len(owners)
+    assert ev5[Event.FOLLOWED] >= len(owners)
+    assert sum(wide_rig.model.events(j)[Event.PREEMPT_WON] for j in (6, 7)) == len(owners)
+    assert_whole(wide_rig.results, WIDE_JOBS, only=(5,))
+
+
+def test_a_lower_ranked_owner_borrows_around_a_higher_ranked_guest(wide_rig: Rig) -> None:
+    """Job 6 (priority 5) opens more chunks than its home holds and lends
+    in job 5's home (priority 1); job 5 may not evict it and borrows in
+    turn; both complete their chunks, frame for frame alike."""
+    wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
+    six = [c(6, seq, w) for w in range(2) for seq in range(12)]
+    wide_rig.run(six)
+    in_five = [
+        pkt.seq
+        for pkt, res in wide_rig.results
+        if res.verdict is Verdict.CLAIM
+        and slot_hash(6, pkt.seq, POOL) in range(0, 4)
+        and pkt.seq >= 4
+    ]
+    assert in_five, "job 6 lent no slot of job 5's home"
+    wide_rig.run([c(5, seq, w) for w in range(3) for seq in range(8)])
+    wide_rig.run([c(6, seq, w) for w in range(2, 4) for seq in range(12)])
+    assert wide_rig.model.events(6)[Event.GUEST_EVICTED] == 0
+    assert wide_rig.model.events(5)[Event.PREEMPT_WON] == 0
+    assert_whole(wide_rig.results, WIDE_JOBS)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lossy_streams_around_lent_slots(rig: Rig, seed: int) -> None:
+    """Every job in a home of 4 slots, each worker up to 6 chunks ahead of
+    its job's slowest: chunks borrow, are evicted, flushed and followed
+    under loss, duplication, reordering and retransmissions."""
+    rig.reset(Policy.ESA, parts=tuple(JOBS))
+    got = rig.run(stream(seed=40 + seed, n=400))
+    assert len(got) > 100
+    total = Counter[Event]()
+    for j in JOBS:
+        total.update(rig.model.events(j))
+    assert total[Event.LENT] > 0
+    assert total[Event.GUEST_EVICTED] > 0
+    assert total[Event.FOLLOWED] > 0
+
+
+def test_duplicated_resent_and_late_contributions_at_a_lent_slot(wide_rig: Rig) -> None:
+    """Job 5's chunk borrows a slot; a duplicate first send there is not
+    added (S4), a resend of another worker adds itself (S7), the same
+    resend again flushes the partial from the lent slot (S3), and the
+    chunk's last contribution, late, follows it to the PS."""
+    wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
+    lent = next(s for s in range(4, 100) if outside_home(5, s, WIDE_JOBS))
+    busy = lent % 4
+    trace = [
+        c(5, busy, 0),
+        c(5, lent, 0),
+        c(5, lent, 0),
+        c(5, lent, 1, Flag.RETX),
+        c(5, lent, 1, Flag.RETX),
+        c(5, busy, 1),
+        c(5, busy, 2),
+        c(5, lent, 2),
+    ]
+    wide_rig.run(trace)
+    assert [res.verdict for _, res in wide_rig.results] == [
+        Verdict.CLAIM,
+        Verdict.CLAIM,
+        Verdict.DUPLICATE,
+        Verdict.ADD,
+        Verdict.FLUSH,
+        Verdict.ADD,
+        Verdict.COMPLETE,
+        Verdict.FALLBACK,
+    ]
+    ev = wide_rig.model.events(5)
+    assert (ev[Event.LENT], ev[Event.FLUSHED], ev[Event.FOLLOWED]) == (1, 1, 1)
+    assert_whole(wide_rig.results, WIDE_JOBS)
