@@ -251,6 +251,20 @@ class World:
                 total += links.read_qdisc_drops(_sh, f"{a.switch}-eth{a.port}")
         return total
 
+    def loss_drops(self) -> dict[str, dict[str, object]]:
+        """Per host with a lossy link: its roles (``j1w0``, ``j1ps0``) and the
+        frames its loss rules dropped on the way ``up`` (from the host) and
+        ``down`` (to it)."""
+        roles: dict[str, list[str]] = {}
+        for m in self.members():
+            if self.link_of(m.name).loss_pct:
+                roles.setdefault(m.name, []).append(m.role)
+        out: dict[str, dict[str, object]] = {}
+        for name, its in roles.items():
+            hooks = links.read_dropped_by_hook(self._host_exec(name))
+            out[name] = {"roles": its, "up": hooks["egress"], "down": hooks["ingress"]}
+        return out
+
     # -- controller --
 
     def _topology(self) -> Path:
