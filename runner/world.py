@@ -178,7 +178,7 @@ class World:
         one of its own addresses as a martian unless the interface accepts
         local sources, and the PS then never learns the sums the switch
         completed under ESA and STATIC: a worker that lost one made the PS
-        pull every peer to sum it again (docs/hosts.md, "The switch's sums")."""
+        pull every peer to sum it again (docs/hosts.md, "The switch's sums at the PS")."""
         dev = f"{name}-eth0"
         key = f"net.ipv4.conf.{dev}.accept_local"
         code, out = self._host_exec(name)(f"sysctl -qw {key}=1 && sysctl -n {key}")
