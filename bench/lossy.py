@@ -9,14 +9,19 @@ are kept: ``<out>/<scenario>/loss<L>/r<N>/logs/<scheme>/j<job>ps<shard>.json``).
 Prints one row per scenario, loss and scheme: the mean JCT over rounds
 (each round's mean over jobs), the rounds' spread (slowest less fastest),
 whether every sum was exact in every round, the PULLs each job's PS hosts
-sent (mean over rounds, per job), and the workers' retransmissions and
-those that came too early (``retx`` / ``early``, the RTO's check).
+sent (mean over rounds, per job), the workers' retransmissions and
+those that came too early (``retx`` / ``early``, the RTO's check), and
+the frames each host's link dropped (the loss injected, counted by its
+nftables rules: ``logs/<scheme>/links.json``), mean over rounds, on the
+way up (from the host) / down (to it), each host named by its roles:
+``j1w0`` a worker, ``j1ps0`` a PS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.jobs import LINKS_FILE
 from runner.paths import ROOT
 
 SCENARIOS = ROOT / "mininet" / "scenarios"
@@ -41,6 +47,8 @@ class Cell:
     pulls: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     retx: int = 0
     early: int = 0
+    dropped: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    """per host, named by its roles, per round: frames its link dropped (up, down)."""
 
 
 def pulls_of(logs: Path, job: int) -> int:
@@ -81,18 +89,40 @@ def collect(cells: dict[str, Cell], out: Path) -> None:
         for j in jobs:
             job = int(str(j["job"]))
             cell.pulls[job].append(pulls_of(out / "logs" / scheme, job))
+        for link in json.loads((out / "logs" / scheme / LINKS_FILE).read_text()).values():
+            cell.dropped["+".join(link["roles"])].append((link["up"], link["down"]))
+
+
+def role_order(roles: str) -> tuple[int, bool, int]:
+    """By a host's first role's job, workers (``j<J>w<I>``) before PS hosts
+    (``j<J>ps<S>``)."""
+    m = re.match(r"j(\d+)(w|ps)(\d+)", roles)
+    if m is None:
+        raise ValueError(f"not a role: {roles}")
+    return int(m[1]), m[2] == "ps", int(m[3])
+
+
+def drops(cell: Cell) -> str:
+    """Per link, mean over rounds: frames dropped up / down."""
+    parts = []
+    for role in sorted(cell.dropped, key=role_order):
+        got = cell.dropped[role]
+        up = statistics.fmean(u for u, _ in got)
+        down = statistics.fmean(d for _, d in got)
+        parts.append(f"{role} {up:.0f}/{down:.0f}")
+    return ", ".join(parts)
 
 
 def row(name: str, loss: float, scheme: str, cell: Cell) -> str:
     if not cell.jct:
-        return f"| {name} | {loss:g} | {scheme} | failed | | no | | |"
+        return f"| {name} | {loss:g} | {scheme} | failed | | no | | | |"
     mean = statistics.fmean(cell.jct)
     spread = max(cell.jct) - min(cell.jct)
     pulls = " / ".join(f"{statistics.fmean(p):.0f}" for _, p in sorted(cell.pulls.items()))
     exact = "yes" if cell.exact and not cell.failed else f"no ({cell.failed} failed)"
     return (
         f"| {name} | {loss:g} | {scheme} | {mean:.2f} | {spread:.2f} | {exact} | {pulls} "
-        f"| {cell.retx} / {cell.early} |"
+        f"| {cell.retx} / {cell.early} | {drops(cell)} |"
     )
 
 
@@ -107,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     print(
         "| scenario | loss % | scheme | mean JCT s | rounds' spread s | exact "
-        "| PS pulls per job | retx / early |"
+        "| PS pulls per job | retx / early | frames dropped per link, up / down |"
     )
-    print("|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for name in args.scenario:
         scenario = Path(name) if Path(name).exists() else SCENARIOS / name
         for loss in args.loss:

@@ -84,6 +84,11 @@ class RunningJob:
         return min(w.epochs if self.by_epochs else w.steps for w in self.workers.values())
 
 
+LINKS_FILE = "links.json"
+"""Per host of a run with lossy links, the frames its loss rules dropped
+each way (``World.loss_drops``), in the scheme's logs."""
+
+
 @dataclass(frozen=True)
 class SchemeRun:
     results: dict[int, JobResult]
@@ -383,6 +388,8 @@ def run_jobs(
         started.callback(injector.stop)
         runner.loop()
         ctl.flush()
+        if drops := world.loss_drops():
+            (world.logs / LINKS_FILE).write_text(json.dumps(drops, indent=1))
     killed = {j for j, job in runner.jobs.items() if any(w.killed_by for w in job.workers.values())}
     return SchemeRun(runner.results(), timeline.samples, injector.events, killed)
 

@@ -56,14 +56,21 @@ def loss_ruleset(dev: str, loss_pct: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dropped(nft_json: str) -> int:
-    """Frames dropped, from ``nft -j list counters table netdev esa_loss``."""
-    total = 0
+def dropped_by_hook(nft_json: str) -> dict[str, int]:
+    """Frames dropped per hook (``DIRECTIONS``: ingress, the way down to the
+    host; egress, the way up from it), from ``nft -j list counters table
+    netdev esa_loss``."""
+    out = dict.fromkeys(DIRECTIONS, 0)
     for item in json.loads(nft_json).get("nftables", []):
         counter = item.get("counter")
         if counter is not None and counter.get("table") == TABLE:
-            total += int(counter["packets"])
-    return total
+            out[counter["name"].removeprefix("dropped_")] += int(counter["packets"])
+    return out
+
+
+def dropped(nft_json: str) -> int:
+    """Frames dropped both ways."""
+    return sum(dropped_by_hook(nft_json).values())
 
 
 def _heredoc(text: str) -> str:
@@ -79,11 +86,19 @@ def apply_loss(run: Exec, dev: str, loss_pct: float) -> None:
         raise LinkError(f"nftables loss on {dev} is not in place: {out.strip()}")
 
 
-def read_dropped(run: Exec) -> int:
+def read_counters(run: Exec) -> str:
     code, out = run(f"nft -j list counters table netdev {TABLE}")
     if code != 0:
         raise LinkError(f"cannot read the loss counters: {out.strip()}")
-    return dropped(out)
+    return out
+
+
+def read_dropped(run: Exec) -> int:
+    return dropped(read_counters(run))
+
+
+def read_dropped_by_hook(run: Exec) -> dict[str, int]:
+    return dropped_by_hook(read_counters(run))
 
 
 def qdisc_drops(tc_json: str) -> int:

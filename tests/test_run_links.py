@@ -48,6 +48,7 @@ def test_dropped_adds_the_tables_counters() -> None:
             {"counter": {"family": "inet", "table": "other", "name": "x", "packets": 100}},
         ]
     }  # fmt: skip
+    assert links.dropped_by_hook(json.dumps(listing)) == {"ingress": 7, "egress": 5}
     assert links.dropped(json.dumps(listing)) == 12
 
 
@@ -157,7 +158,7 @@ class Pair:
 def test_loss_rules_drop_and_count_for_real() -> None:
     """Half the datagrams each way on a veth between two private namespaces:
     some are dropped, the counters account for every missing one, and the
-    rest arrive."""
+    rest arrive; all of them on h1's way out (egress)."""
     pair = Pair("loss")
     try:
         links.apply_loss(pair.run, "h1", 50)
@@ -165,6 +166,7 @@ def test_loss_rules_drop_and_count_for_real() -> None:
         got = pair.send(sent, 4, 0.001)
         assert 0 < got < sent
         assert links.read_dropped(pair.run) == sent - got
+        assert links.read_dropped_by_hook(pair.run) == {"ingress": 0, "egress": sent - got}
     finally:
         pair.delete()
 

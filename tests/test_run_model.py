@@ -63,6 +63,16 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
         (p, j) for p in scn.DEFAULT_SCHEMES for j in jobs
     )
     assert all(r["exact"] and r["status"] == "done" and r["switch"] == "model" for r in rows)
+    # every sum the switch completed reached the job's PS too, on links that
+    # dropped nothing (ESA and STATIC send it from the PS's own address: the
+    # PS host must accept that source)
+    for r in rows:
+        logs = out / "logs" / r["scheme"]
+        got = sum(json.loads(f.read_text())["ps"]["switch_results"]
+                  for f in logs.glob(f"j{r['job']}ps*.json"))  # fmt: skip
+        switch = round(r["in_switch"] * r["chunks"])
+        assert got == switch or r["dropped"] > 0, (r["scheme"], r["job"], got, switch)
+    assert any(r["scheme"] == "esa" and r["in_switch"] > 0 and r["dropped"] == 0 for r in rows)
     assert json.loads((out / "scenario.json").read_text())["switch"] == "model"
     with (out / "slots.csv").open() as f:
         samples = list(csv.DictReader(f))

@@ -1,0 +1,198 @@
+"""What loss did to each chunk of a run, read from its captures (issue 39).
+
+    .venv/bin/python -m runner --scenario mininet/scenarios/lossy-pool.json \\
+        --switch model --schemes esa,atp --pcap --out results/trace
+    .venv/bin/python -m bench.loss_trace results/trace
+
+Reads the captures of the switch ports the jobs' hosts attach to
+(``pcaps/<scheme>/<switch>-eth<port>_in.pcap``, what the host sent that its
+link delivered; ``_out``, what the switch sent it, before its link's loss)
+and each PS's report, and prints per scheme and job:
+
+- ``lost up``: workers' first sends of a chunk that never reached the switch;
+- ``resent after result``: a worker's resend of a chunk after the switch
+  had sent it the chunk's sum and no PULL of it (its result was lost on the
+  way down, or its timer fired too early: the ``early`` column of ``make
+  run``);
+- ``switch sums``: chunks the switch completed (a RESULT out: ESA and
+  STATIC to the workers and the PS, ATP to the PS only), and how many sums
+  of the switch the PS counted (its ``switch_results``): a sum the PS never
+  got can not answer a worker that lost its copy;
+- ``pulls``: PULLs the PS sent, each by the first reason that fits its
+  missing workers: the switch had sent the PS the chunk's sum (``sum
+  sent``); a missing contribution had gone to the PS and its link lost it
+  (``to PS, lost``); it was in a switch slot (``in slot``); it had not
+  reached the switch (``not at switch``); and how many of the pulls were a
+  chunk's second or later (``repeat``);
+- ``repair ms``: over the chunks some worker resent, the mean time from the
+  chunk's first contribution at the switch to its last sum sent to a worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from esa.wire import PAYLOAD_BYTES, Flag, PacketType
+from hosts.payload import HEADER_STRUCT
+from runner.capture import pcap_name
+
+PCAP_HEADER, RECORD = 24, struct.Struct("<IIII")
+ETH, UDP = 14, 8
+RESULTS = (PacketType.RESULT, PacketType.PS_RESULT)
+TO_PS = (PacketType.FALLBACK, PacketType.PARTIAL)
+CAUSES = ("sum sent", "to PS, lost", "in slot", "not at switch")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One ESA packet at a switch port: when, whose port, which way."""
+
+    t: float
+    who: str
+    """``ps`` or the worker's bit index as ``w<I>``."""
+    inbound: bool
+    """the switch received it (``_in``), else sent it (``_out``)."""
+    ptype: int
+    flags: int
+    bitmap: int
+
+
+def esa_frames(path: Path) -> Iterator[tuple[float, tuple[int, int, int, int, int, int]]]:
+    """(time, header fields) of each ESA packet (a UDP datagram of an ESA
+    packet's length) in a pcap file."""
+    data = path.read_bytes()
+    off = PCAP_HEADER
+    while off + RECORD.size <= len(data):
+        sec, usec, incl, _ = RECORD.unpack_from(data, off)
+        off += RECORD.size
+        frame = data[off : off + incl]
+        off += incl
+        if frame[12:14] != b"\x08\x00" or frame[ETH + 9] != 17:
+            continue
+        udp = ETH + (frame[ETH] & 0x0F) * 4
+        (length,) = struct.unpack_from("!H", frame, udp + 4)
+        if length == UDP + PAYLOAD_BYTES and len(frame) >= udp + length:
+            yield sec + usec / 1e6, HEADER_STRUCT.unpack_from(frame, udp + UDP)
+
+
+@dataclass
+class JobTrace:
+    """One job's counts under one scheme."""
+
+    chunks: int = 0
+    lost_up: int = 0
+    resent_after_result: int = 0
+    switch_sums: int = 0
+    ps_got_sums: int = 0
+    pulls: Counter[str] = field(default_factory=Counter)
+    repeat_pulls: int = 0
+    repair_s: list[float] = field(default_factory=list)
+
+
+def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
+    logs, pcaps = run / "logs" / scheme, run / "pcaps" / scheme
+    hosts = json.loads((logs / "topology.json").read_text())["hosts"]
+    workers = [str(h) for h in job["worker_hosts"]]  # type: ignore[attr-defined]
+    ps_hosts = [str(h) for h in job["ps_hosts"]]  # type: ignore[attr-defined]
+    roles = {h: f"w{i}" for i, h in enumerate(workers)} | dict.fromkeys(ps_hosts, "ps")
+    chunks: dict[int, list[Frame]] = defaultdict(list)
+    for host, who in roles.items():
+        at = hosts[host]
+        for way in ("in", "out"):
+            path = pcaps / pcap_name(f"{at['switch']}-eth{at['port']}", way)
+            for t, (ptype, flags, j, seq, bitmap, _) in esa_frames(path):
+                if j == job["job"]:
+                    chunks[seq].append(Frame(t, who, way == "in", ptype, flags, bitmap))
+    out = JobTrace(chunks=len(chunks))
+    for ps in range(len(ps_hosts)):
+        report = json.loads((logs / f"j{job['job']}ps{ps}.json").read_text())["ps"]
+        out.ps_got_sums += report["switch_results"]
+    mask = (1 << len(workers)) - 1
+    for frames in chunks.values():
+        frames.sort(key=lambda f: f.t)
+        trace_chunk(frames, mask, len(workers), out)
+    return out
+
+
+def trace_chunk(frames: list[Frame], mask: int, workers: int, out: JobTrace) -> None:
+    firsts = {
+        f.who
+        for f in frames
+        if f.inbound and f.ptype == PacketType.CONTRIB and not f.flags & Flag.RETX
+    }
+    out.lost_up += workers - len(firsts)
+    out.switch_sums += any(not f.inbound and f.ptype == PacketType.RESULT for f in frames)
+    answered: set[str] = set()
+    asked: set[str] = set()
+    resent = False
+    at_switch = to_ps = 0
+    sum_sent = False
+    pulled = 0
+    for f in frames:
+        if f.inbound and f.ptype == PacketType.CONTRIB:
+            at_switch |= f.bitmap
+            if f.flags & Flag.RETX:
+                resent = True
+                out.resent_after_result += f.who in answered and f.who not in asked
+        elif not f.inbound and f.ptype in RESULTS and f.who != "ps":
+            answered.add(f.who)
+        elif not f.inbound and f.ptype == PacketType.PULL:
+            asked.add(f.who)
+        elif not f.inbound and f.who == "ps" and f.ptype in TO_PS:
+            to_ps |= f.bitmap
+        elif not f.inbound and f.who == "ps" and f.ptype == PacketType.RESULT:
+            sum_sent = True
+        elif f.inbound and f.who == "ps" and f.ptype == PacketType.PULL:
+            missing = mask & ~f.bitmap
+            if sum_sent:
+                cause = CAUSES[0]
+            elif missing & to_ps:
+                cause = CAUSES[1]
+            elif missing & at_switch:
+                cause = CAUSES[2]
+            else:
+                cause = CAUSES[3]
+            out.pulls[cause] += 1
+            out.repeat_pulls += pulled > 0
+            pulled += 1
+    results = [f.t for f in frames if not f.inbound and f.ptype in RESULTS and f.who != "ps"]
+    contribs = [f.t for f in frames if f.inbound and f.ptype == PacketType.CONTRIB]
+    if resent and results and contribs:
+        out.repair_s.append(max(results) - min(contribs))
+
+
+def row(scheme: str, job: int, t: JobTrace) -> str:
+    pulls = " / ".join(str(t.pulls[c]) for c in CAUSES)
+    repair = f"{statistics.fmean(t.repair_s) * 1e3:.1f}" if t.repair_s else "-"
+    return (
+        f"| {scheme} | {job} | {t.chunks} | {t.lost_up} | {t.resent_after_result} "
+        f"| {t.switch_sums} / {t.ps_got_sums} | {t.pulls.total()} | {pulls} | {t.repeat_pulls} "
+        f"| {repair} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.loss_trace", description=__doc__)
+    ap.add_argument("run", type=Path, help="a make run results directory, run with --pcap")
+    args = ap.parse_args(argv)
+    scenario = json.loads((args.run / "scenario.json").read_text())
+    print(
+        "| scheme | job | chunks | lost up | resent after result | switch sums / PS got "
+        f"| pulls | {' / '.join(CAUSES)} | repeat | repair ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for scheme in scenario["schemes"]:
+        for job in scenario["jobs"]:
+            print(row(scheme, int(job["job"]), trace_job(args.run, scheme, job)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""bench.loss_trace: what loss did to each chunk, counted from a run's
+captures, here pcap files written by the test."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from bench import loss_trace
+from esa.wire import UDP_PORT, Flag, K, PacketType
+from hosts import payload
+
+C, R, FB, PULL = PacketType.CONTRIB, PacketType.RESULT, PacketType.FALLBACK, PacketType.PULL
+RETX = int(Flag.RETX)
+HOSTS = {"h1": 1, "h2": 2, "h3": 3}
+"""two workers and their PS, on ports 1-3 of s1."""
+
+
+def udp_frame(data: bytes) -> bytes:
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(data), 0, 0, 64, 17, 0,
+                     bytes(4), bytes(4))  # fmt: skip
+    udp = struct.pack("!HHHH", UDP_PORT, UDP_PORT, 8 + len(data), 0)
+    return bytes(12) + b"\x08\x00" + ip + udp + data
+
+
+def write_pcap(path: Path, frames: list[tuple[float, bytes]]) -> None:
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    for t, frame in frames:
+        out += struct.pack("<IIII", int(t), round(t % 1 * 1e6), len(frame), len(frame)) + frame
+    path.write_bytes(bytes(out))
+
+
+def esa(ptype: int, flags: int, seq: int, bitmap: int, job: int = 1) -> bytes:
+    h = payload.Header(ptype, flags, job, seq, bitmap, bin(bitmap).count("1"))
+    return payload.encode(h, [0] * K)
+
+
+def write_run(run: Path, packets: list[tuple[float, str, str, bytes]], got_sums: int) -> None:
+    """A run of scheme esa, job 1 on h1, h2 (workers) and h3 (PS); each
+    packet (time, host, ``in`` (from it to the switch) or ``out``, datagram)."""
+    scenario = {"schemes": ["esa"], "jobs": [
+        {"job": 1, "worker_hosts": ["h1", "h2"], "ps_hosts": ["h3"]}]}  # fmt: skip
+    (run / "logs" / "esa").mkdir(parents=True)
+    (run / "pcaps" / "esa").mkdir(parents=True)
+    (run / "scenario.json").write_text(json.dumps(scenario))
+    hosts = {h: {"switch": "s1", "port": p} for h, p in HOSTS.items()}
+    (run / "logs" / "esa" / "topology.json").write_text(json.dumps({"hosts": hosts}))
+    report = {"ps": {"switch_results": got_sums}}
+    (run / "logs" / "esa" / "j1ps0.json").write_text(json.dumps(report))
+    for host, port in HOSTS.items():
+        for way in ("in", "out"):
+            mine = [(t, udp_frame(d)) for t, h, w, d in packets if (h, w) == (host, way)]
+            write_pcap(run / "pcaps" / "esa" / f"s1-eth{port}_{way}.pcap", mine)
+
+
+def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) -> None:
+    """Chunk 7: h2's first send is lost, its resend completes the slot.
+    Chunk 8: the switch completes it, h1 loses its result, the PS lost its
+    copy too (it counted no sum of the switch): h1's resend falls back and the
+    PS pulls h2, whose answer is no resend of a lost result.  Another job's
+    packets and a control datagram are ignored."""
+    packets = [
+        (1.000, "h1", "in", esa(C, 0, 7, 0b01)),
+        (1.050, "h2", "in", esa(C, RETX, 7, 0b10)),
+        (1.051, "h1", "out", esa(R, 0, 7, 0b11)),
+        (1.051, "h2", "out", esa(R, 0, 7, 0b11)),
+        (1.051, "h3", "out", esa(R, 0, 7, 0b11)),
+        (2.000, "h1", "in", esa(C, 0, 8, 0b01)),
+        (2.001, "h2", "in", esa(C, 0, 8, 0b10)),
+        (2.002, "h1", "out", esa(R, 0, 8, 0b11)),
+        (2.002, "h2", "out", esa(R, 0, 8, 0b11)),
+        (2.002, "h3", "out", esa(R, 0, 8, 0b11)),
+        (2.050, "h1", "in", esa(C, RETX, 8, 0b01)),
+        (2.051, "h3", "out", esa(FB, RETX, 8, 0b01)),
+        (2.052, "h3", "in", esa(PULL, 0, 8, 0b01)),
+        (2.052, "h1", "out", esa(PULL, 0, 8, 0b01)),
+        (2.052, "h2", "out", esa(PULL, 0, 8, 0b01)),
+        (2.053, "h2", "in", esa(C, RETX, 8, 0b10)),
+        (2.054, "h3", "out", esa(FB, RETX, 8, 0b10)),
+        (2.055, "h3", "in", esa(PacketType.PS_RESULT, 0, 8, 0b11)),
+        (2.056, "h1", "out", esa(PacketType.PS_RESULT, 0, 8, 0b11)),
+        (2.056, "h2", "out", esa(PacketType.PS_RESULT, 0, 8, 0b11)),
+        (3.000, "h1", "in", esa(C, 0, 9, 0b01, job=2)),
+        (3.001, "h1", "in", b"\x00" * 40),
+    ]
+    write_run(tmp_path, packets, got_sums=0)
+    t = loss_trace.trace_job(tmp_path, "esa", {"job": 1, "worker_hosts": ["h1", "h2"],
+                                               "ps_hosts": ["h3"]})  # fmt: skip
+    assert (t.chunks, t.lost_up, t.resent_after_result) == (2, 1, 1)
+    assert (t.switch_sums, t.ps_got_sums, t.repeat_pulls) == (2, 0, 0)
+    assert dict(t.pulls) == {"sum sent": 1}
+    assert [round(s * 1e3) for s in t.repair_s] == [51, 56]
+    assert loss_trace.row("esa", 1, t) == (
+        "| esa | 1 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 |"
+    )
+
+
+def pulled(frames: list[loss_trace.Frame]) -> dict[str, int]:
+    t = loss_trace.JobTrace()
+    loss_trace.trace_chunk(frames, 0b111, 3, t)
+    return {**t.pulls, "repeat": t.repeat_pulls}
+
+
+def f(t: float, who: str, inbound: bool, ptype: int, bitmap: int) -> loss_trace.Frame:
+    return loss_trace.Frame(t, who, inbound, ptype, 0, bitmap)
+
+
+def test_each_pull_takes_the_first_cause_that_fits_its_missing_workers() -> None:
+    """w0 fell back and its FALLBACK was lost on the PS's link; w1 sits in a
+    slot; w2 never reached the switch."""
+    frames = [
+        f(0.0, "w0", True, C, 0b001),
+        f(0.1, "ps", False, FB, 0b001),
+        f(0.2, "w1", True, C, 0b010),
+        f(1.0, "ps", True, PULL, 0b000),  # w0, w1, w2 missing
+        f(2.0, "ps", True, PULL, 0b001),  # w1, w2 missing
+        f(3.0, "ps", True, PULL, 0b011),  # w2 missing
+    ]
+    assert pulled(frames) == {"to PS, lost": 1, "in slot": 1, "not at switch": 1, "repeat": 2}
