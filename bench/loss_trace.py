@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from esa.wire import PAYLOAD_BYTES, Flag, PacketType
-from hosts.payload import HEADER_STRUCT
+from hosts.net.payload import HEADER_STRUCT
 from runner.capture import pcap_name
 
 PCAP_HEADER, RECORD = 24, struct.Struct("<IIII")

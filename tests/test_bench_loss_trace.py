@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench import loss_trace
 from esa.wire import UDP_PORT, Flag, K, PacketType
-from hosts import payload
+from hosts.net import payload
 
 C, R, FB, PULL = PacketType.CONTRIB, PacketType.RESULT, PacketType.FALLBACK, PacketType.PULL
 RETX = int(Flag.RETX)
