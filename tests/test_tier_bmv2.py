@@ -214,7 +214,8 @@ LOW_HIGH = (("h1", "h2", "h5"), ("h3", "h4", "h6"))
 
 def admit_low_high(net: Net) -> tuple[int, int]:
     """One home per switch, the whole pool: HIGH outranks LOW and holds it;
-    LOW has none and hashes into it."""
+    LOW has none and hashes into it, a guest that HIGH evicts (rule L:
+    GUEST_EVICTED on LOW, PREEMPT_WON on HIGH)."""
     net.reset()
     net.policy(Policy.ESA, part_size=POOL)
     net.ctl.admit(AdmitRequest(job=4, workers=LOW_HIGH[0], ps=("h9",), priority=1))
@@ -245,7 +246,7 @@ def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
     assert (done.bitmap, done.count, done.values) == (0b111, 3, exact(low, range(3)))
     assert net.events("t1", 4) == {
         Event.AGGREGATED: 1,
-        Event.PREEMPT_SUFFERED: 1,
+        Event.GUEST_EVICTED: 1,
         Event.FALLBACK: 1,
         Event.FOLLOWED: 1,
     }
@@ -273,7 +274,7 @@ def test_a_preemption_at_the_spine_ends_in_an_exact_sum_at_the_ps(net: Net) -> N
     assert (done.bitmap, done.values) == (0b111, exact(low, range(3)))
     assert net.events("s1", 4) == {
         Event.AGGREGATED: 1,
-        Event.PREEMPT_SUFFERED: 1,
+        Event.GUEST_EVICTED: 1,
         Event.FALLBACK: 1,
         Event.FOLLOWED: 1,
     }
@@ -331,7 +332,7 @@ def test_a_job_inside_a_rack_reaches_its_ps_on_the_spine_through_a_transit(net: 
     net.send("h1", contrib(7, low, 0), "h9")
     net.reached("t1", 7, Event.AGGREGATED, 7)
     net.send("h3", contrib(8, high, 0), "h5")  # preempts: job 7's bit 0 to h9
-    net.reached("t1", 7, Event.PREEMPT_SUFFERED)
+    net.reached("t1", 7, Event.GUEST_EVICTED)
     net.send("h2", contrib(7, low, 1), "h9")  # follows its partial (S13)
     at_ps = net.got("h9", 2)
     assert sorted((p.ptype, p.bitmap) for p in at_ps) == [
