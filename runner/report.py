@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 DONE, FAILED = "done", "failed"
 
 
+def partials_lost(events: dict[str, int]) -> int:
+    """A job's partials that left the switch because another job took their
+    slot: preempted by a higher priority, or evicted as a guest by a home's
+    owner (docs/dataplane.md, rule L)."""
+    return int(events.get("preempt_suffered", 0)) + int(events.get("guest_evicted", 0))
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -54,8 +61,18 @@ COLUMNS = (
     Column("iter_per_s", "iterations per second", 10, ".2f"),
     Column("in_switch", "share of its chunks summed in the switch", 9, ".0%"),
     Column("fallback", "contributions the switch passed to the PS: no slot for them", 8),
-    Column("won", "preemptions won: slots it took from jobs of lower priority", 6),
-    Column("lost", "preemptions suffered: its slots taken by jobs of higher priority", 6),
+    Column(
+        "won",
+        "partials it took a slot from: of jobs of lower priority, "
+        "or of guests in its home (rule L)",
+        6,
+    ),
+    Column(
+        "lost",
+        "partials taken from it: its slots taken by jobs of higher priority, "
+        "or its chunks evicted from another job's home by the owner (rule L)",
+        6,
+    ),
     Column("retx", "retransmissions by its workers", 6),
     Column("early", "retransmissions too early: the first sent were summed after all", 6),
     Column("dropped", "frames its hosts' links dropped (loss rules, full queues)", 7),
@@ -120,7 +137,7 @@ class JobResult:
             in_switch=min(1.0, events.get("completed", 0) / chunks),
             fallback=int(events.get("fallback", 0)),
             won=int(events.get("preempt_won", 0)),
-            lost=int(events.get("preempt_suffered", 0)),
+            lost=partials_lost(events),
             retx=sum(int(r["counters"].get("retransmitted", 0)) for r in mine),
             early=sum(int(r["counters"].get("spurious", 0)) for r in mine),
             dropped=dropped,
@@ -150,7 +167,7 @@ class JobResult:
             in_switch=min(1.0, events.get("completed", 0) / chunks),
             fallback=int(events.get("fallback", 0)),
             won=int(events.get("preempt_won", 0)),
-            lost=int(events.get("preempt_suffered", 0)),
+            lost=partials_lost(events),
             retx=0,
             early=0,
             dropped=dropped,

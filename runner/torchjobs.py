@@ -49,7 +49,7 @@ from typing import Any
 
 from esa.job import JobSpec
 from runner.network import HostRole, JobHosts
-from runner.report import JobResult
+from runner.report import JobResult, partials_lost
 from runner.scenario import TORCH, Scenario, is_script_file, with_specs
 from runner.world import PY
 
@@ -167,7 +167,7 @@ def result(
         in_switch=min(1.0, events.get("completed", 0) / max(1, chunks)),
         fallback=int(events.get("fallback", 0)),
         won=int(events.get("preempt_won", 0)),
-        lost=int(events.get("preempt_suffered", 0)),
+        lost=partials_lost(events),
         retx=sum(int(r["counters"]["retransmitted"]) for r in mine),
         early=sum(int(r["counters"]["spurious"]) for r in mine),
         dropped=dropped,

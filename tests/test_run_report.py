@@ -47,8 +47,10 @@ LEGEND = [
     "  iter_per_s  iterations per second",
     "  in_switch   share of its chunks summed in the switch",
     "  fallback    contributions the switch passed to the PS: no slot for them",
-    "  won         preemptions won: slots it took from jobs of lower priority",
-    "  lost        preemptions suffered: its slots taken by jobs of higher priority",
+    "  won         partials it took a slot from: of jobs of lower priority, or of guests in its"
+    " home (rule L)",
+    "  lost        partials taken from it: its slots taken by jobs of higher priority, or its"
+    " chunks evicted from another job's home by the owner (rule L)",
     "  retx        retransmissions by its workers",
     "  early       retransmissions too early: the first sent were summed after all",
     "  dropped     frames its hosts' links dropped (loss rules, full queues)",
@@ -77,6 +79,14 @@ def results() -> dict[str, dict[int, report.JobResult]]:
         "atp": {1: failed(J1), 2: done(J2, 5.0)},
         "static": {1: done(J1, 3.0), 2: done(J2, 5.0)},
     }
+
+
+def test_lost_counts_preemptions_suffered_and_guest_evictions() -> None:
+    events = {"completed": 4, "preempt_won": 2, "preempt_suffered": 3, "guest_evicted": 5}
+    workers = {(J1.job, 0): {"jct_s": 1.0, "counters": {"retransmitted": 0, "spurious": 0}}}
+    row = report.JobResult.build(J1, workers, events, exact=True)
+    assert (row.won, row.lost) == (2, 8)
+    assert report.JobResult.failure(J1, 2.0, WHY, events).lost == 8
 
 
 def test_one_vocabulary_defined_once() -> None:
