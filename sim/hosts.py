@@ -84,7 +84,8 @@ class WorkerState:
     outstanding: set[int] = field(default_factory=set)
     retx_pending: set[int] = field(default_factory=set)
     timeout: RetransmitTimeout | None = None
-    """the worker's retransmission timeout in ns (``hosts.rto``); None: none."""
+    """the worker's retransmission timeout in ns (``hosts.timing.rto``);
+    None: none."""
     deadline: dict[int, float] = field(default_factory=dict)
     timers: list[tuple[float, int, int]] = field(default_factory=list)
     """(deadline, event counter, seq) of each chunk sent, a heap

@@ -9,8 +9,8 @@ Hosts (our design; no ESA host code is public):
   chunks (its scheme's bandwidth-delay product unless ``Net.window`` is
   set); a chunk is resolved by the switch's RESULT or the PS's PS_RESULT.
   It also resends (RETX) a chunk left unresolved for its
-  retransmission timeout, adapted as ``hosts.worker`` adapts it
-  (``hosts.rto``).  With ``Net.barrier`` a job's workers start each
+  retransmission timeout, adapted as ``hosts.worker.agent`` adapts it
+  (``hosts.timing.rto``).  With ``Net.barrier`` a job's workers start each
   iteration's stream together, a barrier round trip after the last of them
   is ready.
 * a job's PS is ``Net.ps_shards`` hosts, chunk ``seq`` on shard
@@ -23,8 +23,9 @@ Hosts (our design; no ESA host code is public):
   it sends a PULL naming the workers it has (at once, or, with
   ``Net.ps_stall_ns``, once the chunk has been untouched that long, again
   every such period; with ``Net.ps_stall_adapts`` that period is learnt as
-  ``hosts.ps`` learns it, ``hosts.ps_stall``); the others resend (RETX) or
-  will send as RETX, so a stranded partial sum is flushed.
+  ``hosts.ps.parameter_server`` learns it, ``hosts.timing.ps_stall``); the
+  others resend (RETX) or will send as RETX, so a stranded partial sum is
+  flushed.
 
 A subclass is the network: how a worker's or a PS's packet reaches a
 switch, what the switches do with it, and what the controller writes into
@@ -58,7 +59,7 @@ from sim.workload import compute_times, lags
 ZEROS = (0,) * wire.K
 PS_PORT_BASE = 1000
 MAX_RTO_NS = MAX_RTO * 1e9
-"""``hosts.worker.MAX_RTO``: the timeout backs off no further."""
+"""``hosts.timing.rto.MAX_RTO``: the timeout backs off no further."""
 
 Event = tuple[float, int, Callable[[], None]]
 
@@ -328,17 +329,17 @@ class HostSim:
             heapq.heappop(timers)
 
     def _resend_summed(self, job: JobRun, w: WorkerState, seq: int) -> None:
-        """``hosts.stream.Stream.pulled``: a worker that has a chunk's sum
-        still answers its PS's PULL, without a timer.  Only on a lossy
+        """``hosts.worker.stream.Stream.pulled``: a worker that has a chunk's
+        sum still answers its PS's PULL, without a timer.  Only on a lossy
         network: without loss the PS lacks no sum a worker has (its copy
         comes on the same links), and the hosts' answer is only load."""
         pkt = Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, int(Flag.RETX))
         self._worker_out(job, w, pkt)
 
     def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
-        """``hosts.worker.Worker.poll``: resend a chunk whose timer expired
-        (``hosts.rto`` decides whether the timeout backs off), and Karn's rule
-        drops its sample."""
+        """``hosts.worker.agent.Worker.poll``: resend a chunk whose timer
+        expired (``hosts.timing.rto`` decides whether the timeout backs off),
+        and Karn's rule drops its sample."""
         if seq not in w.outstanding or w.deadline.get(seq) != deadline or w.timeout is None:
             return
         w.retransmits += 1
@@ -462,7 +463,7 @@ class HostSim:
             self._pull(job, ps, pkt.seq)
 
     def _answer_done(self, job: JobRun, ps: PsHost, seq: int) -> None:
-        """``hosts.aggregate``: a worker's resend of a chunk the PS has the
+        """``hosts.ps.aggregate``: a worker's resend of a chunk the PS has the
         sum of is answered with that sum, on a lossy network (the worker may
         have lost it; without loss, or for a first send late to a finished
         chunk, the sum is on its way)."""
@@ -471,8 +472,8 @@ class HostSim:
         self._ps_out(job, ps, out)
 
     def _pull_soon(self, job: JobRun, ps: PsHost, seq: int) -> None:
-        """``hosts.aggregate.Aggregator._pull_soon``: a worker resent into an
-        incomplete chunk, so pull the others now, unless a pull went out
+        """``hosts.ps.aggregate.Aggregator._pull_soon``: a worker resent into
+        an incomplete chunk, so pull the others now, unless a pull went out
         within a quarter stall."""
         assert ps.stall is not None
         if self.now - ps.pulled_at.get(seq, float("-inf")) >= ps.stall.value / 4:
@@ -483,7 +484,7 @@ class HostSim:
         return self.net.ps_stall_ns if ps.stall is None else ps.stall.value
 
     def _ps_observe(self, ps: PsHost, pkt: Packet, held: bool, complete: bool) -> None:
-        """``hosts.aggregate.Aggregator``'s samples of the stall: a chunk
+        """``hosts.ps.aggregate.Aggregator``'s samples of the stall: a chunk
         gathered without a pull, a pull's round trip, a first send that a
         pull overtook."""
         assert ps.stall is not None
@@ -522,7 +523,8 @@ class HostSim:
         self._ps_out(job, ps, Packet(PacketType.PULL, job.wire, seq, bitmap, ZEROS))
 
     def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
-        """``hosts.ps`` pulls a chunk left incomplete and untouched for its stall time."""
+        """``hosts.ps.parameter_server`` pulls a chunk left incomplete and
+        untouched for its stall time."""
         if seq in ps.done or ps.touched.get(seq) != touched:
             return
         ps.touched[seq] = self.now

@@ -80,17 +80,20 @@ class Net:
     product (``bdp_window``)."""
     rto_ns: float | None = None
     """packet model: a worker resends a chunk (RETX) left unresolved for its
-    retransmission timeout, adapted as ``hosts.worker`` adapts it
-    (``hosts.rto``) from this initial value and floor; None: ``RTO_RTTS``
-    round trips of the path through the PS (``rto_for``); 0: never, an
-    idealisation in which a stranded chunk waits for the PS's PULL."""
+    retransmission timeout, adapted as ``hosts.worker.agent`` adapts it
+    (``hosts.timing.rto``) from this initial value and floor; None:
+    ``RTO_RTTS`` round trips of the path through the PS (``rto_for``); 0:
+    never, an idealisation in which a stranded chunk waits for the PS's
+    PULL."""
     ps_stall_ns: float = 0.0
     """the PS pulls a chunk it holds incomplete and untouched this long
-    (``hosts.ps`` ``stall``); 0 means at once, on its first incomplete packet."""
+    (``hosts.ps.parameter_server`` ``stall``); 0 means at once, on its
+    first incomplete packet."""
     ps_stall_adapts: bool = False
-    """the PS learns its stall from what it observes, as ``hosts.ps`` does
-    (``hosts.ps_stall``), from ``ps_stall_ns`` (0: one round trip of the
-    path through the PS, ``rtt_ns(Scheme.ATP)``)."""
+    """the PS learns its stall from what it observes, as
+    ``hosts.ps.parameter_server`` does (``hosts.timing.ps_stall``), from
+    ``ps_stall_ns`` (0: one round trip of the path through the PS,
+    ``rtt_ns(Scheme.ATP)``)."""
     jitter_ns: float = JITTER_NS
     """every contribution reaches the switch an extra exponential delay of
     this mean, drawn per packet (NIC, PCIe, host stack and queueing); 0 is

@@ -539,223 +539,436 @@ def solve_shared(
     the share evicted there (to the PS, as a chunk evicted at home).  A
     guest holds its slot as long as a chunk at home (``Flow.lent``).
 
-    Under ATP the slots a job holds grow with its PS queue, which grows with
-    the collisions the others' slots cause: the iteration starts damped.
-    Under ESA a job holds slots for its workers' gap and the spread of its
-    contributions; with no spread (an idealisation) and nothing parked it
-    holds none, and there is nothing to solve.  A flow's rate, share to
-    the PS or slot count whose step turned back halves its own step (down to
-    ``DAMP_FLOOR``), so a steep flow slows no other: the map is
-    continuous but steep where a job's collisions tip it from one bound to
-    another, and a full step there flips between two states.  A solve that
-    has not converged after ``ROUNDS`` searches for the root of the round's
-    undamped map, and raises ``NotConverged`` if that fails too.
-
-    A solve rarely sees more than a few jobs, so it runs on lists of floats
-    (numpy's per-call cost would dominate), with numpy's rounding
-    (``array_sum``, ``level_sums``); ``min`` and ``max`` of two are spelled
-    out in the loop, as in ``SolveConstants.hold``."""
+    The steps: a pool nobody holds a slot of needs no solve
+    (``holds_nothing``); otherwise the flows start from their last state
+    (``SharedState.start``), damped rounds move them towards the fixed
+    point (``damped_rounds``), a root search takes over when the rounds
+    circle (``search_root``), and the flows take the result
+    (``write_back``)."""
     if not flows:
         return
-    tx, w, pool, modulo, jitter = paths.tx, paths.window, paths.pool, paths.modulo, paths.jitter
-    unlimited = math.isinf(pool)
-    if (
+    if holds_nothing(flows, parked, paths, outside):
+        stream_unblocked(flows, paths)
+        return
+    s = SharedState.start(flows, parked, paths, outside, lend)
+    moved = damped_rounds(s)
+    if moved >= CONVERGED:
+        search_root(s, flows, moved)
+    write_back(s, flows)
+
+
+def holds_nothing(
+    flows: list[Flow], parked: list[Parked], paths: SolveConstants, outside: Sequence[Parked]
+) -> bool:
+    """Under ESA a job holds slots for its workers' gap and the spread of
+    its contributions; with no spread (an idealisation), nothing parked and
+    nothing outside it holds none, and there is nothing to solve.  Under
+    ATP a completed chunk holds its slot for the PS round trip anyway."""
+    return (
         not parked
         and not outside
         and not paths.atp
         and all(f.skew == f.lag_spread == 0 for f in flows)
-    ):
-        for f in flows:
-            f.window, f.held, f.lent, f.to_ps, f.queue = w, 0.0, 0.0, 0.0, 0.0
-            f.latency = paths.lat_ok + f.lag_max
-            f.rate = min(1 / tx, f.cap, paths.shards / paths.ps_cost, w / f.latency)
-        return
-    prios = [f.prio for f in flows] + [p for p, _ in parked]
-    levels = sorted(set(prios)) if paths.ranked else [0]
-    index = {p: i for i, p in enumerate(levels)}
-    lvl = [index[p] if paths.ranked else 0 for p in prios]
-    n, n_lv = len(flows), len(levels)
-    lvl_f = lvl[:n]
-    fl = range(n)
-    workers = [float(f.workers) for f in flows]
-    skew = [f.skew for f in flows]
-    lag_spread = [f.lag_spread for f in flows]
-    lag_max = [f.lag_max for f in flows]
-    lat_ps = [paths.lat_ps_base + k * tx for k in workers]
-    lat = [paths.lat_ok + f.lag_max if f.rate == 0.0 else f.latency for f in flows]
-    rate = [min(1 / tx, w / lat[i]) if f.rate == 0.0 else f.rate for i, f in enumerate(flows)]
-    # each flow's paths.hold at its current rate and latency, kept up to date
-    holds = [paths.hold(rate[i], lat[i], skew[i], lag_spread[i]) for i in fl]
-    held = [rate[i] * holds[i][0] if f.rate == 0.0 else f.held for i, f in enumerate(flows)]
-    to_ps = [f.to_ps for f in flows]
-    logs = [math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]]
-    parked_slots = sum(b for _, b in parked)
-    away = sum(r for _, r in outside)
-    evictors = [sum(r for p, r in outside if p >= f.prio) for f in flows]
-    """per flow, chunks per ns of the flows outside that evict it"""
-    lend_share = [q for q, _ in lend] if lend else [0.0] * len(flows)
-    lend_evicted = [e for _, e in lend] if lend else [0.0] * len(flows)
-    lent = [0.0] * len(flows)
-    atp, lat_ok, shards, ps_cost = paths.atp, paths.lat_ok, paths.shards, paths.ps_cost
-    damp_rate = [DAMP_ATP if atp else DAMP_ESA] * n
-    damp_held, damp_ps = damp_rate[:], damp_rate[:]
-    line_rate = [min(1 / tx, f.cap) for f in flows]
-    f_b, new_to_ps, span, strands = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
-    d_rate, d_held, d_ps = [0.0] * n, [0.0] * n, [0.0] * n
-    """each flow's last step, whose sign tells an oscillation"""
+    )
 
-    def sweep(damped: bool) -> float:
-        """One round: every flow's share to the PS, rate and slots held
-        moved towards what the others' imply (all the way if not
-        ``damped``); returns the largest step asked for."""
-        rate_sum = array_sum(rate)
-        if paths.ranked:
-            # per flow: log of the share of slots free of the chunks at its
-            # level or above (its own included, taken out below)
-            free_ge = level_sums(lvl, logs, n_lv)
-            log_free = [free_ge[k] for k in lvl_f]
-            rate_ge = level_sums(lvl_f, rate, n_lv)
-            higher, total = [rate_ge[k + 1] for k in lvl_f], rate_ge[0] + away
-            if outside:
-                higher = [h + e for h, e in zip(higher, evictors, strict=True)]
-        else:
-            log_free = [array_sum(logs)] * n
-            higher, total = evictors, rate_sum + away
-        for i in fl:
-            t_blk, t_idle, _, span[i] = holds[i]
-            if unlimited:
-                own = 0.0
-            elif modulo:
-                own = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter)
-            else:
-                own = self_blocked_mean(int(pool), rate[i] * t_blk)
-            b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
-            b = b if b < BLOCK_CAP else BLOCK_CAP
-            lent[i] = b * lend_share[i]  # kept out, and a guest elsewhere
-            f_b[i] = new_to_ps[i] = b - lent[i]
-            if not atp:
-                load = higher[i] * t_blk + (total - rate[i]) * t_idle
-                evict = 1 - math.exp(-load / pool)
-                new_to_ps[i] = f_b[i] + (1 - b) * evict + lent[i] * lend_evicted[i]
-        vacant = 1 - min(1.0, (array_sum(held) + parked_slots) / pool)
-        # each flow's markings, and all of them: a flow loses its markers
-        # only to the others' (a job's own keep its earlier chunks covered)
-        own_marks = [rate[i] * to_ps[i] for i in fl]
-        marks = array_sum(own_marks)
-        wait, keep = paths.strand_wait(rate_sum)
-        moved = 0.0
-        for i in fl:
-            p, r = new_to_ps[i], rate[i]
-            step = abs(p - to_ps[i])
-            moved = step if step > moved else moved
-            if damped:
-                if step > CONVERGED and (p - to_ps[i]) * d_ps[i] < 0:
-                    damp_ps[i] = halve(damp_ps[i])
-                d_ps[i] = p - to_ps[i]
-                p = to_ps[i] + damp_ps[i] * (p - to_ps[i])
-            to_ps[i] = p
-            blocked = f_b[i] if f_b[i] < p else p
-            others = marks - own_marks[i]
-            others = others / pool if others > 0.0 else 0.0
-            strands[i] = strand = paths.strand_share(others, p, blocked, span[i], vacant)
-            lat[i] = (1 - p) * lat_ok + p * lat_ps[i] + strand * wait + lag_max[i]
-            # a chunk at the PS costs it its N contributions, but a guest
-            # evicted mid-hold its partial and, on average, half of the
-            # N - 1 contributions after its first: (N - 1) / 2 fewer
-            spared = lent[i] * lend_evicted[i]
-            spared = (spared if spared < p else p) * (workers[i] - 1) / 2
-            ps_bound = 1 / (((1 - p) + p * workers[i] - spared) / shards * ps_cost)
-            # the least of the line rate, the PS bound and the window (Little's law)
-            new = ps_bound if ps_bound < line_rate[i] else line_rate[i]
-            new = w / lat[i] if w / lat[i] < new else new
-            step = abs(new - r) / new
-            moved = step if step > moved else moved
-            if damped:
-                if step > CONVERGED and (new - r) * d_rate[i] < 0:
-                    damp_rate[i] = halve(damp_rate[i])
-                d_rate[i] = new - r
-                new = r + damp_rate[i] * (new - r)
-            rate[i] = r = new
-            holds[i] = paths.hold(r, lat[i], skew[i], lag_spread[i])
-            target = (1 - blocked - lent[i]) * r * holds[i][0]
-            target += r * strand * keep
-            target = target if target < pool else pool  # a flow holds at most the pool
-            step = abs(target - held[i]) / pool
-            moved = step if step > moved else moved
-            if damped:
-                if step > CONVERGED and (target - held[i]) * d_held[i] < 0:
-                    damp_held[i] = halve(damp_held[i])
-                d_held[i] = target - held[i]
-                target = held[i] + damp_held[i] * (target - held[i])
-            held[i] = h = target
-            logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
-        return moved
 
-    def state() -> np.ndarray:
-        """rate, share to the PS, slots held and latency, each scaled to about 1."""
-        return np.array(
-            [r * tx for r in rate] + to_ps + [h / pool for h in held] + [x / lat_ok for x in lat]
+def stream_unblocked(flows: list[Flow], paths: SolveConstants) -> None:
+    """Every flow as if alone: the least of the line, its cap, the PS and
+    the window over the latency of a chunk completed in the switch."""
+    tx, w = paths.tx, paths.window
+    for f in flows:
+        f.window, f.held, f.lent, f.to_ps, f.queue = w, 0.0, 0.0, 0.0, 0.0
+        f.latency = paths.lat_ok + f.lag_max
+        f.rate = min(1 / tx, f.cap, paths.shards / paths.ps_cost, w / f.latency)
+
+
+@dataclass
+class SharedState:
+    """One ``solve_shared`` under way: per flow (in the order of ``flows``),
+    its unknowns, what they derive from and the damping of its steps.
+
+    A solve rarely sees more than a few jobs, so it runs on lists of floats
+    (numpy's per-call cost would dominate), with numpy's rounding
+    (``array_sum``, ``level_sums``); ``min`` and ``max`` of two are spelled
+    out in the rounds, as in ``SolveConstants.hold``."""
+
+    paths: SolveConstants
+    lvl: list[int]
+    """priority level of each flow, then of each parked entry (0 unless
+    ``paths.ranked``)."""
+    lvl_f: list[int]
+    """``lvl`` of the flows alone."""
+    n_lv: int
+    workers: list[float]
+    skew: list[float]
+    lag_spread: list[float]
+    lag_max: list[float]
+    lat_ps: list[float]
+    line_rate: list[float]
+    parked_slots: float
+    away: float
+    """chunks per ns of the flows outside."""
+    evictors: list[float]
+    """per flow, chunks per ns of the flows outside that evict it."""
+    has_outside: bool
+    lend_share: list[float]
+    lend_evicted: list[float]
+    rate: list[float]
+    lat: list[float]
+    holds: list[tuple[float, float, float, float]]
+    """each flow's ``paths.hold`` at its current rate and latency, kept up
+    to date."""
+    held: list[float]
+    to_ps: list[float]
+    logs: list[float]
+    """log of the share of the pool each flow, then each parked entry,
+    leaves free."""
+    lent: list[float]
+    f_b: list[float]
+    """share of the flow's chunks that find their slot held and fall back."""
+    new_to_ps: list[float]
+    """the share to the PS the others imply this round."""
+    span: list[float]
+    strands: list[float]
+    damp_rate: list[float]
+    damp_held: list[float]
+    damp_ps: list[float]
+    d_rate: list[float]
+    d_held: list[float]
+    d_ps: list[float]
+    """each flow's last steps, whose sign tells an oscillation."""
+
+    @classmethod
+    def start(
+        cls,
+        flows: list[Flow],
+        parked: list[Parked],
+        paths: SolveConstants,
+        outside: Sequence[Parked],
+        lend: Sequence[tuple[float, float]],
+    ) -> SharedState:
+        """The flows' last state, or for a flow that has none (rate 0) the
+        line rate or window bound at a switch chunk's latency, holding its
+        window's slots."""
+        tx, w, pool = paths.tx, paths.window, paths.pool
+        lvl, n_lv = priority_levels(flows, parked, paths.ranked)
+        n = len(flows)
+        workers = [float(f.workers) for f in flows]
+        skew = [f.skew for f in flows]
+        lag_spread = [f.lag_spread for f in flows]
+        lat = [paths.lat_ok + f.lag_max if f.rate == 0.0 else f.latency for f in flows]
+        rate = [min(1 / tx, w / lat[i]) if f.rate == 0.0 else f.rate for i, f in enumerate(flows)]
+        holds = [paths.hold(rate[i], lat[i], skew[i], lag_spread[i]) for i in range(n)]
+        held = [rate[i] * holds[i][0] if f.rate == 0.0 else f.held for i, f in enumerate(flows)]
+        damp = [DAMP_ATP if paths.atp else DAMP_ESA] * n
+        return cls(
+            paths=paths,
+            lvl=lvl,
+            lvl_f=lvl[:n],
+            n_lv=n_lv,
+            workers=workers,
+            skew=skew,
+            lag_spread=lag_spread,
+            lag_max=[f.lag_max for f in flows],
+            lat_ps=[paths.lat_ps_base + k * tx for k in workers],
+            line_rate=[min(1 / tx, f.cap) for f in flows],
+            parked_slots=sum(b for _, b in parked),
+            away=sum(r for _, r in outside),
+            evictors=[sum(r for p, r in outside if p >= f.prio) for f in flows],
+            has_outside=bool(outside),
+            lend_share=[q for q, _ in lend] if lend else [0.0] * n,
+            lend_evicted=[e for _, e in lend] if lend else [0.0] * n,
+            rate=rate,
+            lat=lat,
+            holds=holds,
+            held=held,
+            to_ps=[f.to_ps for f in flows],
+            logs=[math.log1p(-min(BLOCK_CAP, b / pool)) for b in held + [b for _, b in parked]],
+            lent=[0.0] * n,
+            f_b=[0.0] * n,
+            new_to_ps=[0.0] * n,
+            span=[0.0] * n,
+            strands=[0.0] * n,
+            damp_rate=damp,
+            damp_held=damp[:],
+            damp_ps=damp[:],
+            d_rate=[0.0] * n,
+            d_held=[0.0] * n,
+            d_ps=[0.0] * n,
         )
 
-    def put(x: np.ndarray) -> None:
-        x = x.tolist()
-        for i in fl:
-            rate[i] = min(max(x[i], 1e-9), 1.0) / tx
-            to_ps[i] = min(max(x[n + i], 0.0), 1.0)
-            held[i] = h = min(max(x[2 * n + i], 0.0), 1.0) * pool
-            lat[i] = max(x[3 * n + i], 1e-9) * lat_ok
-            logs[i] = math.log1p(-(h / pool if h / pool < BLOCK_CAP else BLOCK_CAP))
-            holds[i] = paths.hold(rate[i], lat[i], skew[i], lag_spread[i])
 
+def priority_levels(flows: list[Flow], parked: list[Parked], ranked: bool) -> tuple[list[int], int]:
+    """(The level of each flow's, then each parked entry's, priority, 0 the
+    lowest; the number of levels): one level when priorities do not
+    matter."""
+    prios = [f.prio for f in flows] + [p for p, _ in parked]
+    levels = sorted(set(prios)) if ranked else [0]
+    index = {p: i for i, p in enumerate(levels)}
+    return [index[p] if ranked else 0 for p in prios], len(levels)
+
+
+def damped_rounds(s: SharedState) -> float:
+    """Damped rounds until none moves by ``CONVERGED``, at most ``ROUNDS``;
+    returns the last round's largest step.
+
+    Under ATP the slots a job holds grow with its PS queue, which grows
+    with the collisions the others' slots cause: the iteration starts
+    damped (``DAMP_ATP``).  A flow's rate, share to the PS or slot count
+    whose step turned back halves its own step (down to ``DAMP_FLOOR``),
+    so a steep flow slows no other: the map is continuous but steep where
+    a job's collisions tip it from one bound to another, and a full step
+    there flips between two states."""
+    moved = math.inf
     for _ in range(ROUNDS):
-        moved = sweep(damped=True)
+        moved = sweep(s, damped=True)
         if moved < CONVERGED:
             break
+    return moved
+
+
+def search_root(s: SharedState, flows: list[Flow], moved: float) -> None:
+    """Search for the root of the round's undamped map where the damped
+    rounds did not converge; raise ``NotConverged`` if that fails too.
+
+    A cycle no damping leaves: the map's loops through several flows (one's
+    slots, another's share to the PS, its rate, its slots) have a gain that
+    makes any fixed-step iteration circle.  A root finder on the round's
+    map takes it from there: Powell's hybrid method, then Newton-Krylov,
+    Levenberg-Marquardt and DF-SANE where one stalls (``ROOT_METHODS``).
+    Alike flows share their unknowns: a round maps alike states to alike
+    states, but a root finder's steps need not, and could land alike jobs
+    on different answers where the map has several roots."""
+    n = len(flows)
+    kind: dict[tuple[float, ...], int] = {}
+    cls = [kind.setdefault(flow_kind(f), i) for i, f in enumerate(flows)]
+    reps = sorted(set(cls))
+    pick = np.array([b * n + i for b in range(4) for i in reps])
+    widen = np.array([b * len(reps) + reps.index(c) for b in range(4) for c in cls])
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        put_state(s, x[widen])
+        sweep(s, damped=False)
+        out: np.ndarray = state_vector(s)[pick] - x
+        return out
+
+    # from where the rounds ended, and from halfway to where one more
+    # full round takes them: the rounds circle around the root
+    here = state_vector(s)
+    sweep(s, damped=False)
+    starts = (here[pick], (here[pick] + state_vector(s)[pick]) / 2)
+    for start, method in itertools.product(starts, ROOT_METHODS):
+        put_state(s, optimize.root(residual, start, method=method).x[widen])
+        moved = sweep(s, damped=False)
+        if moved < CONVERGED:
+            return
+    raise NotConverged(
+        f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds and a root search"
+    )
+
+
+def state_vector(s: SharedState) -> np.ndarray:
+    """rate, share to the PS, slots held and latency, each scaled to about 1."""
+    tx, pool, lat_ok = s.paths.tx, s.paths.pool, s.paths.lat_ok
+    return np.array(
+        [r * tx for r in s.rate]
+        + s.to_ps
+        + [h / pool for h in s.held]
+        + [x / lat_ok for x in s.lat]
+    )
+
+
+def put_state(s: SharedState, vector: np.ndarray) -> None:
+    """Set the flows to a ``state_vector``, clipped to what can be."""
+    paths, n = s.paths, len(s.rate)
+    tx, pool, lat_ok = paths.tx, paths.pool, paths.lat_ok
+    rate, to_ps, held, lat, logs, holds = s.rate, s.to_ps, s.held, s.lat, s.logs, s.holds
+    x = vector.tolist()
+    for i in range(n):
+        rate[i] = min(max(x[i], 1e-9), 1.0) / tx
+        to_ps[i] = min(max(x[n + i], 0.0), 1.0)
+        held[i] = h = min(max(x[2 * n + i], 0.0), 1.0) * pool
+        lat[i] = max(x[3 * n + i], 1e-9) * lat_ok
+        logs[i] = log_free_of(h, pool)
+        holds[i] = paths.hold(rate[i], lat[i], s.skew[i], s.lag_spread[i])
+
+
+def log_free_of(held: float, pool: float) -> float:
+    """log of the share of the pool ``held`` slots leave free (at least
+    ``1 - BLOCK_CAP``)."""
+    return math.log1p(-(held / pool if held / pool < BLOCK_CAP else BLOCK_CAP))
+
+
+def sweep(s: SharedState, damped: bool) -> float:
+    """One round: every flow's share to the PS, rate and slots held moved
+    towards what the others' imply (all the way if not ``damped``);
+    returns the largest step asked for."""
+    rate_sum = array_sum(s.rate)
+    log_free, higher, total = contenders(s, rate_sum)
+    fallback_shares(s, log_free, higher, total)
+    return move_flows(s, rate_sum, damped)
+
+
+def contenders(s: SharedState, rate_sum: float) -> tuple[list[float], list[float], float]:
+    """(Per flow, the log of the share of slots free of the chunks it may
+    not displace, its own included; per flow, chunks per ns of the chunks
+    that evict it; chunks per ns of all, outside included)."""
+    if s.paths.ranked:
+        # per flow: log of the share of slots free of the chunks at its
+        # level or above (its own included, taken out in fallback_shares)
+        free_ge = level_sums(s.lvl, s.logs, s.n_lv)
+        log_free = [free_ge[k] for k in s.lvl_f]
+        rate_ge = level_sums(s.lvl_f, s.rate, s.n_lv)
+        higher, total = [rate_ge[k + 1] for k in s.lvl_f], rate_ge[0] + s.away
+        if s.has_outside:
+            higher = [h + e for h, e in zip(higher, s.evictors, strict=True)]
     else:
-        # A cycle no damping leaves: the map's loops through several flows
-        # (one's slots, another's share to the PS, its rate, its slots) have
-        # a gain that makes any fixed-step iteration circle.  A root finder
-        # on the round's map takes it from there: Powell's hybrid method, then
-        # Newton-Krylov, Levenberg-Marquardt and DF-SANE where one stalls.
-        # Alike flows share their unknowns: a round maps alike states to
-        # alike states, but a root finder's steps need not, and could land
-        # alike jobs on different answers where the map has several roots.
-        kind: dict[tuple[float, ...], int] = {}
-        cls = [kind.setdefault(flow_kind(f), i) for i, f in enumerate(flows)]
-        reps = sorted(set(cls))
-        pick = np.array([b * n + i for b in range(4) for i in reps])
-        widen = np.array([b * len(reps) + reps.index(c) for b in range(4) for c in cls])
+        log_free = [array_sum(s.logs)] * len(s.rate)
+        higher, total = s.evictors, rate_sum + s.away
+    return log_free, higher, total
 
-        def residual(
-            x: np.ndarray, pick: np.ndarray = pick, widen: np.ndarray = widen
-        ) -> np.ndarray:
-            put(x[widen])
-            sweep(damped=False)
-            out: np.ndarray = state()[pick] - x
-            return out
 
-        # from where the rounds ended, and from halfway to where one more
-        # full round takes them: the rounds circle around the root
-        here = state()
-        sweep(damped=False)
-        starts = (here[pick], (here[pick] + state()[pick]) / 2)
-        for start, method in itertools.product(starts, ROOT_METHODS):
-            put(optimize.root(residual, start, method=method).x[widen])
-            moved = sweep(damped=False)
-            if moved < CONVERGED:
-                break
+def fallback_shares(
+    s: SharedState, log_free: list[float], higher: list[float], total: float
+) -> None:
+    """Per flow, at its current rate and hold: the share of its chunks
+    that find their slot held (``f_b``), by the others or by its own
+    earlier chunks; of those the share a guest elsewhere (``lent``); and
+    the share to the PS that implies (``new_to_ps``), under ESA with the
+    chunks evicted while they hold their slot or sit idle in it."""
+    paths = s.paths
+    pool, modulo, jitter, atp = paths.pool, paths.modulo, paths.jitter, paths.atp
+    unlimited = math.isinf(pool)
+    rate, workers, logs = s.rate, s.workers, s.logs
+    lent, f_b, new_to_ps, span = s.lent, s.f_b, s.new_to_ps, s.span
+    for i in range(len(rate)):
+        t_blk, t_idle, _, span[i] = s.holds[i]
+        if unlimited:
+            own = 0.0
+        elif modulo:
+            own = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter)
         else:
-            raise NotConverged(
-                f"{n} flows still moving by {moved:.3g} after {ROUNDS} rounds and a root search"
-            )
-    wait = paths.strand_wait(array_sum(rate))[0]
+            own = self_blocked_mean(int(pool), rate[i] * t_blk)
+        b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
+        b = b if b < BLOCK_CAP else BLOCK_CAP
+        lent[i] = b * s.lend_share[i]  # kept out, and a guest elsewhere
+        f_b[i] = new_to_ps[i] = b - lent[i]
+        if not atp:
+            load = higher[i] * t_blk + (total - rate[i]) * t_idle
+            evict = 1 - math.exp(-load / pool)
+            new_to_ps[i] = f_b[i] + (1 - b) * evict + lent[i] * s.lend_evicted[i]
+
+
+def move_flows(s: SharedState, rate_sum: float, damped: bool) -> float:
+    """Each flow in turn: its share to the PS moved, its stranded share and
+    latency from that, its rate moved, its slots held moved; returns the
+    largest step asked for."""
+    paths, rate, to_ps = s.paths, s.rate, s.to_ps
+    vacant = 1 - min(1.0, (array_sum(s.held) + s.parked_slots) / paths.pool)
+    # each flow's markings, and all of them: a flow loses its markers
+    # only to the others' (a job's own keep its earlier chunks covered)
+    own_marks = [rate[i] * to_ps[i] for i in range(len(rate))]
+    marks = array_sum(own_marks)
+    wait, keep = paths.strand_wait(rate_sum)
+    moved = 0.0
+    for i in range(len(rate)):
+        step = move_to_ps(s, i, damped)
+        moved = step if step > moved else moved
+        blocked, strand = strand_and_latency(s, i, marks - own_marks[i], vacant, wait)
+        step = move_rate(s, i, damped)
+        moved = step if step > moved else moved
+        step = move_held(s, i, blocked, strand, keep, damped)
+        moved = step if step > moved else moved
+    return moved
+
+
+def damped_step(
+    new: float, old: float, step: float, i: int, damp: list[float], last: list[float]
+) -> float:
+    """Flow ``i``'s value moved from ``old`` towards ``new`` by its damping
+    ``damp[i]``, which halves when a step larger than ``CONVERGED`` (``step``,
+    scaled) turns back from its ``last``."""
+    if step > CONVERGED and (new - old) * last[i] < 0:
+        damp[i] = halve(damp[i])
+    last[i] = new - old
+    return old + damp[i] * (new - old)
+
+
+def move_to_ps(s: SharedState, i: int, damped: bool) -> float:
+    """Flow ``i``'s share to the PS moved towards this round's; returns the
+    step asked for."""
+    p, old = s.new_to_ps[i], s.to_ps[i]
+    step = abs(p - old)
+    if damped:
+        p = damped_step(p, old, step, i, s.damp_ps, s.d_ps)
+    s.to_ps[i] = p
+    return step
+
+
+def strand_and_latency(
+    s: SharedState, i: int, others: float, vacant: float, wait: float
+) -> tuple[float, float]:
+    """Flow ``i``'s share stranded and its mean latency, given its share to
+    the PS, the others' markings (``others``, per ns) and the share of
+    slots free; returns (its share blocked, its share stranded)."""
+    paths, p = s.paths, s.to_ps[i]
+    blocked = s.f_b[i] if s.f_b[i] < p else p
+    others = others / paths.pool if others > 0.0 else 0.0
+    s.strands[i] = strand = paths.strand_share(others, p, blocked, s.span[i], vacant)
+    s.lat[i] = (1 - p) * paths.lat_ok + p * s.lat_ps[i] + strand * wait + s.lag_max[i]
+    return blocked, strand
+
+
+def move_rate(s: SharedState, i: int, damped: bool) -> float:
+    """Flow ``i``'s rate moved towards the least of its line rate, its PS
+    bound and its window over its latency (Little's law); returns the step
+    asked for, as a share of the new rate."""
+    paths, p, r, lat, workers = s.paths, s.to_ps[i], s.rate[i], s.lat[i], s.workers[i]
+    # a chunk at the PS costs it its N contributions, but a guest
+    # evicted mid-hold its partial and, on average, half of the
+    # N - 1 contributions after its first: (N - 1) / 2 fewer
+    spared = s.lent[i] * s.lend_evicted[i]
+    spared = (spared if spared < p else p) * (workers - 1) / 2
+    ps_bound = 1 / (((1 - p) + p * workers - spared) / paths.shards * paths.ps_cost)
+    new = ps_bound if ps_bound < s.line_rate[i] else s.line_rate[i]
+    new = paths.window / lat if paths.window / lat < new else new
+    step = abs(new - r) / new
+    if damped:
+        new = damped_step(new, r, step, i, s.damp_rate, s.d_rate)
+    s.rate[i] = new
+    s.holds[i] = paths.hold(new, lat, s.skew[i], s.lag_spread[i])
+    return step
+
+
+def move_held(
+    s: SharedState, i: int, blocked: float, strand: float, keep: float, damped: bool
+) -> float:
+    """Flow ``i``'s slots held moved towards its chunks in the switch over
+    their hold, plus its stranded chunks over the time they keep others
+    out, at most the pool; returns the step asked for, as a share of the
+    pool."""
+    pool, r, held = s.paths.pool, s.rate[i], s.held[i]
+    target = (1 - blocked - s.lent[i]) * r * s.holds[i][0]
+    target += r * strand * keep
+    target = target if target < pool else pool  # a flow holds at most the pool
+    step = abs(target - held) / pool
+    if damped:
+        target = damped_step(target, held, step, i, s.damp_held, s.d_held)
+    s.held[i] = target
+    s.logs[i] = log_free_of(target, pool)
+    return step
+
+
+def write_back(s: SharedState, flows: list[Flow]) -> None:
+    """The solved state into the flows."""
+    wait = s.paths.strand_wait(array_sum(s.rate))[0]
     for i, f in enumerate(flows):
-        f.window = w
-        f.rate, f.latency, f.held, f.to_ps = rate[i], lat[i], held[i], to_ps[i]
+        f.window = s.paths.window
+        f.rate, f.latency, f.held, f.to_ps = s.rate[i], s.lat[i], s.held[i], s.to_ps[i]
         # a guest evicted held its slot for half its hold, on average
-        f.lent = lent[i] * (1 - lend_evicted[i] / 2) * rate[i] * holds[i][0]
-        f.queue = holds[i][2]
-        f.stranded, f.strand_wait = strands[i], wait
+        f.lent = s.lent[i] * (1 - s.lend_evicted[i] / 2) * s.rate[i] * s.holds[i][0]
+        f.queue = s.holds[i][2]
+        f.stranded, f.strand_wait = s.strands[i], wait
 
 
 def flow_kind(f: Flow) -> tuple[float, ...]:

@@ -64,7 +64,8 @@ HOST_GBPS = 10.0
 above 6,000 packets x 183 bytes (9 Mbit/s) gives the same result."""
 
 PS_STALL_S = 0.2
-"""``hosts.ps_cli --stall`` default: the PS pulls a chunk untouched this long."""
+"""``hosts.programs.ps_cli --stall`` default: the PS pulls a chunk untouched
+this long."""
 
 SIMULATED_AS = {s.value: s if s in SIM_SCHEMES else Scheme.STATIC_EQUAL for s in RUN_SCHEMES}
 """The run's schemes and the scheme that simulates each: itself where the
@@ -202,10 +203,10 @@ def compare(
 
 
 def measure_ps_pkt_ns(pairs: int = 1000, rounds: int = 5) -> float:
-    """Median cost of ``hosts.ps.ParameterServer`` per FALLBACK on a loopback
-    UDP socket: ``2 * pairs`` contributions of a two-worker job are queued on
-    its socket, then one ``poll`` drains them (every second one completes a
-    chunk and sends its PS_RESULT)."""
+    """Median cost of ``hosts.ps.parameter_server.ParameterServer`` per
+    FALLBACK on a loopback UDP socket: ``2 * pairs`` contributions of a
+    two-worker job are queued on its socket, then one ``poll`` drains them
+    (every second one completes a chunk and sends its PS_RESULT)."""
     from esa import wire
     from hosts.net import payload
     from hosts.net.transport import UdpTransport

@@ -113,7 +113,8 @@ def ideal_iteration_s(job: JobSpec, net: Net) -> float:
 def compute_times(job: JobSpec, seed: int) -> np.ndarray:
     """Compute time (s) of each (iteration, worker), uniform within
     ``job.jitter`` of ``compute_s`` as the hosts draw it
-    (``hosts.gradients.compute_time``); the same draw in both models."""
+    (``hosts.programs.gradients.compute_time``); the same draw in both
+    models."""
     rng = np.random.default_rng([seed, job.job])
     u = rng.random((job.iterations, job.workers))
     return job.compute_s * (1.0 + job.jitter * (2.0 * u - 1.0))
