@@ -75,10 +75,27 @@ def route_key(job: int, seq: int) -> tuple[int, int]:
     return job, seq & ((1 << PS_SHARD_BITS) - 1)
 
 
+def chunk_crc(job: int, seq: int) -> int:
+    """CRC-32 of job (16 bits) and seq (32 bits) in network order (BMv2's
+    crc32), which the hashed slots take modulo their range."""
+    return zlib.crc32(job.to_bytes(2, "big") + seq.to_bytes(4, "big"))
+
+
 def slot_hash(job: int, seq: int, pool: int) -> int:
-    """Slot index under the shared policies: CRC-32 of job (16 bits) and seq
-    (32 bits) in network order, modulo the pool size (BMv2's crc32)."""
-    return zlib.crc32(job.to_bytes(2, "big") + seq.to_bytes(4, "big")) % pool
+    """Slot index under the shared policies: ``chunk_crc`` modulo the pool size."""
+    return chunk_crc(job, seq) % pool
+
+
+def borrowed_slot(job: int, seq: int, pool: int, part_base: int, part_size: int) -> int | None:
+    """Rule L's slot g for a chunk whose home is ``part_size`` slots from
+    ``part_base``: ``chunk_crc`` modulo the slots outside the home, counted
+    past it, so g never lies in the home; None when the home is the whole
+    pool."""
+    outside = pool - part_size
+    if outside <= 0:
+        return None
+    g = chunk_crc(job, seq) % outside
+    return g if g < part_base else g + part_size
 
 
 @dataclass(frozen=True)
@@ -237,13 +254,13 @@ class SwitchModel:
     def holding(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The slot the chunk's rules act on when nothing claims one (T2,
         S12, and L1-L2 of a contribution): its ``slot_index`` h, or, for a
-        job that lends (rule L), the slot g it hashes to when g and not h
-        holds the chunk."""
+        job that lends (rule L), its borrowed slot g when g and not h holds
+        the chunk."""
         h = self.slot_index(job, seq, cfg)
         if h is None or not self.lends(cfg) or self.slots[h].owner == owner_key(job, seq):
             return h
-        g = slot_hash(job, seq, self.pool_size)
-        return g if self.slots[g].owner == owner_key(job, seq) else h
+        g = borrowed_slot(job, seq, self.pool_size, cfg.part_base, cfg.part_size)
+        return g if g is not None and self.slots[g].owner == owner_key(job, seq) else h
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
@@ -388,21 +405,22 @@ class SwitchModel:
         return self._take_over(pkt, cfg, slot, key, now, *vacancy)
 
     def _lending(self, pkt: Packet, cfg: JobConfig, h: int, now: int) -> Result:
-        """Rule L (ESA, a job with a home h): a busy home borrows the slot g
-        the chunk hashes to when g lies outside the home and is free, stale
-        or idle.  L1-L2 look for the chunk at h and g, and L3 for a marker
-        covering it at either, before anything is claimed, so every piece
-        of a chunk meets the first one's slot, or follows it to the PS."""
+        """Rule L (ESA, a job with a home h): a busy home borrows the chunk's
+        slot g outside the home (``borrowed_slot``; none when the home is
+        the whole pool) when g is free, stale or idle.  L1-L2 look for the
+        chunk at h and g, and L3 for a marker covering it at either, before
+        anything is claimed, so every piece of a chunk meets the first
+        one's slot, or follows it to the PS."""
         if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
         key = owner_key(pkt.job, pkt.seq)
-        g = slot_hash(pkt.job, pkt.seq, self.pool_size)
-        home, guest = self.slots[h], self.slots[g]
+        g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
+        home, guest = self.slots[h], None if g is None else self.slots[g]
         if home.owner == key:
             return self._own(pkt, cfg, home, key, now)  # L1
-        if guest.owner == key:
+        if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
-        if gone_covers(home.gone, key) or gone_covers(guest.gone, key):
+        if gone_covers(home.gone, key) or (guest is not None and gone_covers(guest.gone, key)):
             self._count(pkt.job, Event.FOLLOWED)  # L3
             return self._fallback(pkt)
         if pkt.flags & RETX:
@@ -412,9 +430,8 @@ class SwitchModel:
             vacancy = Verdict.PREEMPT, Event.GUEST_EVICTED  # L4: the owner evicts its guest
         if vacancy is not None:
             return self._take_over(pkt, cfg, home, key, now, *vacancy)  # L4
-        outside = not cfg.part_base <= g < cfg.part_base + cfg.part_size
-        vacancy = self._vacancy(guest, now) if outside else None
-        if vacancy is not None:
+        vacancy = None if guest is None else self._vacancy(guest, now)
+        if guest is not None and vacancy is not None:
             self._count(pkt.job, Event.LENT)  # L5: a guest at g
             return self._take_over(pkt, cfg, guest, key, now, *vacancy)
         return self._divert(pkt, home, key)  # L6

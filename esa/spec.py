@@ -94,7 +94,7 @@ class Event(enum.IntEnum):
     unfinished went after it to the PS (also counted as FALLBACK)."""
     LENT = 15
     """rule L: a chunk of this job, its home busy, claimed a slot outside
-    its home (the one it hashes to) as a guest."""
+    its home (its borrowed slot, hashed over the rest of the pool) as a guest."""
     GUEST_EVICTED = 16
     """rule L: this job's partial, a guest in another job's home, was
     evicted by the home's owner (its PREEMPT_WON); it went to the PS."""

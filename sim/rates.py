@@ -21,9 +21,9 @@ model's mechanisms (docs/simulator.md, "Fluid"):
 * under ESA a held chunk is evicted when a higher-priority chunk lands on
   its slot, or any chunk once it has been idle for the squat timeout;
 * a job with a home streams in it (``solve_pool``); a chunk its home keeps
-  out borrows the slot it hashes to when that lies outside the home and is
-  free (rule L, ``lend_offers``), and the home's owner evicts such a guest
-  of its rank or below;
+  out borrows a slot hashed over the pool outside the home when that slot
+  is free (rule L, ``lend_offers``), and the home's owner evicts such a
+  guest of its rank or below;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
   timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
@@ -402,8 +402,8 @@ def solve_pool(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -
     ``Net.esa_home_size``, or more jobs than slots), the two sides meet in
     the homes: a hashed chunk there keeps the owner's chunk out if it
     outranks the owner, and is evicted by an owner of its rank or above
-    (rule L).  A homed chunk kept out of its home slot tries its hashed slot
-    outside the home (rule L, ``lend_offers``).  Each home, and the hashed
+    (rule L).  A homed chunk kept out of its home slot tries its slot hashed
+    over the pool outside the home (rule L, ``lend_offers``).  Each home, and the hashed
     side, is solved given what the others did last, until what each sees
     of the others stops moving, at most ``MIXED_ROUNDS`` times."""
     homed = [f for f in flows if f.part > 0]
@@ -442,8 +442,8 @@ class Lending(NamedTuple):
     """What a job with a home sees of the pool (``lend_offers``)."""
 
     share: float
-    """of its chunks kept out of their home slot, the share whose hashed
-    slot is outside the home and free."""
+    """of its chunks kept out of their home slot, the share whose borrowed
+    slot (hashed over the pool outside the home) is free."""
     evicted: float
     """the share of its guests evicted before they complete."""
     free: float
@@ -458,9 +458,9 @@ def lend_offers(
     """Rule L's odds for each job with a home, from the others' last state.
 
     A chunk whose home slot is held by its own job's earlier chunk (or by a
-    guest that outranks its job) claims its hashed slot ``g`` if ``g`` lies
-    outside its home and is free: over ``g`` uniform on the pool, the free
-    slots outside the home over the pool.  Free are the slots no streaming
+    guest that outranks its job) claims its borrowed slot ``g`` if ``g`` is
+    free: over ``g`` uniform on the pool outside the home, the free slots
+    there over the slots there.  Free are the slots no streaming
     job holds in its home, no guest or hashed chunk holds and no parked
     chunk holds: the homes of the jobs in compute whole, the rest of a
     streaming home.  A guest holds its slot as long as in its home (the
@@ -482,7 +482,8 @@ def lend_offers(
     out = []
     for i, f in enumerate(homed):
         free = max(0.0, free_all - free_home[i])
-        if free <= 0.0:
+        outside = pool - f.part
+        if free <= 0.0 or outside <= 0:
             out.append(Lending(0.0, 0.0, 0.0, free_home[i]))
             continue
         rate = f.rate if f.rate > 0.0 else 1 / paths.tx
@@ -496,7 +497,7 @@ def lend_offers(
         evicted = min(1.0, owners / free)
         higher = sum(h.rate for h in hashed if h.prio > f.prio)
         evicted += (1.0 - evicted) * -math.expm1(-higher * hold / pool)
-        out.append(Lending(free / pool, evicted, free, free_home[i]))
+        out.append(Lending(free / outside, evicted, free, free_home[i]))
     return out
 
 

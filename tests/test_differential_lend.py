@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 
 import pytest
 
 from controller.world.topology import Host
 from esa import wire
-from esa.model import Out, Packet, Result, slot_hash
+from esa.model import Out, Packet, Result, borrowed_slot
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
-from tests.dataplane import JOBS, POOL, QUAD_HIGH, TRIO_MID, WIDE_JOBS, Jobs, Rig
+from tests.dataplane import JOBS, POOL, QUAD_HIGH, TRIO_LOW, TRIO_MID, WIDE_JOBS, Jobs, Rig
 from tests.test_differential import stream
 
 pytestmark = pytest.mark.bmv2
@@ -65,29 +65,32 @@ def assert_whole(
         assert (done, bits) in ((1, 0), (0, mask)), f"chunk {key}: {done} results, PS {bits:b}"
 
 
-def outside_home(job: int, seq: int, jobs: Jobs) -> bool:
+def borrowed(job: int, seq: int, jobs: Jobs = WIDE_JOBS) -> int:
+    """The slot outside its home that the chunk borrows (rule L)."""
     plan = jobs[job]
-    return not plan.part_base <= slot_hash(job, seq, POOL) < plan.part_base + plan.part_size
+    g = borrowed_slot(job, seq, POOL, plan.part_base, plan.part_size)
+    assert g is not None
+    return g
 
 
 def test_a_window_beyond_its_home_borrows_idle_homes(wide_rig: Rig) -> None:
     """Job 5 (three workers, home 0-3) opens twelve chunks while the other
-    homes sit idle: chunks 0-3 claim the home, each later one borrows the
-    slot it hashes to when that lies outside the home and is free, else it
-    falls back; then the other workers complete every chunk."""
+    homes sit idle: chunks 0-3 claim the home, each later one borrows its
+    slot outside the home when that is free, else it falls back; then the
+    other workers complete every chunk."""
     wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
     trace = [c(5, seq, w) for w in range(3) for seq in range(12)]
     wide_rig.run(trace)
     first = [res.verdict for _, res in wide_rig.results[:12]]
     lent = [s for s in range(4, 12) if first[s] is Verdict.CLAIM]
     assert first[:4] == [Verdict.CLAIM] * 4
-    borrowed: set[int] = set()
+    taken: set[int] = set()
     for s in range(4, 12):
-        g = slot_hash(5, s, POOL)
-        if outside_home(5, s, WIDE_JOBS) and g not in borrowed:
-            borrowed.add(g)
-            assert s in lent, s
-    assert len(lent) == len(borrowed) >= 4
+        g = borrowed(5, s)
+        assert 4 <= g < POOL
+        assert (s in lent) is (g not in taken), s
+        taken.add(g)
+    assert len(lent) == len(taken) >= 4
     ev = wide_rig.model.events(5)
     assert (ev[Event.LENT], ev[Event.COMPLETED]) == (len(lent), 4 + len(lent))
     assert ev[Event.FALLBACK] == 3 * (8 - len(lent))
@@ -95,15 +98,21 @@ def test_a_window_beyond_its_home_borrows_idle_homes(wide_rig: Rig) -> None:
 
 
 @contextmanager
-def ranked(rig: Rig, priority: int | None) -> Iterator[None]:
-    """The rig's jobs, all of ``priority`` if it is given, while in the block."""
-    jobs = rig.jobs
-    if priority is not None:
-        rig.jobs = {j: replace(plan, priority=priority) for j, plan in jobs.items()}
+def planned(rig: Rig, jobs: Jobs) -> Iterator[None]:
+    """The rig with ``jobs`` while in the block."""
+    was = rig.jobs
+    rig.jobs = jobs
     try:
         yield
     finally:
-        rig.jobs = jobs
+        rig.jobs = was
+
+
+def ranked(rig: Rig, priority: int | None) -> AbstractContextManager[None]:
+    """The rig's jobs, all of ``priority`` if it is given, while in the block."""
+    if priority is None:
+        return planned(rig, rig.jobs)
+    return planned(rig, {j: replace(plan, priority=priority) for j, plan in rig.jobs.items()})
 
 
 @pytest.mark.parametrize("priority", [None, 1])
@@ -155,9 +164,7 @@ def test_a_lower_ranked_owner_borrows_around_a_higher_ranked_guest(wide_rig: Rig
     in_five = [
         pkt.seq
         for pkt, res in wide_rig.results
-        if res.verdict is Verdict.CLAIM
-        and slot_hash(6, pkt.seq, POOL) in range(0, 4)
-        and pkt.seq >= 4
+        if res.verdict is Verdict.CLAIM and borrowed(6, pkt.seq) in range(0, 4) and pkt.seq >= 4
     ]
     assert in_five, "job 6 lent no slot of job 5's home"
     wide_rig.run([c(5, seq, w) for w in range(3) for seq in range(8)])
@@ -165,6 +172,28 @@ def test_a_lower_ranked_owner_borrows_around_a_higher_ranked_guest(wide_rig: Rig
     assert wide_rig.model.events(6)[Event.GUEST_EVICTED] == 0
     assert wide_rig.model.events(5)[Event.PREEMPT_WON] == 0
     assert_whole(wide_rig.results, WIDE_JOBS)
+
+
+def test_a_home_of_the_whole_pool_evicts_its_guests_and_never_lends(wide_rig: Rig) -> None:
+    """Job 5's home is the whole pool, so it has no slot to borrow: jobs 6
+    and 7, without homes, hash into it; job 5, ranked above them, evicts
+    the guests its chunks meet (L4), and its chunks whose home slot its own
+    chunk holds fall back (L6); then its other workers complete or follow."""
+    whole = {**WIDE_JOBS, 5: replace(TRIO_LOW, priority=9, part_size=POOL)}
+    with planned(wide_rig, whole):
+        wide_rig.reset(Policy.ESA, parts=(5,))
+        wide_rig.run([c(job, seq, 0) for job in (6, 7) for seq in range(6)])
+        guests = sum(1 for slot in wide_rig.model.slots if slot.owner >> 32 in (6, 7))
+        wide_rig.run([c(5, seq, 0) for seq in range(24)])
+        first = [res.verdict for _, res in wide_rig.results[-24:]]
+        assert first.count(Verdict.PREEMPT) == guests > 0
+        assert first[16:] == [Verdict.FALLBACK] * 8
+        wide_rig.run([c(5, seq, w) for w in (1, 2) for seq in range(24)])
+        ev5 = wide_rig.model.events(5)
+        assert (ev5[Event.LENT], ev5[Event.PREEMPT_WON], ev5[Event.COMPLETED]) == (0, guests, 16)
+        evicted = [wide_rig.model.events(j)[Event.GUEST_EVICTED] for j in (6, 7)]
+        assert sum(evicted) == guests
+        assert_whole(wide_rig.results, whole, only=(5,))
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -189,8 +218,7 @@ def test_duplicated_resent_and_late_contributions_at_a_lent_slot(wide_rig: Rig) 
     resend again flushes the partial from the lent slot (S3), and the
     chunk's last contribution, late, follows it to the PS."""
     wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
-    lent = next(s for s in range(4, 100) if outside_home(5, s, WIDE_JOBS))
-    busy = lent % 4
+    lent, busy = 4, 0
     trace = [
         c(5, busy, 0),
         c(5, lent, 0),

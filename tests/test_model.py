@@ -17,10 +17,11 @@ from esa.model import (
     Out,
     Packet,
     SwitchModel,
+    borrowed_slot,
     route_key,
     slot_hash,
 )
-from esa.spec import DEFAULT_SQUAT_US, GONE_SPAN, Drop, Event, Policy, Verdict
+from esa.spec import DEFAULT_SQUAT_US, GONE_SPAN, Drop, Event, Policy, Verdict, owner_key
 from esa.wire import Flag, PacketType
 
 POOL = 8
@@ -190,13 +191,13 @@ def test_static_uses_own_partition_only() -> None:
 
 def test_esa_jobs_with_partitions_stream_through_them() -> None:
     """Each job in its home; a busy home borrows (rule L, tests/test_model_lend.py)
-    only a slot outside it, so seq 17, which shares LOW's slot 1 with seq 1
-    and hashes to it too, falls back."""
+    a free slot outside it, so seq 17, which shares LOW's slot 1 with seq 1
+    and whose borrowed slot 5 HIGH holds, falls back."""
     sw = switch(Policy.ESA, parts=True)
     assert sw.process(contrib(LOW, 1, 0), 0).verdict is Verdict.CLAIM
     assert sw.process(contrib(HIGH, 1, 0), 0).verdict is Verdict.CLAIM
     assert (sw.slots[1].owner >> 32, sw.slots[5].owner >> 32) == (LOW, HIGH)
-    assert slot_hash(LOW, 17, POOL) == 1
+    assert borrowed_slot(LOW, 17, POOL, 0, 4) == 5
     res = sw.process(contrib(LOW, 17, 0), 0)
     assert (res.verdict, [o.to for o in res.outputs]) == (Verdict.FALLBACK, [Out.PS])
     assert sw.process(contrib(LOW, 1, 1), 1).verdict is Verdict.COMPLETE
@@ -221,9 +222,14 @@ def test_esa_a_job_without_a_partition_shares_the_pool_by_priority() -> None:
         (Out.PS, LOW, PacketType.PARTIAL)
     ]
     assert sw.slots[idx].owner >> 32 == HIGH
-    # LOW's next chunk there finds HIGH's higher priority: it falls back
-    res = sw.process(contrib(LOW, idx + 4, 0), 2)
-    assert (res.verdict, [o.to for o in res.outputs]) == (Verdict.FALLBACK, [Out.PS])
+    # LOW's next chunk there finds HIGH's higher priority: it borrows its
+    # slot outside its home (rule L, L5)
+    lent = idx + 4
+    res = sw.process(contrib(LOW, lent, 0), 2)
+    assert (res.verdict, res.outputs) == (Verdict.CLAIM, ())
+    assert borrowed_slot(LOW, lent, POOL, 0, 4) == 4
+    assert sw.slots[4].owner == owner_key(LOW, lent)
+    assert sw.events(LOW)[Event.LENT] == 1
     # HIGH completes there and frees LOW's slot for LOW's next chunk
     assert sw.process(contrib(HIGH, high, 1), 3).verdict is Verdict.COMPLETE
     assert sw.process(contrib(LOW, idx + 8, 0), 4).verdict is Verdict.CLAIM
@@ -359,13 +365,22 @@ def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
     assert sw.slots[slot_hash(LOW, 7, POOL)].owner == 0
 
 
+def walled_in() -> SwitchModel:
+    """ESA, each job in its home, HIGH's home held by HIGH's chunks: a
+    busy slot of LOW's home has nowhere to borrow (rule L) and falls back."""
+    sw = switch(parts=True)
+    for seq in range(4):
+        assert sw.process(contrib(HIGH, seq, 0), 0).verdict is Verdict.CLAIM
+    return sw
+
+
 def test_a_slot_remembers_the_highest_gone_seq_of_a_job() -> None:
     """Chunks 0, 4 and 8 of a job share a slot of its partition; 4 and 8
     fall back around 0.  Chunk 4 stays gone when 8 goes: its next
     contribution follows it to the PS rather than claiming the slot chunk 0
     frees, where it could never complete (the marker keeps the job's
     highest gone seq, and covers the seqs behind it)."""
-    sw = switch(parts=True)
+    sw = walled_in()
     assert sw.process(contrib(LOW, 0, 0), 0).verdict is Verdict.CLAIM
     assert sw.process(contrib(LOW, 4, 0), 1).verdict is Verdict.FALLBACK
     assert sw.process(contrib(LOW, 8, 0), 2).verdict is Verdict.FALLBACK
@@ -389,14 +404,14 @@ def test_the_marker_covers_seqs_behind_it_across_the_wrap_and_within_its_span() 
     # chunks of slot 0 (seq mod 4 = 0) just before the wrap, and the one
     # farthest behind 4 that the marker covers
     for before in (2**32 - 4, 4 - (GONE_SPAN - 4) + 2**32):
-        sw = switch(parts=True)
+        sw = walled_in()
         sw.process(contrib(LOW, before, 0), 0)
         assert sw.process(contrib(LOW, 4, 0), 1).verdict is Verdict.FALLBACK
         assert sw.process(contrib(LOW, before, 1, flags=Flag.RETX), 2).verdict is Verdict.COMPLETE
         assert sw.process(contrib(LOW, before, 0), 3).verdict is Verdict.FALLBACK
         assert sw.slots[0].gone == (LOW << 32) | 4
     for outside in (8, 4 - GONE_SPAN + 2**32):
-        sw = switch(parts=True)
+        sw = walled_in()
         sw.process(contrib(LOW, 4, 0, flags=Flag.RETX), 0)
         assert sw.slots[0].gone == (LOW << 32) | 4
         assert sw.process(contrib(LOW, outside, 0), 1).verdict is Verdict.CLAIM

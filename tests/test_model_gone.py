@@ -16,8 +16,8 @@ through the switch), sums what reaches it.  The test checks
 
 - **G**: no contribution of a chunk any piece of which went from a slot to
   the PS (a fallback or a partial) starts a partial again in a slot whose
-  marker it reads (its slot; under rule L its home and the slot it hashes
-  to), unless a chunk of another job went from that slot to the PS since:
+  marker it reads (its slot; under rule L its home and its borrowed
+  slot), unless a chunk of another job went from that slot to the PS since:
   the residual case of a shared slot, whose marker keeps one job, and
   under rule L of a guest evicted from a home.  Which slot a piece left is
   the one its chunk held (``SwitchModel.holding``) or, for an evicted
@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from esa import wire
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel, slot_hash
+from esa.model import JobConfig, Out, Packet, Result, SwitchModel, borrowed_slot
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
@@ -170,13 +170,14 @@ class FaultyNetwork(RuleBasedStateMachine):
 
     def markers(self, job: int, seq: int) -> set[int]:
         """The slots whose markers a contribution of the chunk reads: its
-        slot, and under rule L the one it hashes to."""
+        slot, and under rule L its borrowed slot."""
         cfg = self.jobs[job].cfg
         home = self.sw.slot_index(job, seq, cfg)
         assert home is not None
         if not self.sw.lends(cfg):
             return {home}
-        return {home, slot_hash(job, seq, self.sw.pool_size)}
+        g = borrowed_slot(job, seq, self.sw.pool_size, cfg.part_base, cfg.part_size)
+        return {home} if g is None else {home, g}
 
     def went(self, slot: int, job: int, seq: int) -> None:
         """A piece of chunk (job, seq) went from ``slot`` to the PS."""

@@ -1,14 +1,26 @@
 """Rule L (docs/dataplane.md, "Lending"): under ESA a job with a home whose
-home slot is busy borrows the slot its chunk hashes to, outside its home;
-stated by esa.model, one test per step and per race, exact outputs and
-counters."""
+home slot is busy borrows a slot outside its home, hashed over the rest of
+the pool; stated by esa.model, one test per step and per race, exact
+outputs and counters."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from esa import wire
-from esa.model import JobConfig, Out, Output, Packet, Result, SwitchModel, slot_hash
+from esa.model import (
+    JobConfig,
+    Out,
+    Output,
+    Packet,
+    Result,
+    SwitchModel,
+    borrowed_slot,
+    chunk_crc,
+    slot_hash,
+)
 from esa.spec import Event, Policy, Verdict, owner_key
 from esa.wire import Flag, PacketType
 
@@ -40,12 +52,14 @@ def switch(b_prio: int = PRIO[B], stale_us: int = 1000, squat_us: int = 0) -> Sw
     return sw
 
 
-def seq_at(job: int, home: int, hashed: int) -> int:
-    """The first seq of ``job`` whose home slot is ``home`` and which hashes
-    to slot ``hashed``."""
+def seq_at(job: int, home: int, borrowed: int | None = None) -> int:
+    """The first seq of ``job`` whose home slot is ``home`` and whose
+    borrowed slot is ``borrowed`` (any, if None)."""
     base = 0 if job == A else 4
     return next(
-        s for s in range(10_000) if base + s % 4 == home and slot_hash(job, s, POOL) == hashed
+        s
+        for s in range(10_000)
+        if base + s % 4 == home and borrowed in (None, borrowed_slot(job, s, POOL, base, 4))
     )
 
 
@@ -65,9 +79,71 @@ def counts(sw: SwitchModel, job: int) -> dict[Event, int]:
     return {e: n for e, n in sw.events(job).items() if n}
 
 
+@pytest.mark.parametrize(
+    ("job", "seq", "part_base", "part_size", "outside", "g"),
+    [
+        (1, 0, 0, 4, 7, 11),  # a home at the pool's start: always past it
+        (1, 1, 0, 4, 1, 5),
+        (2, 1, 4, 4, 1, 1),  # a home inside: below it as hashed,
+        (2, 3, 4, 4, 5, 9),  # at or above its base past it
+        (3, 0, 12, 4, 3, 3),  # a home at the pool's end: as hashed
+        (3, 1, 12, 4, 1, 1),
+        (1, 0, 0, 15, 0, 15),  # one slot outside
+    ],
+)
+def test_the_borrowed_slot_is_hashed_over_the_pool_outside_the_home(
+    job: int, seq: int, part_base: int, part_size: int, outside: int, g: int
+) -> None:
+    assert chunk_crc(job, seq) % (POOL - part_size) == outside
+    assert borrowed_slot(job, seq, POOL, part_base, part_size) == g
+
+
+def test_a_home_of_the_whole_pool_borrows_no_slot() -> None:
+    assert [borrowed_slot(1, s, POOL, 0, POOL) for s in range(4)] == [None] * 4
+
+
+@given(
+    st.integers(0, 2**16 - 1),
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 4096),
+    st.data(),
+)
+def test_the_borrowed_slot_is_in_the_pool_and_never_in_the_home(
+    job: int, seq: int, pool: int, data: st.DataObject
+) -> None:
+    part_size = data.draw(st.integers(1, pool - 1))
+    part_base = data.draw(st.integers(0, pool - part_size))
+    g = borrowed_slot(job, seq, pool, part_base, part_size)
+    assert g is not None
+    assert 0 <= g < pool
+    assert not part_base <= g < part_base + part_size
+    assert g - (part_size if g >= part_base else 0) == chunk_crc(job, seq) % (pool - part_size)
+
+
+def test_a_home_of_the_whole_pool_evicts_its_guests_and_never_lends() -> None:
+    """Rule L without a slot outside: L4 evicts a lower-ranked hashed chunk
+    from the home, and a busy home slot falls back (L6), marked there."""
+    sw = SwitchModel(pool_size=POOL, policy=Policy.ESA)
+    sw.add_job(A, JobConfig(2, 0b11, 5, ps_ports=(PS_PORT,), part_base=0, part_size=POOL))
+    sw.add_job(B, JobConfig(2, 0b11, 1, ps_ports=(PS_PORT,)))
+    hashed = 0
+    idx = slot_hash(B, hashed, POOL)
+    sw.process(contrib(B, hashed, 0, 2), 0)
+    res = sw.process(contrib(A, idx, 0), 1)
+    assert res.verdict is Verdict.PREEMPT
+    assert outs(res) == [(Out.PS, PacketType.PARTIAL, B, hashed, 0b01, vals(2))]
+    busy = idx + POOL
+    res = sw.process(contrib(A, busy, 0, 3), 2)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, busy, 0b01, vals(3))]
+    assert [owner(sw, i) for i in range(POOL)].count(None) == POOL - 1
+    assert sw.slots[idx].gone == owner_key(A, busy)
+    assert counts(sw, A) == {Event.AGGREGATED: 1, Event.PREEMPT_WON: 1, Event.FALLBACK: 1}
+    assert counts(sw, B) == {Event.AGGREGATED: 1, Event.GUEST_EVICTED: 1}
+
+
 def test_l1_l2_a_busy_home_borrows_the_slot_its_chunk_hashes_to() -> None:
     sw = switch()
-    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    home, lent = seq_at(A, 0, 11), seq_at(A, 0, 10)
     assert sw.process(contrib(A, home, 0, 10), 0).verdict is Verdict.CLAIM
     # L5: slot 0 holds A's own chunk; slot 10 is in no home and free
     res = sw.process(contrib(A, lent, 0, 20), 1)
@@ -88,17 +164,19 @@ def test_l1_l2_a_busy_home_borrows_the_slot_its_chunk_hashes_to() -> None:
 
 def test_l3_a_chunk_marked_at_its_home_follows_whatever_the_slots_hold() -> None:
     sw = switch()
-    home, inside = seq_at(A, 0, 3), seq_at(A, 0, 1)
+    home, held, b_home = seq_at(A, 0, 11), seq_at(A, 0, 4), seq_at(B, 4)
+    sw.process(contrib(B, b_home, 0), 0)
     sw.process(contrib(A, home, 0), 0)
-    # L6: slot 0 busy, and the slot `inside` hashes to lies in A's own home
-    res = sw.process(contrib(A, inside, 0, 5), 1)
-    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, inside, 0b01, vals(5))]
-    assert sw.slots[0].gone == owner_key(A, inside)
+    # L6: slot 0 busy, and slot 4, where `held` would borrow, holds B's chunk
+    res = sw.process(contrib(A, held, 0, 5), 1)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, held, 0b01, vals(5))]
+    assert sw.slots[0].gone == owner_key(A, held)
     assert sw.process(contrib(A, home, 1), 2).verdict is Verdict.COMPLETE
+    assert sw.process(contrib(B, b_home, 1), 2).verdict is Verdict.COMPLETE
     # L3: both slots are free now, but the chunk's first piece is at the PS
-    res = sw.process(contrib(A, inside, 1, 6), 3)
-    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, inside, 0b10, vals(6))]
-    assert (owner(sw, 0), owner(sw, 1)) == (None, None)
+    res = sw.process(contrib(A, held, 1, 6), 3)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, held, 0b10, vals(6))]
+    assert (owner(sw, 0), owner(sw, 4)) == (None, None)
     assert counts(sw, A) == {
         Event.AGGREGATED: 2,
         Event.COMPLETED: 1,
@@ -118,7 +196,7 @@ def test_l4_the_owner_reclaims_its_stale_or_idle_home_slot(
     stale_us: int, squat_us: int, verdict: Verdict, event: Event
 ) -> None:
     sw = switch(stale_us=stale_us, squat_us=squat_us)
-    old, new = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    old, new = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, old, 0, 3), 0)
     res = sw.process(contrib(A, new, 0, 4), 1001)
     assert res.verdict is verdict
@@ -146,7 +224,7 @@ def test_l4_the_owner_evicts_a_guest_of_no_higher_priority_and_the_guest_follows
     sw.process(contrib(A, busy, 0), 0)
     assert sw.process(contrib(A, guest, 0, 7), 1).verdict is Verdict.CLAIM
     assert owner(sw, 5) == (A, guest)
-    owner_seq = seq_at(B, 5, 5)
+    owner_seq = seq_at(B, 5)
     res = sw.process(contrib(B, owner_seq, 0, 8), 2)
     assert res.verdict is Verdict.PREEMPT
     assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, guest, 0b01, vals(7))]
@@ -182,7 +260,7 @@ def test_l5_a_higher_ranked_guest_stays_and_the_owner_borrows_in_turn() -> None:
 
 def test_l5_a_guest_never_preempts_and_falls_back_at_its_home() -> None:
     sw = switch()
-    a_home, a_lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    a_home, a_lent = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, a_home, 0), 0)
     sw.process(contrib(A, a_lent, 0, 2), 1)
     b_home, b_seq = seq_at(B, 4, 3), seq_at(B, 4, 10)
@@ -200,7 +278,7 @@ def test_l5_a_guest_never_preempts_and_falls_back_at_its_home() -> None:
 def test_l5_a_guest_reclaims_a_stale_slot_outside_its_home() -> None:
     sw = switch()
     a_lent = seq_at(A, 0, 10)
-    sw.process(contrib(A, seq_at(A, 0, 3), 0), 0)
+    sw.process(contrib(A, seq_at(A, 0, 11), 0), 0)
     sw.process(contrib(A, a_lent, 0, 3), 0)
     sw.process(contrib(B, seq_at(B, 4, 3), 0), 1500)
     b_seq = seq_at(B, 4, 10)
@@ -220,7 +298,7 @@ def test_a_retransmission_never_starts_a_slot_it_falls_back_marking_the_home(
     sw = switch()
     seq = seq_at(A, 0, 10)
     if home_busy:
-        sw.process(contrib(A, seq_at(A, 0, 3), 0), 0)
+        sw.process(contrib(A, seq_at(A, 0, 11), 0), 0)
     res = sw.process(contrib(A, seq, 1, 6, flags=Flag.RETX), 1)
     assert res.outputs == (
         Output(Out.PS, Packet(PacketType.FALLBACK, A, seq, 0b10, vals(6), Flag.RETX, 1)),
@@ -234,7 +312,7 @@ def test_race_a_chunk_that_borrowed_stays_at_g_when_its_home_frees() -> None:
     """Contribution 1 claims g because h is busy; h frees; contribution 2
     adds at g and does not claim h."""
     sw = switch()
-    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    home, lent = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, home, 0), 0)
     sw.process(contrib(A, lent, 0, 2), 1)
     sw.process(contrib(A, home, 1), 2)
@@ -251,7 +329,7 @@ def test_race_a_chunk_that_fell_back_follows_when_both_slots_free() -> None:
     b_guest = seq_at(B, 4, 10)
     sw.process(contrib(B, seq_at(B, 4, 3), 0), 0)
     sw.process(contrib(B, b_guest, 0), 0)
-    home, seq = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    home, seq = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, home, 0), 1)
     assert sw.process(contrib(A, seq, 0, 4), 2).verdict is Verdict.FALLBACK
     sw.process(contrib(A, home, 1), 3)
@@ -265,7 +343,7 @@ def test_race_a_chunk_that_fell_back_follows_when_both_slots_free() -> None:
 
 def test_a_ps_result_releases_a_lent_slot() -> None:
     sw = switch()
-    home, lent = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    home, lent = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, home, 0), 0)
     sw.process(contrib(A, lent, 0), 1)
     ps = Packet(PacketType.PS_RESULT, A, lent, 0b11, vals(0), count=2)
@@ -281,7 +359,7 @@ def test_t2_a_partial_from_another_switch_flushes_a_lent_slot() -> None:
         A,
         JobConfig(2, 0b01, 1, (PS_PORT,), part_base=0, part_size=4, children=((CHILD, 0b10),)),
     )
-    home, lent, gone = seq_at(A, 0, 3), seq_at(A, 0, 10), seq_at(A, 0, 8)
+    home, lent, gone = seq_at(A, 0, 11), seq_at(A, 0, 10), seq_at(A, 0, 8)
     sw.process(contrib(A, home, 0), 0)
     sw.process(contrib(A, lent, 0, 2), 1)
     partial = Packet(PacketType.PARTIAL, A, lent, 0b10, vals(3), count=1)
@@ -304,11 +382,12 @@ def test_t2_a_partial_from_another_switch_flushes_a_lent_slot() -> None:
 def test_only_esa_lends(policy: Policy) -> None:
     sw = switch()
     sw.policy = policy
-    home, seq = seq_at(A, 0, 3), seq_at(A, 0, 10)
+    home, seq = seq_at(A, 0, 11), seq_at(A, 0, 10)
     sw.process(contrib(A, home, 0), 0)
     res = sw.process(contrib(A, seq, 0), 1)
     if policy is Policy.STATIC:
         assert res.verdict is Verdict.FALLBACK
-    else:  # ATP hashes every chunk: slot 10, as under ESA but never lent
+    else:  # ATP hashes every chunk over the whole pool, never lent
         assert res.verdict is Verdict.CLAIM
+        assert owner(sw, slot_hash(A, seq, POOL)) == (A, seq)
     assert sw.events(A)[Event.LENT] == 0

@@ -65,6 +65,13 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         hash(slot.idx, HashAlgorithm.identity, job.part_base, { esa.seq }, job.part_size);
     }
 
+    // Rule L's slot g before it is counted past the home: the CRC modulo
+    // the slots outside the home (borrowed_slot in esa/model.py).
+    action outside_index() {
+        hash(slot.guest_idx, HashAlgorithm.crc32, (slot_idx_t)0, { esa.job, esa.seq },
+             (bit<32>)POOL_SIZE - (bit<32>)job.part_size);
+    }
+
     // The port of the PS of the packet's chunk: its shard's.
     action shard_ps_port(out port_t port) {
         bit<8> shard = (bit<8>)(esa.seq[PS_SHARD_BITS - 1:0] & job.shard_mask);
@@ -145,14 +152,21 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         if (slot.to_pool) {
             // A7: the chunk's slot (CONTRIB, PS_RESULT, T2).  STATIC: in the
             // job's own partition; a job without one has no slot.  ESA: in
-            // the job's partition when it has one (and, rule L, the slot
-            // the chunk hashes to, which a busy home may borrow), else a
-            // hash over the whole pool.  ATP: always the hash.
+            // the job's partition when it has one (and, rule L, a slot
+            // outside it, hashed over the rest of the pool, which a busy
+            // home may borrow), else a hash over the whole pool.  ATP:
+            // always the hash.
             if (job.part_size != 0 && job.policy != policy_t.ATP) {
                 partition_index();
                 if (job.policy == policy_t.ESA) {
                     slot.lends = true;
-                    hash_index(slot.guest_idx);
+                    if (job.part_size < (slot_idx_t)POOL_SIZE) {
+                        slot.borrows = true;
+                        outside_index();
+                        if (slot.guest_idx >= job.part_base) {
+                            slot.guest_idx = slot.guest_idx + job.part_size;
+                        }
+                    }
                 }
             } else if (job.policy == policy_t.STATIC) {
                 slot.no_slot = true;

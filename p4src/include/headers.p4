@@ -62,9 +62,10 @@ struct slot_meta_t {
     bool to_pool;        // Admission passed the packet on to the slot pool
     bool no_slot;        // STATIC policy, job without a partition
     bool transit;        // a fallback or partial from another switch, bound for its PS
-    bool lends;          // rule L: ESA, a job with a home, which may borrow guest_idx
+    bool lends;          // rule L: ESA, a job with a home
+    bool borrows;        // rule L, and the home leaves slots outside it: guest_idx is set
     slot_idx_t idx;
-    slot_idx_t guest_idx; // rule L: the slot the chunk hashes to (g)
+    slot_idx_t guest_idx; // rule L: the slot outside the home a busy home borrows (g)
     chunk_key_t owner;
     bitmap_t bitmap;
     count_t count;

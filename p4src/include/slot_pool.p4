@@ -1,5 +1,5 @@
 // The slot pool: its registers, and rules S0-S13, L1-L6 (rule L: a busy home
-// borrows the slot its chunk hashes to), T2 and T3 of docs/dataplane.md for
+// borrows a slot outside it, hashed over the rest of the pool), T2 and T3 of docs/dataplane.md for
 // contributions, PS results and packets passing through.  A contribution goes through three steps: read what the rules
 // need of its slot, decide the rule (OwnChunkRules, OtherChunkRules: no
 // register access), then carry the rule out as one SlotOp of register and
@@ -244,11 +244,11 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             }
         } else {
             // The chunk's slot: under rule L its home h (slot.idx) or, when g
-            // and not h holds the chunk, the slot g it hashes to (L1, L2;
-            // T2 and S12 look there too).
+            // and not h holds the chunk, its borrowed slot g (L1, L2; T2 and
+            // S12 look there too).
             slot_owner.read(slot.owner, slot.idx);
             chunk_key_t guest_owner = 0;
-            if (slot.lends && slot.owner != key) {
+            if (slot.borrows && slot.owner != key) {
                 slot_owner.read(guest_owner, slot.guest_idx);
                 if (guest_owner == key) {
                     slot.idx = slot.guest_idx;
@@ -296,7 +296,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 chunk_key_t guest_gone = 0;
                 slot_gone.read(gone, slot.idx);
                 gone_read = true;
-                if (slot.lends) {
+                if (slot.borrows) {
                     slot_gone.read(guest_gone, slot.guest_idx);
                 }
                 if (covers(gone, key) || covers(guest_gone, key)) {
@@ -313,9 +313,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                     other_chunk.apply(esa, job, slot, now - ts, holder_prio, slot.lends,
                                       !slot.lends, outcome, op);
                     bool retx = (esa.flags & FLAG_RETX) != 0;
-                    bool outside = slot.guest_idx < job.part_base ||
-                                   slot.guest_idx - job.part_base >= job.part_size;
-                    if (slot.lends && op == SlotOp.DIVERT && !retx && outside) {
+                    if (slot.borrows && op == SlotOp.DIVERT && !retx) {
                         // L5: the home is busy; a first send borrows g, outside
                         // the home, if g is free, stale or idle (a guest never
                         // preempts).  Otherwise L6: it falls back at h.
