@@ -26,6 +26,7 @@ SET_PS = "EsaIngress.forwarding.set_ps"
 NO_PS_ROUTE = "EsaIngress.forwarding.no_ps_route"
 REPLICAS_TABLE = "EsaEgress.rewrite.replicas"
 SET_DST = "EsaEgress.rewrite.set_dst"
+SET_DST_FROM_SWITCH = "EsaEgress.rewrite.set_dst_from_switch"
 NO_ACTION = "NoAction"
 
 JOB_EVENTS = "EsaIngress.accounting.job_events"
@@ -48,7 +49,7 @@ TABLES = {
     CHILDREN_TABLE: (SET_CHILD, NO_ACTION),
     L2_TABLE: (TO_PORT, FLOOD, L2_DROP),
     PS_TABLE: (SET_PS, NO_PS_ROUTE),
-    REPLICAS_TABLE: (SET_DST, NO_ACTION),
+    REPLICAS_TABLE: (SET_DST, SET_DST_FROM_SWITCH, NO_ACTION),
 }
 """Every table the control plane sees, with its actions."""
 

@@ -17,8 +17,9 @@ emits it:
   as its source and the group of that entry, a PULL or PS result the
   arriving job's "workers" group;
 * ``replicas.p4``: each multicast copy with a rid is rewritten to the
-  ``replicas`` entry of that rid (MAC, IP, UDP port); a non-ESA copy never
-  leaves by the port it came in on;
+  ``replicas`` entry of that rid (MAC, IP, UDP port, and for a PS's entry
+  the address of the switch where the job's sums complete as the source);
+  a non-ESA copy never leaves by the port it came in on;
 * the IPv4 checksum is recomputed only where an address changed.
 
 Where BMv2 would set ``mcast_grp`` 0 it sends to ``egress_spec``, which
@@ -46,6 +47,7 @@ from esa.p4names import (
     PS_TABLE,
     REPLICAS_TABLE,
     SET_DST,
+    SET_DST_FROM_SWITCH,
 )
 from esa.spec import PS_SHARD_BITS, Drop, Policy
 from esa.wire import PacketType
@@ -116,8 +118,9 @@ class Config:
     ps_routes: Mapping[tuple[int, int], tuple[int, bytes, bytes, int]] = field(default_factory=dict)
     """``esa.model.route_key`` -> PS port, MAC, IP and "all" group: the
     ``ps_route`` entry that matches, for every value of the bits it matches."""
-    replicas: Mapping[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
-    """rid -> MAC, IP, UDP port."""
+    replicas: Mapping[int, tuple[bytes, bytes, bytes, bytes | None]] = field(default_factory=dict)
+    """rid -> MAC, IP, UDP port, and the source IP of ``set_dst_from_switch``
+    (None: ``set_dst`` leaves the source as it is)."""
     groups: Mapping[int, Replicas] = field(default_factory=dict)
 
 
@@ -155,9 +158,14 @@ def _config(tables: Tables) -> tuple[Config, dict[int, JobConfig]]:
     }
     mgid_workers = {job: row.mgid_workers for job, row in rows.items()}
     replicas = {
-        k[0]: (_b(c.args["mac"], 6), _b(c.args["ip"], 4), _b(c.args["udp_port"], 2))
+        k[0]: (
+            _b(c.args["mac"], 6),
+            _b(c.args["ip"], 4),
+            _b(c.args["udp_port"], 2),
+            _b(c.args["switch_ip"], 4) if c.action == SET_DST_FROM_SWITCH else None,
+        )
         for k, c in e[REPLICAS_TABLE].items()
-        if c.action == SET_DST
+        if c.action in (SET_DST, SET_DST_FROM_SWITCH)
     }
     up_ports = {job: row.up_port for job, row in rows.items()}
     routes = _routes(e[PS_TABLE])
@@ -263,7 +271,9 @@ def _emit(config: Config, frame: bytes, arrived: Packet, o: Output, in_port: int
         replica = config.replicas.get(rid) if rid else None
         if replica is not None:
             copy = bytearray(buf)
-            copy[0:6], copy[30:34], copy[36:38] = replica
+            copy[0:6], copy[30:34], copy[36:38], source = replica
+            if source is not None:
+                copy[26:30] = source
         if rewritten or replica is not None:
             if copy is buf:
                 copy = bytearray(buf)

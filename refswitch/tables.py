@@ -43,6 +43,7 @@ from esa.p4names import (
     REPLICAS_TABLE,
     SET_CHILD,
     SET_DST,
+    SET_DST_FROM_SWITCH,
     SET_JOB,
     SET_POLICY,
     SET_PS,
@@ -115,6 +116,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
     SET_PS: ("port", "mac", "ip", "mgid_all"),
     NO_PS_ROUTE: (),
     SET_DST: ("mac", "ip", "udp_port"),
+    SET_DST_FROM_SWITCH: ("mac", "ip", "udp_port", "switch_ip"),
     NO_ACTION: (),
 }  # fmt: skip
 """The parameters of every table action, as the frame path reads them."""

@@ -118,8 +118,7 @@ class Network:
 
     def top(self, placement: Placement) -> str:
         """The switch where a job placed there completes its sums."""
-        roles = self.fabric.job_roles(placement.workers, placement.ps)
-        return next(s for s, r in roles.items() if r.completes)
+        return self.fabric.top(placement.workers, placement.ps)
 
     def address(self, switch: str) -> str:
         """The switch's ip (every switch of a run's topology has one)."""

@@ -166,24 +166,8 @@ class World:
             # checksum offload would leave UDP checksums unfilled on the wire
             for off in ("tx", "rx"):
                 h.cmd(f"ethtool -K {h.name}-eth0 {off} off >/dev/null 2>&1")
-            self._accept_own_source(h.name)
         self._apply_links()
         self._start_controller()
-
-    def _accept_own_source(self, name: str) -> None:
-        """Let ``name`` receive datagrams from its own address.  A sum the
-        switch completes goes to the workers and to the chunk's PS with the
-        PS's address as its source (``p4src/include/forwarding.p4``, results
-        come from the PS's address); Linux drops a datagram whose source is
-        one of its own addresses as a martian unless the interface accepts
-        local sources, and the PS then never learns the sums the switch
-        completed under ESA and STATIC: a worker that lost one made the PS
-        pull every peer to sum it again (docs/hosts.md, "The switch's sums at the PS")."""
-        dev = f"{name}-eth0"
-        key = f"net.ipv4.conf.{dev}.accept_local"
-        code, out = self._host_exec(name)(f"sysctl -qw {key}=1 && sysctl -n {key}")
-        if code != 0 or out.strip() != "1":
-            raise RuntimeError(f"{name}: cannot accept its own address as a source on {dev}: {out}")
 
     def _add_switch(self, index: int, device: Device) -> Bmv2MininetSwitch | RefMininetSwitch:
         """The fabric's ``index``-th switch; BMv2 gets a work directory (its

@@ -3,7 +3,10 @@ around one switch that runs ``esa.model.SwitchModel``, on a virtual clock.
 
 Hosts see the same bytes they would on sockets: the switch decodes each
 datagram, lets the model decide, and encodes what the model sends, so the
-codec and the host agents run unchanged.  ``hosts.worker.drivers`` runs workers
+codec and the host agents run unchanged.  A PS's copy of a sum the switch
+completed comes from the switch's address, ``addr``
+(``p4src/include/replicas.p4``); every other datagram from the host that
+sent what the switch answers.  ``hosts.worker.drivers`` runs workers
 through their calls on it.
 """
 
@@ -62,8 +65,8 @@ Drop = Callable[[str, str, bytes], bool]
 
 
 class SimNet:
-    """Star network: each host one link to the switch; ``loss`` per hop, plus
-    an optional ``drop`` rule for scripted losses."""
+    """Star network: each host one link to the switch at ``addr``; ``loss``
+    per hop, plus an optional ``drop`` rule for scripted losses."""
 
     def __init__(
         self,
@@ -72,8 +75,10 @@ class SimNet:
         delay: float = 10e-6,
         seed: int = 0,
         drop: Drop | None = None,
+        addr: Addr = ("10.0.0.254", wire.UDP_PORT),
     ) -> None:
         self.switch, self.loss, self.delay, self.drop = switch, loss, delay, drop
+        self.as_switch = Host("switch", 0, addr)
         self.rng = random.Random(seed)
         self.now = 0.0
         self.hosts: dict[str, Host] = {}
@@ -126,9 +131,10 @@ class SimNet:
         for out in res.outputs:
             p = out.packet
             frame = payload.from_model(p)
-            dsts = destinations(out, self.workers_of.get(p.job, []), self.ps_of.get(p.job, ()))
-            for d in dsts:
-                self._schedule(d, frame, src)
+            pses = self.ps_of.get(p.job, ())
+            for d in destinations(out, self.workers_of.get(p.job, []), pses):
+                from_switch = out.to is model.Out.ALL and d in pses
+                self._schedule(d, frame, self.as_switch if from_switch else src)
 
     def run(self, stop: Callable[[], bool], max_time: float) -> None:
         """Advance virtual time until ``stop()`` or ``max_time`` (then raise)."""

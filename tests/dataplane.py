@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
@@ -34,7 +34,7 @@ from controller.device.entries import PolicyEntry, SwitchEntries
 from controller.device.reconcile import reconcile
 from controller.device.switch import Counters, P4RuntimeSwitch
 from controller.world.plan import JobPlan, desired
-from controller.world.topology import Host
+from controller.world.topology import Host, ip_to_int
 from esa import spec, wire
 from esa.model import Out, Packet, Result, SwitchModel
 from esa.p4names import register
@@ -63,10 +63,14 @@ def ps_hosts(*ports: int) -> tuple[Host, ...]:
     return tuple(host(p, wire.UDP_PORT) for p in ports)
 
 
-LOW = JobPlan(1, (host(1), host(2)), ps_hosts(3), 1, 0, 4)
-HIGH = JobPlan(2, (host(4), host(5)), ps_hosts(6), 5, 4, 4)
-TWO = JobPlan(3, (host(7), host(8)), ps_hosts(9, 10), 3, 8, 4)
-FOUR = JobPlan(4, (host(11), host(12)), ps_hosts(13, 14, 15, 16), 2, 12, 4)
+SWITCH_IP = "10.0.0.254"
+"""The switch's address: a PS's copy of a sum completed in the switch comes from it."""
+AT = ip_to_int(SWITCH_IP)
+
+LOW = JobPlan(1, (host(1), host(2)), ps_hosts(3), 1, 0, 4, switch_ip=AT)
+HIGH = JobPlan(2, (host(4), host(5)), ps_hosts(6), 5, 4, 4, switch_ip=AT)
+TWO = JobPlan(3, (host(7), host(8)), ps_hosts(9, 10), 3, 8, 4, switch_ip=AT)
+FOUR = JobPlan(4, (host(11), host(12)), ps_hosts(13, 14, 15, 16), 2, 12, 4, switch_ip=AT)
 JOBS = {j.job: j for j in (LOW, HIGH, TWO, FOUR)}
 
 TRIO_LOW = JobPlan(5, (host(1), host(2), host(3)), ps_hosts(4), 1, 0, 4)
@@ -123,6 +127,8 @@ class Seen:
     mac: str
     ip: str
     udp_port: int
+    src_ip: str = field(default="", compare=False)
+    """the IPv4 source; the differential rigs compare the rest."""
 
 
 def parse(port: int, data: bytes) -> Seen | None:
@@ -135,7 +141,7 @@ def parse(port: int, data: bytes) -> Seen | None:
     ptype, flags, job, seq, bitmap, count = HEADER.unpack_from(body)
     values = VALUES.unpack_from(body, wire.HEADER_BYTES)
     pkt = Packet(wire.PacketType(ptype), job, seq, bitmap, values, flags=flags, count=count)
-    return Seen(port, pkt, eth.dst, eth[IP].dst, eth[UDP].dport)
+    return Seen(port, pkt, eth.dst, eth[IP].dst, eth[UDP].dport, eth[IP].src)
 
 
 def expected(out_to: Out, pkt: Packet, jobs: Jobs = JOBS) -> list[Seen]:

@@ -232,9 +232,11 @@ def l2_only(device: str) -> SwitchEntries:
     )
 
 
-def replica(host: str) -> Replica:
+def replica(host: str, top: str | None = None) -> Replica:
+    """``host``'s replica; a PS's with the address of its job's ``top``."""
     h = TWO_TIER.hosts[host]
-    return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port)
+    at = None if top is None else ip_to_int(str(TWO_TIER.devices[top].ip))
+    return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port, at)
 
 
 RACK = JobRecord(1, Placement(("h1", "h2"), ("h3",)), Priority.static(7), 1.0)
@@ -248,7 +250,7 @@ def test_a_job_inside_one_rack_has_entries_on_its_tor_alone() -> None:
     want.ps_routes[ShardKey(1, 0, 0)] = PsRoute(3, 0x020000000003, 0x0A000003, mgid_all(1))
     want.groups |= {mgid_workers(1): workers, mgid_all(1): workers | {(3, rid(1, PS_MEMBER))}}
     want.replicas = {rid(1, 0): replica("h1"), rid(1, 1): replica("h2"),
-                     rid(1, PS_MEMBER): replica("h3")}  # fmt: skip
+                     rid(1, PS_MEMBER): replica("h3", "t1")}  # fmt: skip
     assert fabric_plan("t1", RACK) == want
     assert fabric_plan("s1", RACK) == l2_only("s1")
     assert fabric_plan("t2", RACK) == l2_only("t2")
@@ -282,7 +284,10 @@ def test_a_job_across_racks_has_its_local_part_on_each_tor_and_completes_at_the_
             mgid_all(2): down | ps_member,
         }
         named = {rid(2, 0): "h1", rid(2, 1): "h5", rid(2, 2): "h6", ps_rid: "h9"}
-        assert e.replicas == {r: replica(named[r]) for _, r in locals_[device] | ps_member}
+        tops = {ps_rid: "s1"}
+        assert e.replicas == {
+            r: replica(named[r], tops.get(r)) for _, r in locals_[device] | ps_member
+        }
         assert e.l2 == l2_only(device).l2
 
 
@@ -301,7 +306,7 @@ def test_a_job_inside_a_rack_with_its_ps_on_the_spine_has_a_transit_there() -> N
     tor.ps_routes[ShardKey(3, 0, 0)] = PsRoute(5, 0x020000000009, 0x0A000009, mgid_all(3))
     tor.groups |= {mgid_workers(3): workers, mgid_all(3): workers | {(5, rid(3, PS_MEMBER))}}
     tor.replicas = {rid(3, 0): replica("h1"), rid(3, 1): replica("h2"),
-                    rid(3, PS_MEMBER): replica("h9")}  # fmt: skip
+                    rid(3, PS_MEMBER): replica("h9", "t1")}  # fmt: skip
     assert fabric_plan("t1", RACK_SPINE_PS) == tor
     spine = l2_only("s1")
     spine.jobs[3] = JobEntry(0, 0, 7, (3,), mgid_workers(3), 0, 0, up_port=1)
@@ -309,6 +314,23 @@ def test_a_job_inside_a_rack_with_its_ps_on_the_spine_has_a_transit_there() -> N
     spine.groups[mgid_workers(3)] = frozenset({(1, 0)})
     assert fabric_plan("s1", RACK_SPINE_PS) == spine
     assert fabric_plan("t2", RACK_SPINE_PS) == l2_only("t2")
+
+
+RACK_PS_ACROSS = JobRecord(4, Placement(("h1", "h5"), ("h2",)), Priority.static(7), 4.0)
+"""across both racks, its PS in rack t1: the job completes at the spine."""
+
+
+def test_the_ps_copy_takes_the_address_of_the_switch_where_the_job_completes() -> None:
+    """The spine completes the job and sends t1 its copy unaddressed; t1
+    (D1) addresses the PS's copy from the spine's address, the one the PS
+    sends to and takes switch sums from (``esa-ps --switch-addr``), not
+    from its own; the workers' copies keep their source."""
+    ps_rid = rid(4, PS_MEMBER)
+    tor = fabric_plan("t1", RACK_PS_ACROSS)
+    assert tor.replicas == {rid(4, 0): replica("h1"), ps_rid: replica("h2", "s1")}
+    assert (2, ps_rid) in tor.groups[mgid_all(4)]
+    assert fabric_plan("t2", RACK_PS_ACROSS).replicas == {rid(4, 1): replica("h5")}
+    assert fabric_plan("s1", RACK_PS_ACROSS).replicas == {}
 
 
 def test_a_transit_takes_no_share_of_the_pool() -> None:

@@ -12,7 +12,7 @@ from esa import wire
 from esa.model import Packet
 from esa.spec import GONE_SPAN, Event, Policy
 from esa.wire import Flag, PacketType
-from tests.dataplane import JOBS, LOW, Rig
+from tests.dataplane import JOBS, LOW, SWITCH_IP, TWO, Rig
 
 pytestmark = pytest.mark.bmv2
 
@@ -166,3 +166,26 @@ def test_the_marker_covers_its_span_across_the_wrap_on_bmv2(rig: Rig) -> None:
     rig.run(trace)
     ev = rig.model.events(LOW.job)
     assert (ev[Event.FOLLOWED], ev[Event.COMPLETED]) == (2, 4)
+
+
+@pytest.mark.parametrize("policy", [Policy.ESA, Policy.STATIC])
+def test_the_ps_copy_of_a_switch_sum_comes_from_the_switch(rig: Rig, policy: Policy) -> None:
+    """A sum completed in the switch reaches the workers from the address of
+    the chunk's PS and that PS from the switch's address (``replicas.p4``):
+    a host drops a datagram from its own address, and the PS takes a switch
+    sum from the switch's address only.  Job 3's two chunks go to its two
+    PS hosts."""
+    rig.reset(policy)
+    for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7)):
+        for w in (0, 1):
+            rig.send(Packet(PacketType.CONTRIB, job.job, seq, 1 << w, (w + 1,) * wire.K, count=1),
+                     job.workers[w])  # fmt: skip
+    got = rig.collect(want=9)
+    sources = sorted((s.port, s.packet.job, s.packet.seq, s.src_ip) for s in got)
+    assert all(s.packet.ptype == PacketType.RESULT for s in got)
+    assert sources == sorted(
+        [(w.port, job.job, seq, job.ps_for(seq).ip) for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7))
+         for w in job.workers]
+        + [(job.ps_for(seq).port, job.job, seq, SWITCH_IP)
+           for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7))]
+    )  # fmt: skip

@@ -120,6 +120,7 @@ JUNK = (
     HostDrop.BITMAP,
     HostDrop.COUNT,
     HostDrop.FLAGS,
+    HostDrop.SOURCE,
 )
 """Drop reasons only a datagram no host or switch would send can cause."""
 

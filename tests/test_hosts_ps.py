@@ -28,6 +28,8 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[payload.Header, list[int], Addr]] = []
         self.inbox: deque[bytes] = deque()
+        self.source = SWITCH
+        """where every datagram in ``inbox`` comes from."""
 
     def send(self, data: Bytes, addr: Addr) -> None:
         h, v = payload.decode(bytes(data))
@@ -39,7 +41,7 @@ class Recorder:
         data = self.inbox.popleft()
         n = min(len(data), len(buf))
         buf[:n] = data[:n]
-        return n, SWITCH
+        return n, self.source
 
     def wait(self, timeout: float) -> None:
         raise AssertionError("not used")
@@ -139,6 +141,26 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
     c = ps.counters
     assert (c.switch_results, c.answered_from_cache, c.completed) == (1, 1, 0)
     assert c.dropped[HostDrop.LATE] == 1
+
+
+def test_a_switch_sum_from_another_address_is_refused() -> None:
+    """Only the switch sends a sum it completed: from a worker's or any other
+    address (the switch's port, or any other) it is dropped as ``source``
+    and the chunk stays open; from the switch's host, whatever its port, it
+    is taken.  A held sum (ATP) reaches the PS by its route, from the
+    address of a worker, and is taken from there."""
+    ps, rec = server({1: 2})
+    feed(ps, rec, pkt(T.FALLBACK, 1, 5, 0b01, vec(1)))
+    rec.source = ("10.0.0.7", SWITCH[1])
+    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100)))
+    assert ps.counters.dropped[HostDrop.SOURCE] == 1 and ps.counters.switch_results == 0
+    assert list(ps.sums.partials) == [(1, 5)] and (1, 5) not in ps.done
+    feed(ps, rec, pkt(T.RESULT, 1, 6, 0b11, vec(3), flags=Flag.HOLD))
+    assert ps.counters.switch_results == 1 and [h.seq for h, _, _ in rec.sent] == [6]
+    rec.source = (SWITCH[0], 40001)
+    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100)))
+    assert ps.counters.dropped[HostDrop.SOURCE] == 1 and ps.counters.switch_results == 2
+    assert ps.sums.partials == {} and (1, 5) in ps.done
 
 
 def test_held_result_is_acknowledged_with_the_same_sum() -> None:

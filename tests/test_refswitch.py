@@ -56,7 +56,7 @@ from controller.errors import SwitchError, SwitchUnavailable
 from controller.world.fabric import Device as FabricDevice
 from controller.world.fabric import JobRole
 from controller.world.plan import JobPlan, desired
-from controller.world.topology import Host, Topology
+from controller.world.topology import Host, Topology, ip_to_int
 from esa import p4names, wire
 from esa.jobrow import JobEntry
 from esa.model import FROM_PS, Packet, slot_hash
@@ -208,9 +208,10 @@ def two_jobs(policy: Policy = Policy.ESA) -> SwitchEntries:
     job 2 (priority 5: h4 h5, PS h6) under the equal split: under STATIC
     each has half the pool, under ESA and ATP they hash over it."""
     half = POOL // 2 if policy is Policy.STATIC else 0
+    at = ip_to_int(dataplane.SWITCH_IP)
     jobs = [
-        JobPlan(1, (H["h1"], H["h2"]), (H["h3"],), 1, 0, half),
-        JobPlan(2, (H["h4"], H["h5"]), (H["h6"],), 5, half, half),
+        JobPlan(1, (H["h1"], H["h2"]), (H["h3"],), 1, 0, half, switch_ip=at),
+        JobPlan(2, (H["h4"], H["h5"]), (H["h6"],), 5, half, half, switch_ip=at),
     ]
     return desired(list(H.values()), jobs, PolicyEntry(policy, LONG_US, LONG_US))
 
@@ -293,8 +294,10 @@ def steps() -> list[Step]:
         return frame(src, dst, body, udp_checksum=0, **kw)
 
     def result_to(h: Host) -> bytes:
-        # the completing frame (from h2), addressed to h; results come from the PS's address
-        return zero(h2, h, result, ip_src=h3.ip, dport=h.udp_port)
+        # the completing frame (from h2), addressed to h: a worker's copy from
+        # the PS's address, the PS's from the switch's
+        source = dataplane.SWITCH_IP if h is h3 else h3.ip
+        return zero(h2, h, result, ip_src=source, dport=h.udp_port)
 
     return [
         Step("first contribution: claim", 1, contrib(h1, 1, done, 0, 2, h3), {}),
@@ -1145,7 +1148,8 @@ TOP = JobPlan(
     3,
     4,
     4,
-    JobRole({4: 0b10000}, {CHILD_A: 0b0011, CHILD_B: 0b1100}, None),
+    switch_ip=dataplane.AT,
+    role=JobRole({4: 0b10000}, {CHILD_A: 0b0011, CHILD_B: 0b1100}, None),
 )
 """The top of a job: two children of two workers each and a local worker (fan-in 3)."""
 ALONE = JobPlan(3, (W(3), _remote(3, UP, 1)), (PS_UP,), 2, 8, 4, JobRole({3: 0b1}, {}, UP))

@@ -64,8 +64,8 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
     )
     assert all(r["exact"] and r["status"] == "done" and r["switch"] == "model" for r in rows)
     # every sum the switch completed reached the job's PS too, on links that
-    # dropped nothing (ESA and STATIC send it from the PS's own address: the
-    # PS host must accept that source)
+    # dropped nothing (ESA and STATIC send the PS's copy from the switch's
+    # address, which the PS takes it from, on hosts left as Linux sets them)
     for r in rows:
         logs = out / "logs" / r["scheme"]
         got = sum(json.loads(f.read_text())["ps"]["switch_results"]

@@ -76,11 +76,15 @@ class PsRoute:
 
 @dataclass(frozen=True)
 class Replica:
-    """``set_dst``: where one multicast copy is addressed."""
+    """``set_dst``: where one multicast copy is addressed; with
+    ``switch_ip``, ``set_dst_from_switch``: the copy also leaves with that
+    source, the address of the switch where the job's sums complete (a PS's
+    copy of such a sum; ``controller.world.plan.JobPlan.switch_ip``)."""
 
     mac: int
     ip: int
     udp_port: int
+    switch_ip: int | None = None
 
 
 Members = frozenset[tuple[int, int]]

@@ -44,6 +44,7 @@ from esa.p4names import (
     REPLICAS_TABLE,
     SET_CHILD,
     SET_DST,
+    SET_DST_FROM_SWITCH,
     SET_JOB,
     SET_POLICY,
     SET_PS,
@@ -295,7 +296,10 @@ class P4RuntimeSwitch(Switch):
             action = self._action(SET_PS, args | {"mgid_all": value.mgid_all})
         elif isinstance(value, Replica):
             args = {"mac": value.mac, "ip": value.ip, "udp_port": value.udp_port}
-            action = self._action(SET_DST, args)
+            if value.switch_ip is None:
+                action = self._action(SET_DST, args)
+            else:
+                action = self._action(SET_DST_FROM_SWITCH, args | {"switch_ip": value.switch_ip})
         else:
             raise TypeError(f"not a table value: {value!r}")
         entry.action.action.CopyFrom(action)
@@ -403,7 +407,7 @@ class P4RuntimeSwitch(Switch):
         out.children = self._read_children()
         out.ps_routes = self._read_ps_routes()
         for key, _, a in self._read_keyed(REPLICAS_TABLE):
-            out.replicas[key] = Replica(a["mac"], a["ip"], a["udp_port"])
+            out.replicas[key] = Replica(a["mac"], a["ip"], a["udp_port"], a.get("switch_ip"))
         return out
 
     def _read_counter(self, name: str, indices: Iterable[int] | None = None) -> dict[int, int]:

@@ -371,6 +371,10 @@ class Fabric:
                 roles.setdefault(s, JobRole({}, {}, self._toward[top][s]))
         return {s: roles[s] for s in self.devices if s in roles}
 
+    def top(self, workers: Sequence[str], ps: Sequence[str]) -> str:
+        """The switch where a job's sums complete."""
+        return next(s for s, r in self.job_roles(workers, ps).items() if r.completes)
+
     def _way(self, start: str, end: str) -> list[str]:
         """The switches from ``start`` to ``end``, ``end`` not included."""
         out = []

@@ -73,6 +73,12 @@ class JobPlan:
     role: JobRole | None = None
     """what this switch does for the job, its local workers and children
     (``Fabric.job_roles``); None on a switch every worker hangs off."""
+    switch_ip: int | None = None
+    """the address of the job's top switch, where its sums complete: a PS's
+    copy of such a sum leaves with it as its source (``set_dst_from_switch``),
+    the address the PS takes them from (``esa-ps --switch-addr``).  None (a
+    fabric that names no address for the switch): the PS's copy keeps the
+    PS's own address as its source, like a worker's."""
 
     def __post_init__(self) -> None:
         if not valid_shards(len(self.ps)):
@@ -136,8 +142,8 @@ def job_groups(j: JobPlan) -> dict[int, Members]:
     return out
 
 
-def _replica(h: Host) -> Replica:
-    return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port)
+def _replica(h: Host, switch_ip: int | None = None) -> Replica:
+    return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port, switch_ip)
 
 
 def desired(hosts: list[Host], jobs: list[JobPlan], policy: PolicyEntry) -> SwitchEntries:
@@ -161,7 +167,7 @@ def desired(hosts: list[Host], jobs: list[JobPlan], policy: PolicyEntry) -> Swit
                 ps.port, mac_to_int(ps.mac), ip_to_int(ps.ip), mgid_all(j.job, shard)
             )
             if (ps.port, ps_rid) in out.groups.get(mgid_all(j.job, shard), ()):
-                out.replicas[ps_rid] = _replica(ps)
+                out.replicas[ps_rid] = _replica(ps, j.switch_ip)
     return out
 
 
@@ -173,6 +179,12 @@ def roles_on(fabric: Fabric, device: str, jobs: Iterable[JobRecord]) -> dict[int
         if role is not None:
             out[rec.job] = role
     return out
+
+
+def _top_ip(fabric: Fabric, rec: JobRecord) -> int | None:
+    """The address of the switch where ``rec``'s sums complete, if the fabric names one."""
+    top = fabric.devices[fabric.top(rec.placement.workers, rec.placement.ps)]
+    return None if top.ip is None else ip_to_int(top.ip)
 
 
 def device_entries(
@@ -218,6 +230,7 @@ def device_entries(
             part_base=parts[rec.job][0],
             part_size=parts[rec.job][1],
             role=roles[rec.job],
+            switch_ip=_top_ip(fabric, rec),
         )
         for rec in here
     ]

@@ -27,6 +27,9 @@ class HostDrop(str, enum.Enum):
     """flags the packet's sender never sets on its type."""
     SEQ = "seq"
     """PS: outside the calls the job agreed on."""
+    SOURCE = "source"
+    """PS: a sum the switch completed (RESULT without HOLD) from an address
+    other than the switch's (``esa-ps --switch-addr``)."""
     SHARD = "shard"
     """PS: a chunk another of the job's PS shards owns (``esa.job.ps_shard``)."""
     STALE = "stale"

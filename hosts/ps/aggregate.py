@@ -62,10 +62,10 @@ class Aggregator:
         self.sums, self.done, self.outbox, self.counters = sums, done, outbox, counters
         self.stall, self.max_pulls = stall, max_pulls
 
-    def handle(self, buf: bytearray, n: int, now: float) -> None:
-        """The datagram of ``n`` bytes in ``buf``, top to bottom: its header,
-        its job, what its sender may send, its shard and its call
-        (``_check``), then what its type asks for: a switch's sum
+    def handle(self, buf: bytearray, n: int, src: Addr, now: float) -> None:
+        """The datagram of ``n`` bytes in ``buf`` from ``src``, top to bottom:
+        its header, its job, what its sender may send, its source, its shard
+        and its call (``_check``), then what its type asks for: a switch's sum
         (``on_switch_result``), a worker's float resend (``on_float``), or a
         contribution or partial (``on_contribution``)."""
         self.counters.received += 1
@@ -77,7 +77,7 @@ class Aggregator:
         if spec is None:
             self._drop(HostDrop.JOB)
             return
-        reason = self._check(h, spec)
+        reason = self._check(h, spec, src)
         if reason is HostDrop.SHARD and h.ptype == PacketType.RESULT:
             self.counters.other_shard_results += 1
             return
@@ -97,13 +97,21 @@ class Aggregator:
             self.counters.partials += not fallback
             self.on_contribution(key, spec, h, values, now, answer=fallback)
 
-    def _check(self, h: payload.Header, spec: Workers) -> HostDrop | None:
+    def _check(self, h: payload.Header, spec: Workers, src: Addr) -> HostDrop | None:
         """Why a datagram of a known job is not for this PS: not what its
-        sender would send (``hosts.net.checks``), another shard's or outside
-        the agreed calls."""
+        sender would send (``hosts.net.checks``), a sum the switch completed
+        from any address but the switch's, another shard's or outside the
+        agreed calls.  The switch sends the PS its copy of such a sum from
+        the address of the switch where the job's sums complete, the one
+        the PS sends to (``p4src/include/replicas.p4``); a held sum (ATP)
+        reaches the PS by its route, from the address of the worker whose
+        contribution completed it, and is not checked."""
         reason = ps_check(h, spec)
         if reason is not None:
             return reason
+        held = h.flags & Flag.HOLD
+        if h.ptype == PacketType.RESULT and not held and src[0] != self.outbox.switch_addr[0]:
+            return HostDrop.SOURCE
         if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
             return HostDrop.SHARD
         book = self.books.get(h.job)

@@ -130,7 +130,7 @@ class ParameterServer:
     def poll(self, now: float) -> float:
         """Handle waiting datagrams and pull stalled chunks; returns the next scan time."""
         while (got := self.transport.recv_into(self.rbuf)) is not None:
-            self.aggregator.handle(self.rbuf, got[0], now)
+            self.aggregator.handle(self.rbuf, *got, now)
         if self.desk is not None:
             self.desk.poll(now)
         if now >= self.next_scan:

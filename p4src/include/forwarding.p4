@@ -71,7 +71,9 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
                 outcome.ip_rewritten = true;
             } else if (outcome.dest == dest_t.ALL) {
                 // Results come from the PS's address, as a PS result would;
-                // the copies go to the workers and the PS of the chunk's shard.
+                // the copies go to the workers and the PS of the chunk's
+                // shard, whose copy the egress sends from the switch's
+                // address (replicas.p4: a host drops its own as a source).
                 ipv4.src = ipv4.dst;
                 outcome.ip_rewritten = true;
                 std.mcast_grp = ps_mgid_all;

@@ -1,6 +1,10 @@
 // Egress: each multicast copy of a result is addressed to its host, so
 // workers and the PS receive it on an ordinary UDP socket; a copy to a child
 // switch (rid 0) leaves as it is, and that switch addresses its own copies.
+// A worker's copy keeps the source forwarding.p4 gave the result (the PS's
+// address); the PS's copy comes from the address of the switch where the
+// job's sums complete (this one, or the top above a child), which the PS
+// knows (esa-ps --switch-addr) and never drops as its own (martian).
 #ifndef ESA_REPLICAS_P4
 #define ESA_REPLICAS_P4
 
@@ -13,10 +17,16 @@ control ReplicaRewrite(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h
         outcome.ip_rewritten = true;
     }
 
-    // Replication id -> one host's addresses (installed per job member).
+    action set_dst_from_switch(mac_t mac, ip4_t ip, bit<16> udp_port, ip4_t switch_ip) {
+        set_dst(mac, ip, udp_port);
+        ipv4.src = switch_ip;
+    }
+
+    // Replication id -> one host's addresses (installed per job member):
+    // set_dst for a worker, set_dst_from_switch for a PS.
     table replicas {
         key = { std.egress_rid: exact @name("rid"); }
-        actions = { set_dst; NoAction; }
+        actions = { set_dst; set_dst_from_switch; NoAction; }
         default_action = NoAction();
         size = REPLICAS_TABLE_SIZE;
     }
