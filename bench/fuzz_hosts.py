@@ -217,6 +217,11 @@ class Report:
     workers: dict[str, int] = field(default_factory=dict)
     """drops by reason, the workers' summed."""
     ps_counters: dict[str, object] = field(default_factory=dict)
+    resent: int = 0
+    """the workers' own resends: chunks retransmitted and calls announced
+    again. On a loaded machine a timer fires early, and the answer to a
+    resend may come after its call ended: a real datagram dropped as stale,
+    at most one per worker of the job for each resend."""
     crashes: list[str] = field(default_factory=list)
     sums: int = 0
     mismatches: int = 0
@@ -362,6 +367,8 @@ def run(
     report.ps = {r: n for r, n in ps.counters.dropped.items() if n}
     report.workers = dict(sum((Counter(w.counters.dropped) for w in workers), Counter()))
     report.ps_counters = ps.counters.as_dict()
+    calls = sum(w.counters.calls_sent for w in workers) - iters * fan_in
+    report.resent = sum(w.counters.retransmitted for w in workers) + max(0, calls)
     return report
 
 

@@ -292,9 +292,15 @@ def test_junk_between_iterations_is_dropped_for_its_reason() -> None:
     assert r.crashes == [] and (r.sums, r.mismatches) == (6, 0)
     assert sum(r.sent.values()) == 1200
     assert r.ps == dict(r.expected["ps"])
-    assert {k: v for k, v in r.workers.items() if k != HostDrop.DUPLICATE and v} == dict(
-        r.expected["workers"]
-    )
+    seen = {k: v for k, v in r.workers.items() if k != HostDrop.DUPLICATE and v}
+    want = dict(r.expected["workers"])
+    stale = HostDrop.STALE.value
+    late = seen.pop(stale, 0) - want.pop(stale, 0)
+    assert seen == want
+    # the answers to the workers' own resends that came after their call
+    # ended, at most one to each of the two workers: none on a quiet machine,
+    # where no timer fires early
+    assert 0 <= late <= 2 * r.resent
 
 
 def test_mutated_junk_leaves_every_sum_exact() -> None:

@@ -28,6 +28,12 @@ from controller.device.requestlog import RequestLog
 from controller.errors import SwitchError, SwitchUnavailable
 
 CONNECT_TIMEOUT_S = 5.0
+"""How long a switch may take to accept the connection: one that does not
+is down, and the operator hears so at once."""
+ARBITRATION_TIMEOUT_S = 60.0
+"""How long a switch that accepted the stream may take to answer the
+arbitration: it is up, only busy (a loaded machine, a switch still loading
+its program), and a stream that ends stops the wait at once."""
 RPC_TIMEOUT_S = 10.0
 
 
@@ -126,7 +132,7 @@ class Session:
         req.arbitration.election_id.low = self.election_id[1]
         self._out.put(req)
         try:
-            rep = self._arbitration.get(timeout=CONNECT_TIMEOUT_S)
+            rep = self._arbitration.get(timeout=ARBITRATION_TIMEOUT_S)
         except queue.Empty:
             rep = None
         if rep is None:
