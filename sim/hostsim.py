@@ -52,7 +52,7 @@ from esa.spec import GONE_SPAN
 from esa.wire import Flag, PacketType
 from hosts.timing.ps_stall import PullStall
 from hosts.timing.rto import MAX_RTO, RetransmitTimeout
-from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
+from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import Net
 from sim.workload import compute_times, lags
 

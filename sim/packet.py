@@ -27,8 +27,8 @@ from esa.model import JobConfig, Out, Packet, Result, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
-from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.hostsim import HostSim
+from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import IDEAL_POOL, Net
 
 SUMMED = frozenset(

@@ -47,8 +47,8 @@ from esa.schemes import Scheme
 from esa.spec import Verdict
 from esa.wire import PacketType
 from sim.control import FabricPartitions, Partitions, priorities
-from sim.hosts import JobRun, PsHost, SimplexLink, WorkerState
 from sim.hostsim import ZEROS, HostSim
+from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import Net
 from sim.racks import Paths, RackJob, Racks, spine_rtt, tor_rtt
 

@@ -14,8 +14,8 @@ from esa.job import JobSpec, ps_shard
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN, Event, Verdict
 from sim import calibrate
-from sim.hosts import SimplexLink
 from sim.hostsim import Deadlock
+from sim.hoststate import SimplexLink
 from sim.packet import SUMMED, PacketSim
 from sim.params import Net
 
