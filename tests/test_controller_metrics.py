@@ -29,11 +29,13 @@ from controller.api.messages import AdmitRequest
 from controller.api.metrics import EVENTS, METRICS, MetricsServer, event_metric
 from controller.api.service import Controller
 from controller.device.memswitch import MemorySwitch
-from controller.world.fabric import one_switch
+from controller.world.fabric import Device, one_switch
 from controller.world.state import Store
+from controller.world.topology import Topology
 from esa.spec import Drop, Event
 from refswitch.server import ServedDevice
 from runner.paths import ROOT
+from tests import dataplane
 from tests.esa_ctl import esa_ctl
 from tests.test_controller_cli import esa_ctl_here
 from tests.test_controller_service import connector, topology
@@ -83,11 +85,13 @@ def test_a_scrape_during_a_job_shows_its_counters_moving(
     through its pipeline.  Scrapes before, during and after them show each
     job's counters moving by exactly what the frames did."""
     dev, addr = device
-    topo = tmp_path / "topo.json"
-    topo.write_text(json.dumps({"hosts": {h.name: h.to_json() for h in H.values()}}))
+    topo = tmp_path / "fabric.json"
+    # the switch's address, which the PS's copy of a sum it completes comes from
+    switch = Device("s1", 0, addr, ip=dataplane.SWITCH_IP, mac="02:00:00:00:00:fe")
+    topo.write_text(json.dumps(one_switch(Topology(dict(H)), switch).to_json()))
     admin, log = f"unix:{tmp_path}/admin.sock", tmp_path / "serve.log"
     argv = [sys.executable, "-m", "controller", "--admin", admin, "serve"]
-    argv += ["--switch", addr, "--no-p4json", "--p4info", str(P4INFO), "--pool-size", str(POOL)]
+    argv += ["--no-p4json", "--p4info", str(P4INFO), "--pool-size", str(POOL)]
     argv += ["--topology", str(topo), "--db", str(tmp_path / "state.db"), "--interval", "0.1"]
     argv += ["--metrics", "127.0.0.1:0"]
     with log.open("wb") as out:
