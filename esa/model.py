@@ -289,6 +289,8 @@ class SwitchModel:
         idx = self.slot_index(pkt.job, pkt.seq, cfg)
         if idx is None:
             return self._fallback(pkt)
+        if cfg.fan_in == 1 and not pkt.flags & RETX:
+            return self._alone(pkt, cfg)
         if self.lends(cfg):
             return self._route(self._lending(pkt, cfg, idx, now_us))
         return self._route(self._contrib(pkt, cfg, self.slots[idx], now_us))
@@ -319,8 +321,6 @@ class SwitchModel:
         return Result(Verdict.FLUSH, (Output(Out.PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
-        if cfg.fan_in == 1 and not pkt.flags & RETX:
-            return self._alone(pkt, cfg)
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
@@ -411,8 +411,6 @@ class SwitchModel:
         chunk at h and g, and L3 for a marker covering it at either, before
         anything is claimed, so every piece of a chunk meets the first
         one's slot, or follows it to the PS."""
-        if cfg.fan_in == 1 and not pkt.flags & RETX:
-            return self._alone(pkt, cfg)
         key = owner_key(pkt.job, pkt.seq)
         g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
         home, guest = self.slots[h], None if g is None else self.slots[g]
