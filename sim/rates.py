@@ -22,8 +22,9 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   its slot, or any chunk once it has been idle for the squat timeout;
 * a job with a home streams in it (``solve_pool``); a chunk its home keeps
   out borrows a slot hashed over the pool outside the home when that slot
-  is free (rule L, ``lend_offers``), and the home's owner evicts such a
-  guest of its rank or below;
+  is free (rule L, ``lend_offers``), of the others and of its own job's
+  guests (``lent_share``), and the home's owner evicts such a guest of its
+  rank or below;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
   timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
@@ -432,7 +433,7 @@ def solve_pool(flows: list[Flow], parked: list[Parked], paths: SolveConstants) -
                 if g is not f and g.prio > f.prio and theirs.free > 0.0
             ]
             home = replace(paths, pool=f.part, modulo=True)
-            solve_shared([f], guests, home, lend=[(mine.share, mine.evicted)])
+            solve_shared([f], guests, home, lend=[mine])
         if hashed:
             owners = [(f.prio, f.held + f.lent) for f in homed]
             solve_shared(hashed, parked + owners, paths, [(f.prio, f.rate) for f in homed])
@@ -442,14 +443,18 @@ class Lending(NamedTuple):
     """What a job with a home sees of the pool (``lend_offers``)."""
 
     share: float
-    """of its chunks kept out of their home slot, the share whose borrowed
-    slot (hashed over the pool outside the home) is free."""
+    """the share of the slots outside its home that the other jobs leave
+    free: of its chunks kept out of their home slot, the share whose
+    borrowed slot (hashed over the pool outside the home) is free, before
+    its own guests (``lent_share``)."""
     evicted: float
     """the share of its guests evicted before they complete."""
     free: float
     """slots free outside its home."""
     home: float
     """slots free in its home, where the others' guests may land."""
+    outside: int
+    """slots outside its home, over which its borrowed slots hash."""
 
 
 def lend_offers(
@@ -460,11 +465,17 @@ def lend_offers(
     A chunk whose home slot is held by its own job's earlier chunk (or by a
     guest that outranks its job) claims its borrowed slot ``g`` if ``g`` is
     free: over ``g`` uniform on the pool outside the home, the free slots
-    there over the slots there.  Free are the slots no streaming
-    job holds in its home, no guest or hashed chunk holds and no parked
-    chunk holds: the homes of the jobs in compute whole, the rest of a
-    streaming home.  A guest holds its slot as long as in its home (the
-    job's hold), and is evicted (its partial and its remaining
+    there over the slots there.  Here free are the slots no other job
+    holds: no other streaming job in its home, no other home's guest, no
+    hashed and no parked chunk (the homes of the jobs in compute whole, the
+    rest of a streaming home).  The job's own guests are left to its solve
+    (``lent_share``): they follow its rate within the solve, and taken from
+    its last state they swing the share between all and little from one
+    round to the next (a job alone that lends at line rate holds more
+    guests than there are slots outside its home).  A guest lies outside
+    its own home, spread over the rest of the pool; a hashed or parked
+    chunk over the whole pool.  A guest holds its slot as long as in its
+    home (the job's hold), and is evicted (its partial and its remaining
     contributions to its PS) when the owner of the home it sits in, of its
     rank or above, reaches the slot first: a streaming owner's chunks pass
     each slot of its home once a lap, ``part / rate``, and a slot free now
@@ -475,16 +486,28 @@ def lend_offers(
     in compute evicts the guests in its home only at its stream's start: a
     few chunks per iteration of hundreds of thousands, left out."""
     pool = paths.pool
-    guests = sum(f.lent for f in homed) + sum(h.held for h in hashed)
-    occupied = guests + sum(f.held for f in homed) + sum(b for _, b in parked)
-    free_all = max(0.0, pool - occupied)
-    free_home = [max(0.0, f.part - f.held - guests * f.part / pool) for f in homed]
+    spread = sum(h.held for h in hashed) + sum(b for _, b in parked)
+    # per home, each job's guests that land in it (none of its own)
+    landed = [
+        [
+            g.lent * f.part / (pool - g.part) if k != i and pool > g.part else 0.0
+            for k, g in enumerate(homed)
+        ]
+        for i, f in enumerate(homed)
+    ]
+    free_home = [
+        max(0.0, f.part - f.held - sum(landed[i]) - spread * f.part / pool)
+        for i, f in enumerate(homed)
+    ]
     out = []
     for i, f in enumerate(homed):
-        free = max(0.0, free_all - free_home[i])
-        outside = pool - f.part
+        outside = int(pool) - f.part
+        taken = spread * outside / pool + sum(
+            g.held + g.lent - landed[i][k] for k, g in enumerate(homed) if k != i
+        )
+        free = max(0.0, outside - taken)
         if free <= 0.0 or outside <= 0:
-            out.append(Lending(0.0, 0.0, 0.0, free_home[i]))
+            out.append(Lending(0.0, 0.0, 0.0, free_home[i], max(0, outside)))
             continue
         rate = f.rate if f.rate > 0.0 else 1 / paths.tx
         lat = f.latency if f.rate > 0.0 else paths.lat_ok + f.lag_max
@@ -497,8 +520,29 @@ def lend_offers(
         evicted = min(1.0, owners / free)
         higher = sum(h.rate for h in hashed if h.prio > f.prio)
         evicted += (1.0 - evicted) * -math.expm1(-higher * hold / pool)
-        out.append(Lending(free / outside, evicted, free, free_home[i]))
+        out.append(Lending(free / outside, evicted, free, free_home[i], outside))
     return out
+
+
+NO_OFFER = Lending(0.0, 0.0, 0.0, 0.0, 0)
+"""What a flow without a home sees outside it: nothing to borrow."""
+
+
+def lent_share(offer: Lending, blocked: float, sent: float) -> float:
+    """Of a homed job's chunks kept out of their home slot (``blocked`` of
+    its chunks), the share that claims its borrowed slot: one the others
+    leave free (``offer.share``, ``a``) and none of its own guests holds.
+    Its last ``sent`` chunks still hold their slots, each a guest there with
+    odds ``q = blocked * share`` (an evicted guest, ``offer.evicted``, for
+    half its hold, on average); the nearest of them on the same borrowed
+    slot, as the CRC places them (``self_blocked_mean`` over the slots
+    outside), keeps the chunk out with odds ``q``, so ``share = a * (1 - q
+    * own)``, solved: ``a / (1 + a * blocked * own)``."""
+    a = offer.share
+    if a <= 0.0:
+        return 0.0
+    own = self_blocked_mean(offer.outside, sent) * (1.0 - offer.evicted / 2)
+    return a / (1.0 + a * blocked * own)
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -525,7 +569,7 @@ def solve_shared(
     parked: list[Parked],
     paths: SolveConstants,
     outside: Sequence[Parked] = (),
-    lend: Sequence[tuple[float, float]] = (),
+    lend: Sequence[Lending] = (),
 ) -> None:
     """The fixed point of slots held, collisions, evictions and PS load.
 
@@ -535,10 +579,11 @@ def solve_shared(
     L), and take an idle one, as the flows here do.
 
     ``lend``: per flow, for a job solved in its home (rule L,
-    ``lend_offers``): of its chunks kept out of their slot, the share that
-    claims a slot outside the home instead of falling back, and of those
-    the share evicted there (to the PS, as a chunk evicted at home).  A
-    guest holds its slot as long as a chunk at home (``Flow.lent``).
+    ``lend_offers``): the odds that a chunk kept out of its slot finds
+    its borrowed slot free of the others, instead of falling back (less its
+    own guests, ``lent_share``, each round), and of its guests the share
+    evicted there (to the PS, as a chunk evicted at home).  A guest holds
+    its slot as long as a chunk at home (``Flow.lent``).
 
     The steps: a pool nobody holds a slot of needs no solve
     (``holds_nothing``); otherwise the flows start from their last state
@@ -612,8 +657,9 @@ class SharedState:
     evictors: list[float]
     """per flow, chunks per ns of the flows outside that evict it."""
     has_outside: bool
-    lend_share: list[float]
-    lend_evicted: list[float]
+    offers: list[Lending]
+    """per flow, what it sees outside its home (``lend_offers``); none
+    outside for a flow without a home."""
     rate: list[float]
     lat: list[float]
     holds: list[tuple[float, float, float, float]]
@@ -646,7 +692,7 @@ class SharedState:
         parked: list[Parked],
         paths: SolveConstants,
         outside: Sequence[Parked],
-        lend: Sequence[tuple[float, float]],
+        lend: Sequence[Lending],
     ) -> SharedState:
         """The flows' last state, or for a flow that has none (rate 0) the
         line rate or window bound at a switch chunk's latency, holding its
@@ -677,8 +723,7 @@ class SharedState:
             away=sum(r for _, r in outside),
             evictors=[sum(r for p, r in outside if p >= f.prio) for f in flows],
             has_outside=bool(outside),
-            lend_share=[q for q, _ in lend] if lend else [0.0] * n,
-            lend_evicted=[e for _, e in lend] if lend else [0.0] * n,
+            offers=list(lend) if lend else [NO_OFFER] * n,
             rate=rate,
             lat=lat,
             holds=holds,
@@ -852,12 +897,13 @@ def fallback_shares(
             own = self_blocked_mean(int(pool), rate[i] * t_blk)
         b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
         b = b if b < BLOCK_CAP else BLOCK_CAP
-        lent[i] = b * s.lend_share[i]  # kept out, and a guest elsewhere
+        # kept out, and a guest elsewhere
+        lent[i] = b * lent_share(s.offers[i], b, rate[i] * t_blk)
         f_b[i] = new_to_ps[i] = b - lent[i]
         if not atp:
             load = higher[i] * t_blk + (total - rate[i]) * t_idle
             evict = 1 - math.exp(-load / pool)
-            new_to_ps[i] = f_b[i] + (1 - b) * evict + lent[i] * s.lend_evicted[i]
+            new_to_ps[i] = f_b[i] + (1 - b) * evict + lent[i] * s.offers[i].evicted
 
 
 def move_flows(s: SharedState, rate_sum: float, damped: bool) -> float:
@@ -928,7 +974,7 @@ def move_rate(s: SharedState, i: int, damped: bool) -> float:
     # a chunk at the PS costs it its N contributions, but a guest
     # evicted mid-hold its partial and, on average, half of the
     # N - 1 contributions after its first: (N - 1) / 2 fewer
-    spared = s.lent[i] * s.lend_evicted[i]
+    spared = s.lent[i] * s.offers[i].evicted
     spared = (spared if spared < p else p) * (workers - 1) / 2
     ps_bound = 1 / (((1 - p) + p * workers - spared) / paths.shards * paths.ps_cost)
     new = ps_bound if ps_bound < s.line_rate[i] else s.line_rate[i]
@@ -967,7 +1013,7 @@ def write_back(s: SharedState, flows: list[Flow]) -> None:
         f.window = s.paths.window
         f.rate, f.latency, f.held, f.to_ps = s.rate[i], s.lat[i], s.held[i], s.to_ps[i]
         # a guest evicted held its slot for half its hold, on average
-        f.lent = s.lent[i] * (1 - s.lend_evicted[i] / 2) * s.rate[i] * s.holds[i][0]
+        f.lent = s.lent[i] * (1 - s.offers[i].evicted / 2) * s.rate[i] * s.holds[i][0]
         f.queue = s.holds[i][2]
         f.stranded, f.strand_wait = s.strands[i], wait
 
