@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import zlib
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, PS_COUNTS, ps_shard, valid_shards
@@ -50,16 +51,25 @@ DONE = int(SlotState.DONE)
 """The flags and the slot state as plain ints: the simulator runs every
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
+CONTRIB = PacketType.CONTRIB
 
 
 def sat_add(a: int, b: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, a + b))
 
 
+ZERO_LANES = [0] * wire.K
+
+
 def sat_sum(a: list[int] | tuple[int, ...], b: tuple[int, ...]) -> list[int]:
     """``sat_add`` lane by lane.  Adding zeros to lanes within int32 leaves
-    them as they are: that case (the simulator's payloads) skips the lanes."""
-    if not any(b) and len(a) == len(b) and a and min(a) >= INT32_MIN and max(a) <= INT32_MAX:
+    them as they are: that case (the simulator's payloads, whose slots hold
+    zeros too, compared first as the cheapest) skips the lanes."""
+    if (
+        not any(b)
+        and len(a) == len(b)
+        and (a == ZERO_LANES or (a and min(a) >= INT32_MIN and max(a) <= INT32_MAX))
+    ):
         return list(a)
     return [sat_add(x, y) for x, y in zip(a, b, strict=True)]
 
@@ -162,11 +172,14 @@ class JobConfig:
         row = {f.name: getattr(entry, f.name) for f in fields(cls) if f.name != "children"}
         return cls(**row, children=children)
 
+    @cached_property
+    def child_bitmaps(self) -> dict[int, int]:
+        """``children`` by port, built once per row."""
+        return dict(self.children)
+
     def child(self, port: int) -> int | None:
         """The bitmap of the child switch on ``port``, if one is there."""
-        if not self.children:
-            return None
-        return dict(self.children).get(port)
+        return self.child_bitmaps.get(port) if self.children else None
 
     def ps_port(self, seq: int) -> int:
         """The one port a PS result or pull of chunk ``seq`` is accepted from
@@ -202,6 +215,11 @@ class Result:
     verdict: Verdict
     outputs: tuple[Output, ...] = ()
     drop: Drop | None = None
+
+
+QUIET = {v: Result(v) for v in Verdict}
+"""Each verdict's result without outputs, built once: a ``Result`` is
+immutable, and most packets (an ADD, a CLAIM) leave none."""
 
 
 class SwitchModel:
@@ -264,21 +282,28 @@ class SwitchModel:
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
+        if pkt.ptype is CONTRIB and cfg is not None:
+            return self._contribution(pkt, cfg, in_port, now_us)  # the common case first
         if pkt.ptype not in ACCEPTED:
             return self._drop(Drop.BAD_TYPE)
         if cfg is None:
             return self._drop(Drop.BAD_TYPE if pkt.ptype in FROM_SWITCHES else Drop.UNKNOWN_JOB)
-        child = cfg.child(in_port)
         if pkt.ptype is PacketType.FLOAT:
             return self._route(Result(Verdict.TO_PS, (Output(Out.PS, pkt),)))
         if pkt.ptype in FROM_SWITCHES:
             from_up = cfg.up_port != 0 and in_port == cfg.up_port
-            if child is None and not from_up:
+            if cfg.child(in_port) is None and not from_up:
                 return self._drop(Drop.BAD_TYPE)
             return self._route(self._passing(pkt, cfg, from_up, now_us))
         if pkt.ptype in FROM_PS:
             return self._from_ps(pkt, cfg, in_port)
+        return self._contribution(pkt, cfg, in_port, now_us)
+
+    def _contribution(self, pkt: Packet, cfg: JobConfig, in_port: int, now: int) -> Result:
+        """A contribution of a known job: from a worker (one bit of the
+        job's mask) or from a child switch (exactly its bitmap)."""
         b = pkt.bitmap
+        child = cfg.child(in_port)
         if child is not None:
             spoofed = b != child
         else:
@@ -292,8 +317,8 @@ class SwitchModel:
         if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
         if self.lends(cfg):
-            return self._route(self._lending(pkt, cfg, idx, now_us))
-        return self._route(self._contrib(pkt, cfg, self.slots[idx], now_us))
+            return self._route(self._lending(pkt, cfg, idx, now))
+        return self._route(self._contrib(pkt, cfg, self.slots[idx], now))
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
@@ -337,7 +362,7 @@ class SwitchModel:
         if slot.bitmap & pkt.bitmap:
             self._count(pkt.job, Event.DUPLICATE)
             if not retx:
-                return Result(Verdict.DUPLICATE)
+                return QUIET[Verdict.DUPLICATE]
             out = self._take(slot, PacketType.PARTIAL, slot.values)
             mark_gone(slot, key)
             self._count(pkt.job, Event.FLUSHED)
@@ -356,7 +381,7 @@ class SwitchModel:
             return Result(Verdict.FLUSH, (Output(Out.PS, out),))
         self._count(pkt.job, Event.AGGREGATED)
         slot.values = summed
-        return Result(Verdict.ADD)
+        return QUIET[Verdict.ADD]
 
     def _complete(self, job: int, cfg: JobConfig, slot: Slot, summed: list[int]) -> Result:
         """S5: below the top the sum goes up as one contribution; at the top
@@ -412,10 +437,11 @@ class SwitchModel:
         anything is claimed, so every piece of a chunk meets the first
         one's slot, or follows it to the PS."""
         key = owner_key(pkt.job, pkt.seq)
-        g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
-        home, guest = self.slots[h], None if g is None else self.slots[g]
+        home = self.slots[h]
         if home.owner == key:
             return self._own(pkt, cfg, home, key, now)  # L1
+        g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
+        guest = None if g is None else self.slots[g]
         if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
         if gone_covers(home.gone, key) or (guest is not None and gone_covers(guest.gone, key)):
@@ -470,7 +496,7 @@ class SwitchModel:
         slot.prio, slot.ts = cfg.priority, now
         slot.state = pkt.flags & OVERFLOW
         slot.values = list(pkt.values)
-        return Result(verdict, outputs)
+        return Result(verdict, outputs) if outputs else QUIET[verdict]
 
     def _from_ps(self, pkt: Packet, cfg: JobConfig, in_port: int) -> Result:
         if in_port != cfg.ps_port(pkt.seq):
@@ -529,6 +555,8 @@ class SwitchModel:
     def _route(self, res: Result) -> Result:
         """Drop outputs to a PS of a chunk that has no PS route (its job was
         removed): the unicast to it and the result to all."""
+        if not res.outputs:
+            return res
         kept = []
         for o in res.outputs:
             routed = route_key(o.packet.job, o.packet.seq) in self.ps_routes
