@@ -277,14 +277,14 @@ class HostSim:
             self._pump(job, w)
 
     def _pump(self, job: JobRun, w: WorkerState) -> None:
-        chunks = job.spec.chunks
-        while w.ready and w.next_i < chunks and len(w.outstanding) < job.window:
+        chunks, outstanding, timeout = job.chunks, w.outstanding, w.timeout
+        while w.ready and w.next_i < chunks and len(outstanding) < job.window:
             seq = w.base + w.next_i
             w.next_i += 1
-            w.outstanding.add(seq)
+            outstanding.add(seq)
             retx = seq in w.retx_pending
-            if not retx and w.timeout is not None:
-                w.timeout.sent(seq, self.now)
+            if not retx and timeout is not None:
+                timeout.sent(seq, self.now)
             self._send(job, w, seq, retx)
 
     def _send(self, job: JobRun, w: WorkerState, seq: int, retx: bool) -> None:
@@ -352,6 +352,14 @@ class HostSim:
         ``pkt`` reaches every worker at the same instant (links alike, as a
         job's are), one event for all: the same order, as events of one time
         run in the order they were scheduled."""
+        if self.net.loss <= 0:
+            times = [w.down.arrival(self.now) for w in workers]
+            if len(set(times)) == 1:
+                self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
+                return
+            for w, t in zip(workers, times, strict=True):
+                self.at(t, functools.partial(self._at_worker, job, w, pkt))
+            return
         delivered: list[tuple[WorkerState, float]] = []
         for w in workers:
             t = w.down.arrival(self.now)
@@ -373,29 +381,30 @@ class HostSim:
                 return
             if pkt.seq in w.outstanding:
                 self._send(job, w, pkt.seq, retx=True)
-            elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
+            elif w.base + w.next_i <= pkt.seq < w.base + job.chunks:
                 w.retx_pending.add(pkt.seq)
             elif pkt.seq < w.base + w.next_i and self.net.loss > 0:
                 self._resend_summed(job, w, pkt.seq)
             return
-        if pkt.seq not in w.outstanding:
+        seq, outstanding = pkt.seq, w.outstanding
+        if seq not in outstanding:
             return
-        in_flight = len(w.outstanding)
-        w.outstanding.discard(pkt.seq)
-        w.deadline.pop(pkt.seq, None)
+        in_flight = len(outstanding)
+        outstanding.discard(seq)
+        w.deadline.pop(seq, None)
         self._drop_answered(w)
         if w.timeout is not None and w.timeout.answered(
-            pkt.seq, self.now, in_flight, pkt.ptype, pkt.flags
+            seq, self.now, in_flight, pkt.ptype, pkt.flags
         ):
             w.spurious += 1
         w.done += 1
-        if w.done < job.spec.chunks:
+        if w.done < job.chunks:
             self._pump(job, w)
             return
         w.ready = False
         it = w.it
         w.it += 1
-        w.base += job.spec.chunks
+        w.base += job.chunks
         w.next_i = w.done = 0
         w.retx_pending.clear()
         if w.timeout is not None:

@@ -149,9 +149,12 @@ class JobRun:
     admission, ``sim.tiers`` sends its own."""
     mask: int = field(init=False)
     """the job's worker bitmap, complete."""
+    chunks: int = field(init=False)
+    """``spec.chunks``, read for every chunk a worker sends or is answered."""
 
     def __post_init__(self) -> None:
         self.mask = self.spec.worker_set.mask
+        self.chunks = self.spec.chunks
 
     def shard(self, seq: int) -> PsHost:
         return self.shards[ps_shard(seq, len(self.shards))]
