@@ -303,7 +303,7 @@ class SwitchModel:
         """A contribution of a known job: from a worker (one bit of the
         job's mask) or from a child switch (exactly its bitmap)."""
         b = pkt.bitmap
-        child = cfg.child(in_port)
+        child = cfg.child(in_port) if cfg.children else None
         if child is not None:
             spoofed = b != child
         else:
@@ -317,8 +317,10 @@ class SwitchModel:
         if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
         if self.lends(cfg):
-            return self._route(self._lending(pkt, cfg, idx, now))
-        return self._route(self._contrib(pkt, cfg, self.slots[idx], now))
+            res = self._lending(pkt, cfg, idx, now)
+        else:
+            res = self._contrib(pkt, cfg, self.slots[idx], now)
+        return self._route(res) if res.outputs else res
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
@@ -356,7 +358,7 @@ class SwitchModel:
 
     def _own(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S2-S7: the slot holds C's chunk."""
-        retx = bool(pkt.flags & RETX)
+        retx = pkt.flags & RETX
         if slot.state & DONE:
             return self._divert(pkt, slot, key)
         if slot.bitmap & pkt.bitmap:
@@ -421,7 +423,7 @@ class SwitchModel:
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
-        retx = bool(pkt.flags & RETX)
+        retx = pkt.flags & RETX
         vacancy = self._vacancy(slot, now)
         if vacancy is None and self.policy is Policy.ESA and cfg.priority > slot.prio:
             vacancy = Verdict.PREEMPT, Event.PREEMPT_SUFFERED

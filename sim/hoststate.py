@@ -94,10 +94,11 @@ class WorkerState:
     """(deadline, event counter) of the alarms set in the event queue."""
     retransmits: int = 0
     spurious: int = 0
+    bit: int = field(init=False)
+    """its bit in the job's bitmaps, ``1 << idx``: read for every chunk it sends."""
 
-    @property
-    def bit(self) -> int:
-        return 1 << self.idx
+    def __post_init__(self) -> None:
+        self.bit = 1 << self.idx
 
 
 @dataclass
