@@ -52,6 +52,11 @@ DONE = int(SlotState.DONE)
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
 CONTRIB = PacketType.CONTRIB
+ATP, ESA, STATIC = Policy.ATP, Policy.ESA, Policy.STATIC
+AGGREGATED, COMPLETED = Event.AGGREGATED, Event.COMPLETED
+"""The enum members every packet's rules read, as module constants: in
+Python 3.11 a member read through its class goes through
+``EnumType.__getattr__`` and costs five times a global."""
 
 
 def sat_add(a: int, b: int) -> int:
@@ -137,6 +142,10 @@ class Out(enum.Enum):
     """unicast to the job's up port: the device above."""
 
 
+TO_PS, TO_ALL, TO_UP, TO_WORKERS = Out.PS, Out.ALL, Out.UP, Out.WORKERS
+"""``Out``'s members as module constants, as ``ATP`` and the others are."""
+
+
 @dataclass(frozen=True)
 class Output:
     to: Out
@@ -220,6 +229,7 @@ class Result:
 QUIET = {v: Result(v) for v in Verdict}
 """Each verdict's result without outputs, built once: a ``Result`` is
 immutable, and most packets (an ADD, a CLAIM) leave none."""
+ADDED = QUIET[Verdict.ADD]
 
 
 class SwitchModel:
@@ -259,15 +269,15 @@ class SwitchModel:
     def slot_index(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The chunk's slot: its home under ESA and STATIC when the job has
         one, the hash otherwise; None for a STATIC job without a home."""
-        if cfg.part_size != 0 and self.policy is not Policy.ATP:
+        if cfg.part_size != 0 and self.policy is not ATP:
             return cfg.part_base + seq % cfg.part_size
-        if self.policy is Policy.STATIC:
+        if self.policy is STATIC:
             return None
         return slot_hash(job, seq, self.pool_size)
 
     def lends(self, cfg: JobConfig) -> bool:
         """Rule L applies to the job: ESA, and the job has a home."""
-        return self.policy is Policy.ESA and cfg.part_size != 0
+        return self.policy is ESA and cfg.part_size != 0
 
     def holding(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The slot the chunk's rules act on when nothing claims one (T2,
@@ -289,7 +299,7 @@ class SwitchModel:
         if cfg is None:
             return self._drop(Drop.BAD_TYPE if pkt.ptype in FROM_SWITCHES else Drop.UNKNOWN_JOB)
         if pkt.ptype is PacketType.FLOAT:
-            return self._route(Result(Verdict.TO_PS, (Output(Out.PS, pkt),)))
+            return self._route(Result(Verdict.TO_PS, (Output(TO_PS, pkt),)))
         if pkt.ptype in FROM_SWITCHES:
             from_up = cfg.up_port != 0 and in_port == cfg.up_port
             if cfg.child(in_port) is None and not from_up:
@@ -325,8 +335,8 @@ class SwitchModel:
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
         if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & HOLD:
-            return Result(Verdict.DOWN, (Output(Out.ALL, pkt),))
-        passed = Result(Verdict.TRANSIT, (Output(Out.PS, pkt),))
+            return Result(Verdict.DOWN, (Output(TO_ALL, pkt),))
+        passed = Result(Verdict.TRANSIT, (Output(TO_PS, pkt),))
         if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
             return passed
         idx = self.holding(pkt.job, pkt.seq, cfg)
@@ -345,7 +355,7 @@ class SwitchModel:
         self._count(pkt.job, Event.FLUSHED)
         out = self._take(slot, PacketType.PARTIAL, summed)
         mark_gone(slot, key)
-        return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+        return Result(Verdict.FLUSH, (Output(TO_PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
         key = owner_key(pkt.job, pkt.seq)
@@ -368,7 +378,7 @@ class SwitchModel:
             out = self._take(slot, PacketType.PARTIAL, slot.values)
             mark_gone(slot, key)
             self._count(pkt.job, Event.FLUSHED)
-            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
         summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
@@ -376,56 +386,56 @@ class SwitchModel:
         slot.ts = now
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
-        if retx and self.policy is Policy.ATP:
+        if retx and self.policy is ATP:
             self._count(pkt.job, Event.FLUSHED)
             out = self._take(slot, PacketType.PARTIAL, summed)
             mark_gone(slot, key)
-            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
-        self._count(pkt.job, Event.AGGREGATED)
+            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
+        self._count(pkt.job, AGGREGATED)
         slot.values = summed
-        return QUIET[Verdict.ADD]
+        return ADDED
 
     def _complete(self, job: int, cfg: JobConfig, slot: Slot, summed: list[int]) -> Result:
         """S5: below the top the sum goes up as one contribution; at the top
         the result goes to all (ATP: to the PS, held).  ATP holds the slot
         until the PS's result comes back, ESA and STATIC free it now."""
-        self._count(job, Event.AGGREGATED)
-        self._count(job, Event.COMPLETED)
+        self._count(job, AGGREGATED)
+        self._count(job, COMPLETED)
         up = cfg.up_port != 0
         ptype = PacketType.CONTRIB if up else PacketType.RESULT
-        if self.policy is Policy.ATP:
+        if self.policy is ATP:
             out = self._result(slot, summed, ptype)
             slot.state |= DONE
             if up:
-                return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+                return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
             out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
         out = self._take(slot, ptype, summed)
-        return Result(Verdict.COMPLETE, (Output(Out.UP if up else Out.ALL, out),))
+        return Result(Verdict.COMPLETE, (Output(TO_UP if up else TO_ALL, out),))
 
     def _alone(self, pkt: Packet, cfg: JobConfig) -> Result:
         """S0: the only contributor this device sums (fan-in 1) sends the
         complete sum; it goes on as S5 says without a slot."""
-        self._count(pkt.job, Event.AGGREGATED)
-        self._count(pkt.job, Event.COMPLETED)
+        self._count(pkt.job, AGGREGATED)
+        self._count(pkt.job, COMPLETED)
         flags = pkt.flags & OVERFLOW
         if flags or at_limit(pkt.values):
             flags = Flag.OVERFLOW
             self._count(pkt.job, Event.OVERFLOW)
         out = replace(pkt, count=pkt.bitmap.bit_count(), flags=int(flags))
         if cfg.up_port:
-            return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
         out = replace(out, ptype=PacketType.RESULT)
-        if self.policy is Policy.ATP:
+        if self.policy is ATP:
             out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
-        return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
+        return Result(Verdict.COMPLETE, (Output(TO_ALL, out),))
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
         retx = pkt.flags & RETX
         vacancy = self._vacancy(slot, now)
-        if vacancy is None and self.policy is Policy.ESA and cfg.priority > slot.prio:
+        if vacancy is None and self.policy is ESA and cfg.priority > slot.prio:
             vacancy = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
         if vacancy is None or retx:
             return self._divert(pkt, slot, key)
@@ -489,11 +499,11 @@ class SwitchModel:
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & DONE:
-                outputs = (Output(Out.PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
+                outputs = (Output(TO_PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
                 mark_gone(slot, slot.owner)
         if verdict is Verdict.PREEMPT:
             self._count(pkt.job, Event.PREEMPT_WON)
-        self._count(pkt.job, Event.AGGREGATED)
+        self._count(pkt.job, AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
         slot.prio, slot.ts = cfg.priority, now
         slot.state = pkt.flags & OVERFLOW
@@ -504,7 +514,7 @@ class SwitchModel:
         if in_port != cfg.ps_port(pkt.seq):
             return self._drop(Drop.BAD_TYPE)
         if pkt.ptype is PacketType.PULL:
-            return Result(Verdict.PS_PASS, (Output(Out.WORKERS, pkt),))
+            return Result(Verdict.PS_PASS, (Output(TO_WORKERS, pkt),))
         self._count(pkt.job, Event.PS_RESULT)
         idx = self.holding(pkt.job, pkt.seq, cfg)
         verdict = Verdict.PS_PASS
@@ -512,7 +522,7 @@ class SwitchModel:
             self.slots[idx].owner = 0
             self._count(pkt.job, Event.RELEASED_BY_PS)
             verdict = Verdict.PS_RELEASE
-        return Result(verdict, (Output(Out.WORKERS, pkt),))
+        return Result(verdict, (Output(TO_WORKERS, pkt),))
 
     def _result(self, slot: Slot, values: list[int], ptype: PacketType) -> Packet:
         """The packet that carries a slot's sum out of the switch.
@@ -552,7 +562,7 @@ class SwitchModel:
         out = Packet(
             PacketType.FALLBACK, pkt.job, pkt.seq, pkt.bitmap, pkt.values, pkt.flags, pkt.count
         )
-        return self._route(Result(Verdict.FALLBACK, (Output(Out.PS, out),)))
+        return self._route(Result(Verdict.FALLBACK, (Output(TO_PS, out),)))
 
     def _route(self, res: Result) -> Result:
         """Drop outputs to a PS of a chunk that has no PS route (its job was
@@ -562,7 +572,7 @@ class SwitchModel:
         kept = []
         for o in res.outputs:
             routed = route_key(o.packet.job, o.packet.seq) in self.ps_routes
-            if o.to in (Out.PS, Out.ALL) and not routed:
+            if o.to in (TO_PS, TO_ALL) and not routed:
                 self.drops[Drop.NO_PS_ROUTE] += 1
             else:
                 kept.append(o)

@@ -23,7 +23,7 @@ import functools
 from collections import Counter, deque
 
 from esa.job import JobSpec
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel
+from esa.model import TO_ALL, TO_PS, TO_WORKERS, JobConfig, Packet, Result, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
@@ -150,9 +150,9 @@ class PacketSim(HostSim):
         for out in res.outputs:
             to, pkt = out.to, out.packet
             dest = self.on_wire[pkt.job]
-            if to is Out.PS or to is Out.ALL:
+            if to is TO_PS or to is TO_ALL:
                 self._to_ps(dest, pkt, pkt.bitmap)
-            if to is Out.WORKERS or to is Out.ALL:
+            if to is TO_WORKERS or to is TO_ALL:
                 self._to_workers(dest, dest.workers, pkt)
 
 
