@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import zlib
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, PS_COUNTS, ps_shard, valid_shards
@@ -50,16 +51,30 @@ DONE = int(SlotState.DONE)
 """The flags and the slot state as plain ints: the simulator runs every
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
+CONTRIB = PacketType.CONTRIB
+ATP, ESA, STATIC = Policy.ATP, Policy.ESA, Policy.STATIC
+AGGREGATED, COMPLETED = Event.AGGREGATED, Event.COMPLETED
+"""The enum members every packet's rules read, as module constants: in
+Python 3.11 a member read through its class goes through
+``EnumType.__getattr__`` and costs five times a global."""
 
 
 def sat_add(a: int, b: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, a + b))
 
 
+ZERO_LANES = [0] * wire.K
+
+
 def sat_sum(a: list[int] | tuple[int, ...], b: tuple[int, ...]) -> list[int]:
     """``sat_add`` lane by lane.  Adding zeros to lanes within int32 leaves
-    them as they are: that case (the simulator's payloads) skips the lanes."""
-    if not any(b) and len(a) == len(b) and a and min(a) >= INT32_MIN and max(a) <= INT32_MAX:
+    them as they are: that case (the simulator's payloads, whose slots hold
+    zeros too, compared first as the cheapest) skips the lanes."""
+    if (
+        not any(b)
+        and len(a) == len(b)
+        and (a == ZERO_LANES or (a and min(a) >= INT32_MIN and max(a) <= INT32_MAX))
+    ):
         return list(a)
     return [sat_add(x, y) for x, y in zip(a, b, strict=True)]
 
@@ -127,6 +142,10 @@ class Out(enum.Enum):
     """unicast to the job's up port: the device above."""
 
 
+TO_PS, TO_ALL, TO_UP, TO_WORKERS = Out.PS, Out.ALL, Out.UP, Out.WORKERS
+"""``Out``'s members as module constants, as ``ATP`` and the others are."""
+
+
 @dataclass(frozen=True)
 class Output:
     to: Out
@@ -162,11 +181,14 @@ class JobConfig:
         row = {f.name: getattr(entry, f.name) for f in fields(cls) if f.name != "children"}
         return cls(**row, children=children)
 
+    @cached_property
+    def child_bitmaps(self) -> dict[int, int]:
+        """``children`` by port, built once per row."""
+        return dict(self.children)
+
     def child(self, port: int) -> int | None:
         """The bitmap of the child switch on ``port``, if one is there."""
-        if not self.children:
-            return None
-        return dict(self.children).get(port)
+        return self.child_bitmaps.get(port) if self.children else None
 
     def ps_port(self, seq: int) -> int:
         """The one port a PS result or pull of chunk ``seq`` is accepted from
@@ -202,6 +224,12 @@ class Result:
     verdict: Verdict
     outputs: tuple[Output, ...] = ()
     drop: Drop | None = None
+
+
+QUIET = {v: Result(v) for v in Verdict}
+"""Each verdict's result without outputs, built once: a ``Result`` is
+immutable, and most packets (an ADD, a CLAIM) leave none."""
+ADDED = QUIET[Verdict.ADD]
 
 
 class SwitchModel:
@@ -241,15 +269,15 @@ class SwitchModel:
     def slot_index(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The chunk's slot: its home under ESA and STATIC when the job has
         one, the hash otherwise; None for a STATIC job without a home."""
-        if cfg.part_size != 0 and self.policy is not Policy.ATP:
+        if cfg.part_size != 0 and self.policy is not ATP:
             return cfg.part_base + seq % cfg.part_size
-        if self.policy is Policy.STATIC:
+        if self.policy is STATIC:
             return None
         return slot_hash(job, seq, self.pool_size)
 
     def lends(self, cfg: JobConfig) -> bool:
         """Rule L applies to the job: ESA, and the job has a home."""
-        return self.policy is Policy.ESA and cfg.part_size != 0
+        return self.policy is ESA and cfg.part_size != 0
 
     def holding(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The slot the chunk's rules act on when nothing claims one (T2,
@@ -264,21 +292,28 @@ class SwitchModel:
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
+        if pkt.ptype is CONTRIB and cfg is not None:
+            return self._contribution(pkt, cfg, in_port, now_us)  # the common case first
         if pkt.ptype not in ACCEPTED:
             return self._drop(Drop.BAD_TYPE)
         if cfg is None:
             return self._drop(Drop.BAD_TYPE if pkt.ptype in FROM_SWITCHES else Drop.UNKNOWN_JOB)
-        child = cfg.child(in_port)
         if pkt.ptype is PacketType.FLOAT:
-            return self._route(Result(Verdict.TO_PS, (Output(Out.PS, pkt),)))
+            return self._route(Result(Verdict.TO_PS, (Output(TO_PS, pkt),)))
         if pkt.ptype in FROM_SWITCHES:
             from_up = cfg.up_port != 0 and in_port == cfg.up_port
-            if child is None and not from_up:
+            if cfg.child(in_port) is None and not from_up:
                 return self._drop(Drop.BAD_TYPE)
             return self._route(self._passing(pkt, cfg, from_up, now_us))
         if pkt.ptype in FROM_PS:
             return self._from_ps(pkt, cfg, in_port)
+        return self._contribution(pkt, cfg, in_port, now_us)
+
+    def _contribution(self, pkt: Packet, cfg: JobConfig, in_port: int, now: int) -> Result:
+        """A contribution of a known job: from a worker (one bit of the
+        job's mask) or from a child switch (exactly its bitmap)."""
         b = pkt.bitmap
+        child = cfg.child(in_port) if cfg.children else None
         if child is not None:
             spoofed = b != child
         else:
@@ -292,14 +327,16 @@ class SwitchModel:
         if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
         if self.lends(cfg):
-            return self._route(self._lending(pkt, cfg, idx, now_us))
-        return self._route(self._contrib(pkt, cfg, self.slots[idx], now_us))
+            res = self._lending(pkt, cfg, idx, now)
+        else:
+            res = self._contrib(pkt, cfg, self.slots[idx], now)
+        return self._route(res) if res.outputs else res
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
         if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & HOLD:
-            return Result(Verdict.DOWN, (Output(Out.ALL, pkt),))
-        passed = Result(Verdict.TRANSIT, (Output(Out.PS, pkt),))
+            return Result(Verdict.DOWN, (Output(TO_ALL, pkt),))
+        passed = Result(Verdict.TRANSIT, (Output(TO_PS, pkt),))
         if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
             return passed
         idx = self.holding(pkt.job, pkt.seq, cfg)
@@ -318,7 +355,7 @@ class SwitchModel:
         self._count(pkt.job, Event.FLUSHED)
         out = self._take(slot, PacketType.PARTIAL, summed)
         mark_gone(slot, key)
-        return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+        return Result(Verdict.FLUSH, (Output(TO_PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
         key = owner_key(pkt.job, pkt.seq)
@@ -331,17 +368,17 @@ class SwitchModel:
 
     def _own(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S2-S7: the slot holds C's chunk."""
-        retx = bool(pkt.flags & RETX)
+        retx = pkt.flags & RETX
         if slot.state & DONE:
             return self._divert(pkt, slot, key)
         if slot.bitmap & pkt.bitmap:
             self._count(pkt.job, Event.DUPLICATE)
             if not retx:
-                return Result(Verdict.DUPLICATE)
+                return QUIET[Verdict.DUPLICATE]
             out = self._take(slot, PacketType.PARTIAL, slot.values)
             mark_gone(slot, key)
             self._count(pkt.job, Event.FLUSHED)
-            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
+            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
         summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
@@ -349,56 +386,56 @@ class SwitchModel:
         slot.ts = now
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
-        if retx and self.policy is Policy.ATP:
+        if retx and self.policy is ATP:
             self._count(pkt.job, Event.FLUSHED)
             out = self._take(slot, PacketType.PARTIAL, summed)
             mark_gone(slot, key)
-            return Result(Verdict.FLUSH, (Output(Out.PS, out),))
-        self._count(pkt.job, Event.AGGREGATED)
+            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
+        self._count(pkt.job, AGGREGATED)
         slot.values = summed
-        return Result(Verdict.ADD)
+        return ADDED
 
     def _complete(self, job: int, cfg: JobConfig, slot: Slot, summed: list[int]) -> Result:
         """S5: below the top the sum goes up as one contribution; at the top
         the result goes to all (ATP: to the PS, held).  ATP holds the slot
         until the PS's result comes back, ESA and STATIC free it now."""
-        self._count(job, Event.AGGREGATED)
-        self._count(job, Event.COMPLETED)
+        self._count(job, AGGREGATED)
+        self._count(job, COMPLETED)
         up = cfg.up_port != 0
         ptype = PacketType.CONTRIB if up else PacketType.RESULT
-        if self.policy is Policy.ATP:
+        if self.policy is ATP:
             out = self._result(slot, summed, ptype)
             slot.state |= DONE
             if up:
-                return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+                return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
             out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
         out = self._take(slot, ptype, summed)
-        return Result(Verdict.COMPLETE, (Output(Out.UP if up else Out.ALL, out),))
+        return Result(Verdict.COMPLETE, (Output(TO_UP if up else TO_ALL, out),))
 
     def _alone(self, pkt: Packet, cfg: JobConfig) -> Result:
         """S0: the only contributor this device sums (fan-in 1) sends the
         complete sum; it goes on as S5 says without a slot."""
-        self._count(pkt.job, Event.AGGREGATED)
-        self._count(pkt.job, Event.COMPLETED)
+        self._count(pkt.job, AGGREGATED)
+        self._count(pkt.job, COMPLETED)
         flags = pkt.flags & OVERFLOW
         if flags or at_limit(pkt.values):
             flags = Flag.OVERFLOW
             self._count(pkt.job, Event.OVERFLOW)
         out = replace(pkt, count=pkt.bitmap.bit_count(), flags=int(flags))
         if cfg.up_port:
-            return Result(Verdict.COMPLETE, (Output(Out.UP, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
         out = replace(out, ptype=PacketType.RESULT)
-        if self.policy is Policy.ATP:
+        if self.policy is ATP:
             out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(Out.PS, out),))
-        return Result(Verdict.COMPLETE, (Output(Out.ALL, out),))
+            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
+        return Result(Verdict.COMPLETE, (Output(TO_ALL, out),))
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
-        retx = bool(pkt.flags & RETX)
+        retx = pkt.flags & RETX
         vacancy = self._vacancy(slot, now)
-        if vacancy is None and self.policy is Policy.ESA and cfg.priority > slot.prio:
+        if vacancy is None and self.policy is ESA and cfg.priority > slot.prio:
             vacancy = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
         if vacancy is None or retx:
             return self._divert(pkt, slot, key)
@@ -412,10 +449,11 @@ class SwitchModel:
         anything is claimed, so every piece of a chunk meets the first
         one's slot, or follows it to the PS."""
         key = owner_key(pkt.job, pkt.seq)
-        g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
-        home, guest = self.slots[h], None if g is None else self.slots[g]
+        home = self.slots[h]
         if home.owner == key:
             return self._own(pkt, cfg, home, key, now)  # L1
+        g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
+        guest = None if g is None else self.slots[g]
         if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
         if gone_covers(home.gone, key) or (guest is not None and gone_covers(guest.gone, key)):
@@ -461,22 +499,22 @@ class SwitchModel:
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & DONE:
-                outputs = (Output(Out.PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
+                outputs = (Output(TO_PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
                 mark_gone(slot, slot.owner)
         if verdict is Verdict.PREEMPT:
             self._count(pkt.job, Event.PREEMPT_WON)
-        self._count(pkt.job, Event.AGGREGATED)
+        self._count(pkt.job, AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
         slot.prio, slot.ts = cfg.priority, now
         slot.state = pkt.flags & OVERFLOW
         slot.values = list(pkt.values)
-        return Result(verdict, outputs)
+        return Result(verdict, outputs) if outputs else QUIET[verdict]
 
     def _from_ps(self, pkt: Packet, cfg: JobConfig, in_port: int) -> Result:
         if in_port != cfg.ps_port(pkt.seq):
             return self._drop(Drop.BAD_TYPE)
         if pkt.ptype is PacketType.PULL:
-            return Result(Verdict.PS_PASS, (Output(Out.WORKERS, pkt),))
+            return Result(Verdict.PS_PASS, (Output(TO_WORKERS, pkt),))
         self._count(pkt.job, Event.PS_RESULT)
         idx = self.holding(pkt.job, pkt.seq, cfg)
         verdict = Verdict.PS_PASS
@@ -484,7 +522,7 @@ class SwitchModel:
             self.slots[idx].owner = 0
             self._count(pkt.job, Event.RELEASED_BY_PS)
             verdict = Verdict.PS_RELEASE
-        return Result(verdict, (Output(Out.WORKERS, pkt),))
+        return Result(verdict, (Output(TO_WORKERS, pkt),))
 
     def _result(self, slot: Slot, values: list[int], ptype: PacketType) -> Packet:
         """The packet that carries a slot's sum out of the switch.
@@ -524,15 +562,17 @@ class SwitchModel:
         out = Packet(
             PacketType.FALLBACK, pkt.job, pkt.seq, pkt.bitmap, pkt.values, pkt.flags, pkt.count
         )
-        return self._route(Result(Verdict.FALLBACK, (Output(Out.PS, out),)))
+        return self._route(Result(Verdict.FALLBACK, (Output(TO_PS, out),)))
 
     def _route(self, res: Result) -> Result:
         """Drop outputs to a PS of a chunk that has no PS route (its job was
         removed): the unicast to it and the result to all."""
+        if not res.outputs:
+            return res
         kept = []
         for o in res.outputs:
             routed = route_key(o.packet.job, o.packet.seq) in self.ps_routes
-            if o.to in (Out.PS, Out.ALL) and not routed:
+            if o.to in (TO_PS, TO_ALL) and not routed:
                 self.drops[Drop.NO_PS_ROUTE] += 1
             else:
                 kept.append(o)

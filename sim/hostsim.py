@@ -46,10 +46,10 @@ import numpy as np
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, JobSpec
-from esa.model import RETX, Packet
+from esa.model import HOLD, RETX, Packet
 from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
-from esa.wire import Flag, PacketType
+from esa.wire import PacketType
 from hosts.timing.ps_stall import PullStall
 from hosts.timing.rto import MAX_RTO, RetransmitTimeout
 from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
@@ -57,6 +57,10 @@ from sim.params import Net
 from sim.workload import compute_times, lags
 
 ZEROS = (0,) * wire.K
+CONTRIB, PULL, RESULT = PacketType.CONTRIB, PacketType.PULL, PacketType.RESULT
+FALLBACK, PS_RESULT = PacketType.FALLBACK, PacketType.PS_RESULT
+"""The packet types the hosts read and write per packet, as module
+constants (``esa.model``: an enum member read through its class is slow)."""
 PS_PORT_BASE = 1000
 MAX_RTO_NS = MAX_RTO * 1e9
 """``hosts.timing.rto.MAX_RTO``: the timeout backs off no further."""
@@ -277,19 +281,19 @@ class HostSim:
             self._pump(job, w)
 
     def _pump(self, job: JobRun, w: WorkerState) -> None:
-        chunks = job.spec.chunks
-        while w.ready and w.next_i < chunks and len(w.outstanding) < job.window:
+        chunks, outstanding, timeout = job.chunks, w.outstanding, w.timeout
+        while w.ready and w.next_i < chunks and len(outstanding) < job.window:
             seq = w.base + w.next_i
             w.next_i += 1
-            w.outstanding.add(seq)
+            outstanding.add(seq)
             retx = seq in w.retx_pending
-            if not retx and w.timeout is not None:
-                w.timeout.sent(seq, self.now)
+            if not retx and timeout is not None:
+                timeout.sent(seq, self.now)
             self._send(job, w, seq, retx)
 
     def _send(self, job: JobRun, w: WorkerState, seq: int, retx: bool) -> None:
         flags = RETX if retx else 0
-        self._worker_out(job, w, Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, flags))
+        self._worker_out(job, w, Packet(CONTRIB, job.wire, seq, w.bit, ZEROS, flags))
         if w.timeout is not None:
             deadline = w.deadline[seq] = self.now + w.timeout.value
             timer = (deadline, next(self.counter), seq)
@@ -333,7 +337,7 @@ class HostSim:
         sum still answers its PS's PULL, without a timer.  Only on a lossy
         network: without loss the PS lacks no sum a worker has (its copy
         comes on the same links), and the hosts' answer is only load."""
-        pkt = Packet(PacketType.CONTRIB, job.wire, seq, w.bit, ZEROS, int(Flag.RETX))
+        pkt = Packet(CONTRIB, job.wire, seq, w.bit, ZEROS, RETX)
         self._worker_out(job, w, pkt)
 
     def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
@@ -352,6 +356,14 @@ class HostSim:
         ``pkt`` reaches every worker at the same instant (links alike, as a
         job's are), one event for all: the same order, as events of one time
         run in the order they were scheduled."""
+        if self.net.loss <= 0:
+            times = [w.down.arrival(self.now) for w in workers]
+            if len(set(times)) == 1:
+                self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
+                return
+            for w, t in zip(workers, times, strict=True):
+                self.at(t, functools.partial(self._at_worker, job, w, pkt))
+            return
         delivered: list[tuple[WorkerState, float]] = []
         for w in workers:
             t = w.down.arrival(self.now)
@@ -368,34 +380,35 @@ class HostSim:
             self._at_worker(job, w, pkt)
 
     def _at_worker(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
-        if pkt.ptype is PacketType.PULL:
+        if pkt.ptype is PULL:
             if pkt.bitmap & w.bit:
                 return
             if pkt.seq in w.outstanding:
                 self._send(job, w, pkt.seq, retx=True)
-            elif w.base + w.next_i <= pkt.seq < w.base + job.spec.chunks:
+            elif w.base + w.next_i <= pkt.seq < w.base + job.chunks:
                 w.retx_pending.add(pkt.seq)
             elif pkt.seq < w.base + w.next_i and self.net.loss > 0:
                 self._resend_summed(job, w, pkt.seq)
             return
-        if pkt.seq not in w.outstanding:
+        seq, outstanding = pkt.seq, w.outstanding
+        if seq not in outstanding:
             return
-        in_flight = len(w.outstanding)
-        w.outstanding.discard(pkt.seq)
-        w.deadline.pop(pkt.seq, None)
+        in_flight = len(outstanding)
+        outstanding.discard(seq)
+        w.deadline.pop(seq, None)
         self._drop_answered(w)
         if w.timeout is not None and w.timeout.answered(
-            pkt.seq, self.now, in_flight, pkt.ptype, pkt.flags
+            seq, self.now, in_flight, pkt.ptype, pkt.flags
         ):
             w.spurious += 1
         w.done += 1
-        if w.done < job.spec.chunks:
+        if w.done < job.chunks:
             self._pump(job, w)
             return
         w.ready = False
         it = w.it
         w.it += 1
-        w.base += job.spec.chunks
+        w.base += job.chunks
         w.next_i = w.done = 0
         w.retx_pending.clear()
         if w.timeout is not None:
@@ -429,11 +442,11 @@ class HostSim:
         return arrival
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
-        if pkt.ptype is PacketType.RESULT and not pkt.flags & Flag.HOLD:
+        if pkt.ptype is RESULT and not pkt.flags & HOLD:
             ps.done.add(pkt.seq)
             return
         if pkt.seq in ps.done:
-            if pkt.ptype is PacketType.FALLBACK and pkt.flags & Flag.RETX and self.net.loss > 0:
+            if pkt.ptype is FALLBACK and pkt.flags & RETX and self.net.loss > 0:
                 self._answer_done(job, ps, pkt.seq)
             return
         held = ps.bitmaps.get(pkt.seq, 0)
@@ -444,17 +457,17 @@ class HostSim:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)
             ps.touched.pop(pkt.seq, None)
-            if pkt.ptype is not PacketType.RESULT:
+            if pkt.ptype is not RESULT:
                 self.ps_completed[job.spec.job] += 1
             count = job.spec.workers
-            held = int(Flag.HOLD) if pkt.ptype is PacketType.RESULT else 0
-            out = Packet(PacketType.PS_RESULT, job.wire, pkt.seq, bitmap, ZEROS, held, count=count)
+            held = HOLD if pkt.ptype is RESULT else 0
+            out = Packet(PS_RESULT, job.wire, pkt.seq, bitmap, ZEROS, held, count=count)
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
         ps.unanswered.pop(pkt.seq, None)
         stall = self._stall_ns(ps)
-        if ps.stall is not None and pkt.flags & Flag.RETX and pkt.ptype is PacketType.FALLBACK:
+        if ps.stall is not None and pkt.flags & RETX and pkt.ptype is FALLBACK:
             self._pull_soon(job, ps, pkt.seq)
         if stall > 0:
             ps.touched[pkt.seq] = self.now
@@ -468,7 +481,7 @@ class HostSim:
         have lost it; without loss, or for a first send late to a finished
         chunk, the sum is on its way)."""
         count = job.spec.workers
-        out = Packet(PacketType.PS_RESULT, job.wire, seq, job.mask, ZEROS, 0, count=count)
+        out = Packet(PS_RESULT, job.wire, seq, job.mask, ZEROS, 0, count=count)
         self._ps_out(job, ps, out)
 
     def _pull_soon(self, job: JobRun, ps: PsHost, seq: int) -> None:
@@ -496,7 +509,7 @@ class HostSim:
             if complete and held:
                 ps.stall.gathered(self.now - ps.opened[seq])
         elif held and ps.touched.get(seq) == pulled:
-            if pkt.ptype is PacketType.FALLBACK and not pkt.flags & Flag.RETX:
+            if pkt.ptype is FALLBACK and not pkt.flags & RETX:
                 ps.stall.gathered(self.now - ps.opened[seq])
             else:
                 ps.stall.answered(self.now - pulled)
@@ -520,7 +533,7 @@ class HostSim:
     def _pull(self, job: JobRun, ps: PsHost, seq: int) -> None:
         bitmap = self._pull_bitmap(job, ps, seq)
         ps.pulls += 1
-        self._ps_out(job, ps, Packet(PacketType.PULL, job.wire, seq, bitmap, ZEROS))
+        self._ps_out(job, ps, Packet(PULL, job.wire, seq, bitmap, ZEROS))
 
     def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
         """``hosts.ps.parameter_server`` pulls a chunk left incomplete and

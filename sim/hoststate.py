@@ -94,10 +94,11 @@ class WorkerState:
     """(deadline, event counter) of the alarms set in the event queue."""
     retransmits: int = 0
     spurious: int = 0
+    bit: int = field(init=False)
+    """its bit in the job's bitmaps, ``1 << idx``: read for every chunk it sends."""
 
-    @property
-    def bit(self) -> int:
-        return 1 << self.idx
+    def __post_init__(self) -> None:
+        self.bit = 1 << self.idx
 
 
 @dataclass
@@ -149,9 +150,12 @@ class JobRun:
     admission, ``sim.tiers`` sends its own."""
     mask: int = field(init=False)
     """the job's worker bitmap, complete."""
+    chunks: int = field(init=False)
+    """``spec.chunks``, read for every chunk a worker sends or is answered."""
 
     def __post_init__(self) -> None:
         self.mask = self.spec.worker_set.mask
+        self.chunks = self.spec.chunks
 
     def shard(self, seq: int) -> PsHost:
         return self.shards[ps_shard(seq, len(self.shards))]

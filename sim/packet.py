@@ -23,7 +23,7 @@ import functools
 from collections import Counter, deque
 
 from esa.job import JobSpec
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel
+from esa.model import TO_ALL, TO_PS, TO_WORKERS, JobConfig, Packet, Result, SwitchModel
 from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
@@ -113,14 +113,16 @@ class PacketSim(HostSim):
         self._to_switch(ps.up, pkt, ps.port)
 
     def _to_switch(self, link: SimplexLink, pkt: Packet, in_port: int) -> None:
-        self.hop(link, functools.partial(self._switch_queue, pkt, in_port))
+        at_switch = self._switch_now if self.instant else self._switch_queue
+        self.hop(link, functools.partial(at_switch, pkt, in_port))
+
+    def _switch_now(self, pkt: Packet, in_port: int) -> None:
+        """A switch that takes no time: the packet is processed as it arrives."""
+        self._emit(self._process(pkt, in_port))
 
     def _switch_queue(self, pkt: Packet, in_port: int) -> None:
         """The switch's one FIFO server: every packet waits its turn, is
         processed, and its outputs leave after its service time."""
-        if self.instant:
-            self._emit(self._process(pkt, in_port))
-            return
         self.switch_queue.append((pkt, in_port))
         if not self.switch_busy:
             self._serve()
@@ -146,11 +148,12 @@ class PacketSim(HostSim):
 
     def _emit(self, res: Result) -> None:
         for out in res.outputs:
-            dest = self.on_wire[out.packet.job]
-            if out.to in (Out.PS, Out.ALL):
-                self._to_ps(dest, out.packet, out.packet.bitmap)
-            if out.to in (Out.WORKERS, Out.ALL):
-                self._to_workers(dest, dest.workers, out.packet)
+            to, pkt = out.to, out.packet
+            dest = self.on_wire[pkt.job]
+            if to is TO_PS or to is TO_ALL:
+                self._to_ps(dest, pkt, pkt.bitmap)
+            if to is TO_WORKERS or to is TO_ALL:
+                self._to_workers(dest, dest.workers, pkt)
 
 
 def simulate(

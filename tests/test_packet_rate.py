@@ -1,8 +1,10 @@
 """The packet model made faster is the same model: ``bench.packet_rate``'s
 case gives, JCT for JCT, what it gave at 287acef, before the event queue
 lost its per-chunk timeout events, the links drew their spread in blocks
-and ``esa.model`` skipped the lanes of zero payloads, and before a packet
-to a PS shard became one event.  The retransmission
+and ``esa.model`` skipped the lanes of zero payloads, before a packet
+to a PS shard became one event, and before ``esa.model`` tested a
+contribution first, hashed rule L's borrowed slot only after L1 and read
+its enum members as module constants.  The retransmission
 timers fire in this case (under ``esa-aging`` and ``atp``), so their new
 place in the queue is checked too.  The case gives ESA's jobs homes, so
 ``esa-aging``'s JCTs are those of rule L (an idle home lent, at 9a6b519),
