@@ -31,9 +31,10 @@ each kind first, then at random, on average one every ``--every`` seconds:
   running one, nothing changed;
 - ``esa-ctl admit``, ``remove``, ``prio`` and ``policy``: accepted, and the
   switch agrees with the state after each;
-- as root with nftables (``--net``), in a network namespace of the soak's
-  own around its loopback (``bench.soak_net``): loss bursts, a host's link
-  down and up, duplicated datagrams: no call fails.
+- as root with nftables and tc (``--net``), in a network namespace of the
+  soak's own around its loopback (``bench.soak_net``): loss bursts, a
+  host's link down and up, duplicated datagrams, reordered datagrams (held
+  back in a slow htb class, then drained, none dropped): no call fails.
 
 Checked throughout and printed at the end: every completed call's sum
 bit-exact (against numpy's sum of the same gradients); every failed call
@@ -112,6 +113,9 @@ PS_CACHE = 2048
 largest size.  ``esa-ps``'s default, 65,536, takes minutes of calls to
 fill, and a PS's memory grows by about 30 MiB meanwhile (bounded, as
 designed, but no flat line to judge a leak by)."""
+DRAIN_S = 10.0
+"""After a reorder burst, the slow class must have sent every datagram it
+held within this."""
 SAMPLE_S = 2.0
 WARM_S = 10.0
 
@@ -207,6 +211,8 @@ class Event:
     """a PS kill: the (worker, call) in flight in its job's run when it struck."""
     run: int = 0
     """a worker kill: the run of its job it struck."""
+    held: int = 0
+    """a reorder burst: the datagrams it held back."""
 
 
 @dataclass
@@ -620,6 +626,7 @@ class Soak:
             Kind.LOSS_BURST: self.network_fault,
             Kind.LINK_DOWN: self.network_fault,
             Kind.DUPLICATE: self.network_fault,
+            Kind.REORDER: self.reorder_burst,
         }.get(f.kind, self.command)
         handler(ev)
         with self.lock:
@@ -710,6 +717,27 @@ class Soak:
         for rule in rules:
             net.delete(rule)
         ev.back = time.time()
+
+    def reorder_burst(self, ev: Event) -> None:
+        """A share of every datagram through the slow class for ``rest``
+        seconds, then its queue drained: it must have held some back and
+        dropped none (``bench.soak_net``)."""
+        f, net = ev.fault, self.net
+        assert net is not None
+        before = net.slow_class()
+        rule = net.reorder(f.percent)
+        ev.t = time.time()
+        time.sleep(f.rest)
+        net.delete(rule)
+        end = time.monotonic() + DRAIN_S
+        after = net.slow_class()
+        while after.queued and time.monotonic() < end:
+            time.sleep(0.05)
+            after = net.slow_class()
+        ev.back = time.time()
+        ev.held, dropped = after.sent - before.sent, after.dropped - before.dropped
+        ev.note = f"{ev.held} datagrams held back, {dropped} dropped, {after.queued} still queued"
+        ev.ok = ev.held > 0 and dropped == 0 and after.queued == 0
 
     def command(self, ev: Event) -> None:
         res = self.ctl(*ev.fault.args)
@@ -989,6 +1017,9 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
         elif kind in NETWORK and times:
             whose = "its job's" if kind is Kind.LINK_DOWN else "every job's"
             extra = f"; no call failed, {whose} next exact call {max(times):.1f} s after at most"
+        if kind is Kind.REORDER:
+            extra += f"; {sum(e.held for e in evs)} datagrams held back"
+            extra += ", none dropped" if ok == len(evs) else ""
         if kind in (Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT):
             extra += (
                 f"; {sum(e.in_flight for e in evs)} met a call in flight (a worker had its "
