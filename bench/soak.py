@@ -7,7 +7,10 @@ commanded at random, and every outcome is checked.
 
 Everything runs on 127.0.0.1 (the namespace's, with ``--net``), in
 processes of the soak's own: the reference switch (``testbed.loopref``: its
-P4Runtime server and pipeline behind a UDP socket), the controller
+P4Runtime server and pipeline behind a UDP socket) or, with ``--switch
+bmv2``, BMv2 (``simple_switch_grpc`` on a veth pair per host in the soak's
+namespace, which ``bench.soak_bridge`` joins to the hosts' sockets; the
+controller pushes its program, built for the pool), the controller
 (``esa-ctl serve`` on a state file and an admin socket in the soak's work
 directory), and per job (fan-in 2-4, 1-2 PS shards, drawn from the seed) a
 PS process per shard and a training worker process per index
@@ -52,6 +55,7 @@ import contextlib
 import json
 import os
 import queue
+import shlex
 import shutil
 import signal
 import socket
@@ -66,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bench.soak_bridge import host_side, switch_side
 from bench.soak_checks import (
     Failure,
     Growth,
@@ -89,7 +94,9 @@ from bench.soak_plan import (
 )
 from controller.api.admin import AdminClient, AdminError
 from controller.world.fabric import Device, Fabric
+from esa.toolchain import compile_p4
 from hosts.agreement import auth
+from runner.devices.bmv2 import Bmv2, missing_bmv2
 from runner.devices.netns import entered
 from runner.paths import ROOT
 from runner.verify import expected_digest
@@ -98,6 +105,11 @@ PY = sys.executable
 LOCAL = "127.0.0.1"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
+P4_SOURCE = ROOT / "p4src" / "esa.p4"
+SWITCHES = {
+    "ref": "the reference switch (testbed.loopref)",
+    "bmv2": "BMv2 (simple_switch_grpc, its ports bridged by bench.soak_bridge)",
+}
 CONTROLLER_ELECTION_ID = 10
 CONTROLLER_INTERVAL_S = 0.5
 """How often the controller checks the switch: bounds the re-sync."""
@@ -279,8 +291,14 @@ class Soak:
         self.controller: Proc | None = None
         self.namespace_left = False
         self.net = Net() if use_net else None
+        self.bridge: Proc | None = None
+        self.bmv2: Bmv2 | None = None
+        self.p4json: Path | None = None
+        self.p4info = P4INFO
         try:
             self._sockets()
+            if args.switch == "bmv2":
+                self._bmv2()
         except BaseException:
             if self.net is not None:
                 self.net.close()
@@ -305,6 +323,17 @@ class Soak:
             self.switch_sock = bound()
             self.hosts = {n: (bound(), bound()) for n in names}
         self.port = {n: i + 1 for i, n in enumerate(names)}
+
+    def _bmv2(self) -> None:
+        """BMv2's program, built for the soak's pool, and its ports: a veth
+        pair per host in the soak's namespace (``bench.soak_bridge``)."""
+        assert self.net is not None
+        self.p4json, self.p4info = compile_p4(P4_SOURCE, self.work / "p4", self.args.pool)
+        for port in self.port.values():
+            self.net.ns.add_veth(host_side(port), switch_side(port))
+        ports = {port: switch_side(port) for port in self.port.values()}
+        log = self.work / "logs" / "bmv2.log"
+        self.bmv2 = Bmv2(ports, self.grpc, log, self.work, netns=self.net.name)
 
     def _topology(self) -> None:
         hosts = {
@@ -332,12 +361,14 @@ class Soak:
 
     # -- processes ------------------------------------------------------------
 
-    def spawn(self, name: str, kind: str, cmd: list[str], fds: Sequence[int] = ()) -> Proc:
+    def spawn(
+        self, name: str, kind: str, cmd: list[str], fds: Sequence[int] = (), program: str = PY
+    ) -> Proc:
         log = self.work / "logs" / f"{name.replace(' ', '-')}.log"
         inside = self.net.prefix() if self.net else []
         with open(log, "a") as err:
             popen = subprocess.Popen(
-                [*inside, PY, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
+                [*inside, program, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=err, text=True, pass_fds=tuple(fds),
                 start_new_session=True,
             )  # fmt: skip
@@ -368,6 +399,9 @@ class Soak:
             raise RuntimeError(f"{what} did not start within {START_S:g} s") from None
 
     def start_switch(self) -> None:
+        if self.bmv2 is not None:
+            self.start_bmv2(self.bmv2)
+            return
         fd = self.switch_sock.fileno()
         cmd = ["-m", "testbed.loopref", "--socket-fd", str(fd), "--grpc", self.grpc]
         cmd += ["--pool", str(self.args.pool)]
@@ -375,6 +409,30 @@ class Soak:
         self.switch = self.spawn("switch", "switch", cmd, [fd])
         self._read(self.switch, None)
         self.first_line(self.switch, "the switch")
+
+    def start_bridge(self) -> None:
+        """BMv2's ports to the hosts' sockets (``bench.soak_bridge``), for the
+        whole soak."""
+        fd = self.switch_sock.fileno()
+        cmd = ["-m", "bench.soak_bridge", "--socket-fd", str(fd)]
+        cmd += [f"--port={self.port[n]}@{self.addr(d)}" for n, (d, _) in self.hosts.items()]
+        self.bridge = self.spawn("bridge", "bridge", cmd, [fd])
+        self._read(self.bridge, None)
+        self.first_line(self.bridge, "the bridge")
+
+    def start_bmv2(self, bmv2: Bmv2) -> None:
+        """simple_switch_grpc without a program (the controller pushes it),
+        up when its P4Runtime and Thrift servers accept connections."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.grpc.removeprefix("unix:"))
+        first, *rest = bmv2.command()
+        self.switch = self.spawn("switch", "switch", rest, program=first)
+        self._read(self.switch, lambda _line: None)
+        deadline = time.monotonic() + START_S
+        while not bmv2.ready():
+            if not self.switch.alive or time.monotonic() > deadline:
+                raise RuntimeError(f"simple_switch_grpc did not start; see {self.work / 'logs'}")
+            time.sleep(0.2)
 
     def start_controller(self) -> None:
         cmd = ["-m", "controller", "--admin", self.admin, *self.serve_args(self.db)]
@@ -388,7 +446,10 @@ class Soak:
 
     def serve_args(self, db: Path) -> list[str]:
         return [
-            "serve", "--switch", self.grpc, "--no-p4json", "--p4info", str(P4INFO),
+            "serve", "--switch", self.grpc,
+            *(["--p4json", str(self.p4json)] if self.p4json else ["--no-p4json"]),
+            *(["--thrift-cli", shlex.join(self.bmv2.cli_command())] if self.bmv2 else []),
+            "--p4info", str(self.p4info),
             "--pool-size", str(self.args.pool), "--topology", str(self.topo), "--db", str(db),
             "--interval", str(CONTROLLER_INTERVAL_S), "--election-id", str(CONTROLLER_ELECTION_ID),
         ]  # fmt: skip
@@ -752,10 +813,12 @@ class Soak:
 
     def start(self) -> None:
         self.say(
-            f"soak: work directory {self.work}; the reference switch (testbed.loopref) on "
+            f"soak: work directory {self.work}; {SWITCHES[self.args.switch]} on "
             f"{LOCAL}, pool {self.args.pool}; {len(self.plan)} faults in {self.seconds:g} s",
             when=False,
         )
+        if self.bmv2 is not None:
+            self.start_bridge()
         self.start_switch()
         self.start_controller()
         for lay in self.layouts:
@@ -956,6 +1019,11 @@ class Soak:
 
 def network(args: argparse.Namespace) -> tuple[bool, str]:
     """Whether the soak makes its network faults (``--net``), and how to say so."""
+    if args.switch == "bmv2":
+        why = missing_net() or missing_bmv2()
+        if why is not None or args.net == "off":
+            raise SystemExit(f"python -m bench.soak: error: --switch bmv2: {why or '--net off'}")
+        return True, "on"
     if args.net == "off":
         return False, "off (--net off)"
     why = missing_net()
@@ -1087,6 +1155,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--net", choices=("auto", "on", "off"), default="auto",
         help="network faults in a namespace of the soak's own: auto (where root and nft "
         "are), on (fail without them), off",
+    )  # fmt: skip
+    ap.add_argument(
+        "--switch", choices=("ref", "bmv2"), default="ref",
+        help="the reference switch (testbed.loopref, default) or BMv2 (simple_switch_grpc on "
+        "veths in the soak's namespace: needs root, nft, tc, p4c and BMv2)",
     )  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     ap.add_argument("--schedule", action="store_true", help="print the fault schedule and exit")
