@@ -129,7 +129,7 @@ BMV2_RSS_BOUND_MIB = 64
 """How much BMv2's RSS may grow over one life: its first P4Runtime reads
 with a program loaded, which the soak's checks make, grow it by about
 54 MiB and then no more (100 reads of the soak's entries: +54 MiB; the
-next 400: +1.8 MiB; 2026-12-07, at 42a18ce, machine E, loaded, the
+next 400: +1.8 MiB; 2026-12-07, at 4068d29, machine E, loaded, the
 performance build); with no reads it grew 1.4 MiB in 3.3 minutes of
 4 jobs' calls."""
 DRAIN_S = 10.0
