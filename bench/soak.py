@@ -7,7 +7,10 @@ commanded at random, and every outcome is checked.
 
 Everything runs on 127.0.0.1 (the namespace's, with ``--net``), in
 processes of the soak's own: the reference switch (``testbed.loopref``: its
-P4Runtime server and pipeline behind a UDP socket), the controller
+P4Runtime server and pipeline behind a UDP socket) or, with ``--switch
+bmv2``, BMv2 (``simple_switch_grpc`` on a veth pair per host in the soak's
+namespace, which ``bench.soak_bridge`` joins to the hosts' sockets; the
+controller pushes its program, built for the pool), the controller
 (``esa-ctl serve`` on a state file and an admin socket in the soak's work
 directory), and per job (fan-in 2-4, 1-2 PS shards, drawn from the seed) a
 PS process per shard and a training worker process per index
@@ -31,9 +34,10 @@ each kind first, then at random, on average one every ``--every`` seconds:
   running one, nothing changed;
 - ``esa-ctl admit``, ``remove``, ``prio`` and ``policy``: accepted, and the
   switch agrees with the state after each;
-- as root with nftables (``--net``), in a network namespace of the soak's
-  own around its loopback (``bench.soak_net``): loss bursts, a host's link
-  down and up, duplicated datagrams: no call fails.
+- as root with nftables and tc (``--net``), in a network namespace of the
+  soak's own around its loopback (``bench.soak_net``): loss bursts, a
+  host's link down and up, duplicated datagrams, reordered datagrams (held
+  back in a slow htb class, then drained, none dropped): no call fails.
 
 Checked throughout and printed at the end: every completed call's sum
 bit-exact (against numpy's sum of the same gradients); every failed call
@@ -51,6 +55,7 @@ import contextlib
 import json
 import os
 import queue
+import shlex
 import shutil
 import signal
 import socket
@@ -65,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bench.soak_bridge import host_side, switch_side
 from bench.soak_checks import (
     Failure,
     Growth,
@@ -88,7 +94,9 @@ from bench.soak_plan import (
 )
 from controller.api.admin import AdminClient, AdminError
 from controller.world.fabric import Device, Fabric
+from esa.toolchain import compile_p4
 from hosts.agreement import auth
+from runner.devices.bmv2 import Bmv2, missing_bmv2
 from runner.devices.netns import entered
 from runner.paths import ROOT
 from runner.verify import expected_digest
@@ -97,6 +105,11 @@ PY = sys.executable
 LOCAL = "127.0.0.1"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 P4INFO = ROOT / "p4src" / "esa.p4info.txtpb"
+P4_SOURCE = ROOT / "p4src" / "esa.p4"
+SWITCHES = {
+    "ref": "the reference switch (testbed.loopref)",
+    "bmv2": "BMv2 (simple_switch_grpc, its ports bridged by bench.soak_bridge)",
+}
 CONTROLLER_ELECTION_ID = 10
 CONTROLLER_INTERVAL_S = 0.5
 """How often the controller checks the switch: bounds the re-sync."""
@@ -112,6 +125,16 @@ PS_CACHE = 2048
 largest size.  ``esa-ps``'s default, 65,536, takes minutes of calls to
 fill, and a PS's memory grows by about 30 MiB meanwhile (bounded, as
 designed, but no flat line to judge a leak by)."""
+BMV2_RSS_BOUND_MIB = 64
+"""How much BMv2's RSS may grow over one life: its first P4Runtime reads
+with a program loaded, which the soak's checks make, grow it by about
+54 MiB and then no more (100 reads of the soak's entries: +54 MiB; the
+next 400: +1.8 MiB; 2026-12-07, at 4068d29, machine E, loaded, the
+performance build); with no reads it grew 1.4 MiB in 3.3 minutes of
+4 jobs' calls."""
+DRAIN_S = 10.0
+"""After a reorder burst, the slow class must have sent every datagram it
+held within this."""
 SAMPLE_S = 2.0
 WARM_S = 10.0
 
@@ -207,6 +230,8 @@ class Event:
     """a PS kill: the (worker, call) in flight in its job's run when it struck."""
     run: int = 0
     """a worker kill: the run of its job it struck."""
+    held: int = 0
+    """a reorder burst: the datagrams it held back."""
 
 
 @dataclass
@@ -229,6 +254,7 @@ class Summary:
     network: str = ""
     """the network faults: "on", or why not."""
     namespace_left: bool = False
+    switch: str = "ref"
 
     @property
     def ok(self) -> bool:
@@ -273,8 +299,14 @@ class Soak:
         self.controller: Proc | None = None
         self.namespace_left = False
         self.net = Net() if use_net else None
+        self.bridge: Proc | None = None
+        self.bmv2: Bmv2 | None = None
+        self.p4json: Path | None = None
+        self.p4info = P4INFO
         try:
             self._sockets()
+            if args.switch == "bmv2":
+                self._bmv2()
         except BaseException:
             if self.net is not None:
                 self.net.close()
@@ -299,6 +331,17 @@ class Soak:
             self.switch_sock = bound()
             self.hosts = {n: (bound(), bound()) for n in names}
         self.port = {n: i + 1 for i, n in enumerate(names)}
+
+    def _bmv2(self) -> None:
+        """BMv2's program, built for the soak's pool, and its ports: a veth
+        pair per host in the soak's namespace (``bench.soak_bridge``)."""
+        assert self.net is not None
+        self.p4json, self.p4info = compile_p4(P4_SOURCE, self.work / "p4", self.args.pool)
+        for port in self.port.values():
+            self.net.ns.add_veth(host_side(port), switch_side(port))
+        ports = {port: switch_side(port) for port in self.port.values()}
+        log = self.work / "logs" / "bmv2.log"
+        self.bmv2 = Bmv2(ports, self.grpc, log, self.work, netns=self.net.name)
 
     def _topology(self) -> None:
         hosts = {
@@ -326,12 +369,14 @@ class Soak:
 
     # -- processes ------------------------------------------------------------
 
-    def spawn(self, name: str, kind: str, cmd: list[str], fds: Sequence[int] = ()) -> Proc:
+    def spawn(
+        self, name: str, kind: str, cmd: list[str], fds: Sequence[int] = (), program: str = PY
+    ) -> Proc:
         log = self.work / "logs" / f"{name.replace(' ', '-')}.log"
         inside = self.net.prefix() if self.net else []
         with open(log, "a") as err:
             popen = subprocess.Popen(
-                [*inside, PY, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
+                [*inside, program, *cmd], cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=err, text=True, pass_fds=tuple(fds),
                 start_new_session=True,
             )  # fmt: skip
@@ -362,6 +407,9 @@ class Soak:
             raise RuntimeError(f"{what} did not start within {START_S:g} s") from None
 
     def start_switch(self) -> None:
+        if self.bmv2 is not None:
+            self.start_bmv2(self.bmv2)
+            return
         fd = self.switch_sock.fileno()
         cmd = ["-m", "testbed.loopref", "--socket-fd", str(fd), "--grpc", self.grpc]
         cmd += ["--pool", str(self.args.pool)]
@@ -369,6 +417,30 @@ class Soak:
         self.switch = self.spawn("switch", "switch", cmd, [fd])
         self._read(self.switch, None)
         self.first_line(self.switch, "the switch")
+
+    def start_bridge(self) -> None:
+        """BMv2's ports to the hosts' sockets (``bench.soak_bridge``), for the
+        whole soak."""
+        fd = self.switch_sock.fileno()
+        cmd = ["-m", "bench.soak_bridge", "--socket-fd", str(fd)]
+        cmd += [f"--port={self.port[n]}@{self.addr(d)}" for n, (d, _) in self.hosts.items()]
+        self.bridge = self.spawn("bridge", "bridge", cmd, [fd])
+        self._read(self.bridge, None)
+        self.first_line(self.bridge, "the bridge")
+
+    def start_bmv2(self, bmv2: Bmv2) -> None:
+        """simple_switch_grpc without a program (the controller pushes it),
+        up when its P4Runtime and Thrift servers accept connections."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.grpc.removeprefix("unix:"))
+        first, *rest = bmv2.command()
+        self.switch = self.spawn("switch", "switch", rest, program=first)
+        self._read(self.switch, lambda _line: None)
+        deadline = time.monotonic() + START_S
+        while not bmv2.ready():
+            if not self.switch.alive or time.monotonic() > deadline:
+                raise RuntimeError(f"simple_switch_grpc did not start; see {self.work / 'logs'}")
+            time.sleep(0.2)
 
     def start_controller(self) -> None:
         cmd = ["-m", "controller", "--admin", self.admin, *self.serve_args(self.db)]
@@ -382,7 +454,10 @@ class Soak:
 
     def serve_args(self, db: Path) -> list[str]:
         return [
-            "serve", "--switch", self.grpc, "--no-p4json", "--p4info", str(P4INFO),
+            "serve", "--switch", self.grpc,
+            *(["--p4json", str(self.p4json)] if self.p4json else ["--no-p4json"]),
+            *(["--thrift-cli", shlex.join(self.bmv2.cli_command())] if self.bmv2 else []),
+            "--p4info", str(self.p4info),
             "--pool-size", str(self.args.pool), "--topology", str(self.topo), "--db", str(db),
             "--interval", str(CONTROLLER_INTERVAL_S), "--election-id", str(CONTROLLER_ELECTION_ID),
         ]  # fmt: skip
@@ -620,6 +695,7 @@ class Soak:
             Kind.LOSS_BURST: self.network_fault,
             Kind.LINK_DOWN: self.network_fault,
             Kind.DUPLICATE: self.network_fault,
+            Kind.REORDER: self.reorder_burst,
         }.get(f.kind, self.command)
         handler(ev)
         with self.lock:
@@ -711,6 +787,27 @@ class Soak:
             net.delete(rule)
         ev.back = time.time()
 
+    def reorder_burst(self, ev: Event) -> None:
+        """A share of every datagram through the slow class for ``rest``
+        seconds, then its queue drained: it must have held some back and
+        dropped none (``bench.soak_net``)."""
+        f, net = ev.fault, self.net
+        assert net is not None
+        before = net.slow_class()
+        rule = net.reorder(f.percent)
+        ev.t = time.time()
+        time.sleep(f.rest)
+        net.delete(rule)
+        end = time.monotonic() + DRAIN_S
+        after = net.slow_class()
+        while after.queued and time.monotonic() < end:
+            time.sleep(0.05)
+            after = net.slow_class()
+        ev.back = time.time()
+        ev.held, dropped = after.sent - before.sent, after.dropped - before.dropped
+        ev.note = f"{ev.held} datagrams held back, {dropped} dropped, {after.queued} still queued"
+        ev.ok = ev.held > 0 and dropped == 0 and after.queued == 0
+
     def command(self, ev: Event) -> None:
         res = self.ctl(*ev.fault.args)
         if res.returncode != 0:
@@ -724,10 +821,12 @@ class Soak:
 
     def start(self) -> None:
         self.say(
-            f"soak: work directory {self.work}; the reference switch (testbed.loopref) on "
+            f"soak: work directory {self.work}; {SWITCHES[self.args.switch]} on "
             f"{LOCAL}, pool {self.args.pool}; {len(self.plan)} faults in {self.seconds:g} s",
             when=False,
         )
+        if self.bmv2 is not None:
+            self.start_bridge()
         self.start_switch()
         self.start_controller()
         for lay in self.layouts:
@@ -865,15 +964,17 @@ class Soak:
         with self.lock:
             self._recoveries()
             growths = []
+            rss_bound, fd_bound = self.args.rss_bound * 1024, self.args.fd_bound
             for p in self.procs:
                 life = p.samples[-1][0] if p.samples else 0.0
                 if life >= self.args.min_life:
                     g = growth(p.name, p.samples, WARM_S)
                     if g is not None:
+                        bmv2 = p.kind == "switch" and self.bmv2 is not None
+                        g.bound_kib = BMV2_RSS_BOUND_MIB * 1024 if bmv2 else int(rss_bound)
                         growths.append(g)
-            rss_bound, fd_bound = self.args.rss_bound * 1024, self.args.fd_bound
             for g in growths:
-                if g.rss_kib > rss_bound or g.fds > fd_bound:
+                if g.rss_kib > g.bound_kib or g.fds > fd_bound:
                     self.violations.append(
                         f"{g.name}: RSS grew {g.rss_kib} KiB, descriptors {g.fds}, "
                         f"over {g.seconds:.0f} s"
@@ -888,7 +989,7 @@ class Soak:
                 violations=list(self.violations), slots_held=self.slots_held,
                 procs_left=self.procs_left, growths=growths, rss_bound_kib=int(rss_bound),
                 fd_bound=fd_bound, min_life=self.args.min_life, network=self.network,
-                namespace_left=self.namespace_left,
+                namespace_left=self.namespace_left, switch=self.args.switch,
             )  # fmt: skip
 
     def _recoveries(self) -> None:
@@ -928,6 +1029,11 @@ class Soak:
 
 def network(args: argparse.Namespace) -> tuple[bool, str]:
     """Whether the soak makes its network faults (``--net``), and how to say so."""
+    if args.switch == "bmv2":
+        why = missing_net() or missing_bmv2()
+        if why is not None or args.net == "off":
+            raise SystemExit(f"python -m bench.soak: error: --switch bmv2: {why or '--net off'}")
+        return True, "on"
     if args.net == "off":
         return False, "off (--net off)"
     why = missing_net()
@@ -989,6 +1095,9 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
         elif kind in NETWORK and times:
             whose = "its job's" if kind is Kind.LINK_DOWN else "every job's"
             extra = f"; no call failed, {whose} next exact call {max(times):.1f} s after at most"
+        if kind is Kind.REORDER:
+            extra += f"; {sum(e.held for e in evs)} datagrams held back"
+            extra += ", none dropped" if ok == len(evs) else ""
         if kind in (Kind.PS_KILL, Kind.PS_KILL_IN_FLIGHT):
             extra += (
                 f"; {sum(e.in_flight for e in evs)} met a call in flight (a worker had its "
@@ -1014,17 +1123,19 @@ def report(s: Summary, out: IO[str] = sys.stdout) -> None:
     worst_rss = max((g.rss_kib for g in s.growths), default=0)
     worst_fd = max((g.fds for g in s.growths), default=0)
     biggest = sorted(s.growths, key=lambda g: -g.rss_kib)[:3]
+    bmv2 = "; BMv2 " + str(BMV2_RSS_BOUND_MIB) if s.switch == "bmv2" else ""
     leaks = (
         (s.slots_held != 0)
         + len(s.procs_left)
         + s.namespace_left
-        + sum(g.rss_kib > s.rss_bound_kib or g.fds > s.fd_bound for g in s.growths)
+        + sum(g.rss_kib > g.bound_kib or g.fds > s.fd_bound for g in s.growths)
     )
     w(f"leaks: {leaks} (slots held at the end {s.slots_held}; processes left {len(s.procs_left)}; "
       f"namespaces left {int(s.namespace_left)}{'' if s.network == 'on' else ' (none made)'}; "
       f"over the {len(s.growths)} processes that lived "
       f"{s.min_life:g} s or more, RSS grew {worst_rss / 1024:.1f} MiB at most (bound "
-      f"{s.rss_bound_kib / 1024:g}), descriptors {worst_fd} (bound {s.fd_bound}))")  # fmt: skip
+      f"{s.rss_bound_kib / 1024:g}{bmv2}), descriptors {worst_fd} "
+      f"(bound {s.fd_bound}))")  # fmt: skip
     if biggest:
         w("  most RSS growth: " + ", ".join(
             f"{g.name} {g.rss_kib / 1024:.1f} MiB over {g.seconds:.0f} s" for g in biggest
@@ -1056,6 +1167,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--net", choices=("auto", "on", "off"), default="auto",
         help="network faults in a namespace of the soak's own: auto (where root and nft "
         "are), on (fail without them), off",
+    )  # fmt: skip
+    ap.add_argument(
+        "--switch", choices=("ref", "bmv2"), default="ref",
+        help="the reference switch (testbed.loopref, default) or BMv2 (simple_switch_grpc on "
+        "veths in the soak's namespace: needs root, nft, tc, p4c and BMv2)",
     )  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     ap.add_argument("--schedule", action="store_true", help="print the fault schedule and exit")

@@ -90,6 +90,8 @@ class Growth:
     seconds: float
     rss_kib: int
     fds: int
+    bound_kib: int = 0
+    """how much its RSS may grow (the soak's bound for its kind)."""
 
 
 def growth(name: str, samples: list[tuple[float, int, int]], warm: float) -> Growth | None:

@@ -38,9 +38,10 @@ class Kind(enum.Enum):
     LOSS_BURST = "loss burst"
     LINK_DOWN = "link down/up"
     DUPLICATE = "duplicated datagrams"
+    REORDER = "reordered datagrams"
 
 
-NETWORK = (Kind.LOSS_BURST, Kind.LINK_DOWN, Kind.DUPLICATE)
+NETWORK = (Kind.LOSS_BURST, Kind.LINK_DOWN, Kind.DUPLICATE, Kind.REORDER)
 """Faults of the soak's network namespace (``bench.soak_net``): drawn only
 where the soak makes one."""
 
@@ -59,6 +60,7 @@ WEIGHTS = {
     Kind.LOSS_BURST: 2,
     Kind.LINK_DOWN: 2,
     Kind.DUPLICATE: 1,
+    Kind.REORDER: 2,
 }
 """How often each kind is drawn, after one of each."""
 POLICIES = ("esa", "atp", "static")
@@ -92,7 +94,7 @@ class Fault:
     rest: float = 0.0
     """seconds a killed process stays down, or a network fault lasts."""
     percent: int = 0
-    """a loss burst's or duplication's share of the datagrams."""
+    """a loss burst's, duplication's or reordering's share of the datagrams."""
     host: str = ""
     """the host whose link goes down."""
 
@@ -188,6 +190,8 @@ def schedule(
             f = Fault(0, kind, j.job, rest=rng.uniform(0.5, 2.5), host=host)
         elif kind is Kind.LOSS_BURST or kind is Kind.DUPLICATE:
             f = Fault(0, kind, rest=rng.uniform(1.0, 4.0), percent=rng.randint(5, 30))
+        elif kind is Kind.REORDER:
+            f = Fault(0, kind, rest=rng.uniform(1.0, 4.0), percent=rng.randint(2, 10))
         else:
             f = Fault(0, kind, rest=rng.uniform(0.1, 1.0))
         out.append(

@@ -5,9 +5,10 @@ workers, PS shards, the controller and the switch are killed and started
 again, a second controller is refused and ``esa-ctl`` changes jobs and
 policies.  Asserted: the invariants the soak checks, and what the seed
 makes exact (the faults by kind, one worker failure per surviving peer of
-each killed worker); never a timing.  As root with nftables the soak adds
-its network faults in a namespace of its own (loss bursts, links down and
-up, duplicated datagrams); elsewhere it says why it does not."""
+each killed worker); never a timing.  As root with nftables and tc the
+soak adds its network faults in a namespace of its own (loss bursts, links
+down and up, duplicated datagrams, reordered datagrams); elsewhere it says
+why it does not."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def test_a_minute_of_faults_breaks_no_promise() -> None:
     assert all(ev.ok for ev in s.events), text.getvalue()
     in_flight = [ev for ev in s.events if ev.fault.kind is Kind.PS_KILL_IN_FLIGHT]
     assert in_flight and all(ev.in_flight for ev in in_flight), text.getvalue()
+    reorders = [ev.held for ev in s.events if ev.fault.kind is Kind.REORDER]
+    assert all(held > 0 for held in reorders), text.getvalue()
     fan_in = {j.job: j.fan_in for j in jobs}
     kills = [ev.fault for ev in s.events if ev.fault.kind is Kind.WORKER_KILL]
     assert len(s.failures) == sum(fan_in[f.job] - 1 for f in kills), text.getvalue()
