@@ -25,12 +25,17 @@ and each PS's report, and prints per scheme and job:
   reached the switch (``not at switch``); and how many of the pulls were a
   chunk's second or later (``repeat``);
 - ``repair ms``: over the chunks some worker resent, the mean time from the
-  chunk's first contribution at the switch to its last sum sent to a worker.
+  chunk's first contribution at the switch to its last sum sent to a worker;
+- ``silences``: the times a worker of the job sent nothing that reached the
+  switch for more than ``SILENCE_S`` (its ESA packets; a long one is a
+  worker waiting on a timer: a lost GO whose CALL resend had backed off
+  left one silent for 1.5 s at 10 % loss), and the longest, in seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import struct
@@ -48,6 +53,8 @@ ETH, UDP = 14, 8
 RESULTS = (PacketType.RESULT, PacketType.PS_RESULT)
 TO_PS = (PacketType.FALLBACK, PacketType.PARTIAL)
 CAUSES = ("sum sent", "to PS, lost", "in slot", "not at switch")
+SILENCE_S = 0.3
+"""Seconds without a packet from a worker that count as a silence."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,8 @@ class JobTrace:
     pulls: Counter[str] = field(default_factory=Counter)
     repeat_pulls: int = 0
     repair_s: list[float] = field(default_factory=list)
+    silences: list[float] = field(default_factory=list)
+    """each worker's gaps longer than ``SILENCE_S`` between its packets at the switch."""
 
 
 def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
@@ -118,6 +127,14 @@ def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
     for frames in chunks.values():
         frames.sort(key=lambda f: f.t)
         trace_chunk(frames, mask, len(workers), out)
+    sent: dict[str, list[float]] = defaultdict(list)
+    for frames in chunks.values():
+        for f in frames:
+            if f.inbound and f.who != "ps":
+                sent[f.who].append(f.t)
+    for times in sent.values():
+        times.sort()
+        out.silences += [b - a for a, b in itertools.pairwise(times) if b - a > SILENCE_S]
     return out
 
 
@@ -171,10 +188,11 @@ def trace_chunk(frames: list[Frame], mask: int, workers: int, out: JobTrace) -> 
 def row(scheme: str, job: int, t: JobTrace) -> str:
     pulls = " / ".join(str(t.pulls[c]) for c in CAUSES)
     repair = f"{statistics.fmean(t.repair_s) * 1e3:.1f}" if t.repair_s else "-"
+    longest = f"{max(t.silences):.2f}" if t.silences else "-"
     return (
         f"| {scheme} | {job} | {t.chunks} | {t.lost_up} | {t.resent_after_result} "
         f"| {t.switch_sums} / {t.ps_got_sums} | {t.pulls.total()} | {pulls} | {t.repeat_pulls} "
-        f"| {repair} |"
+        f"| {repair} | {len(t.silences)} / {longest} |"
     )
 
 
@@ -185,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     scenario = json.loads((args.run / "scenario.json").read_text())
     print(
         "| scheme | job | chunks | lost up | resent after result | switch sums / PS got "
-        f"| pulls | {' / '.join(CAUSES)} | repeat | repair ms |"
+        f"| pulls | {' / '.join(CAUSES)} | repeat | repair ms "
+        f"| silences > {SILENCE_S:g} s / longest s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for scheme in scenario["schemes"]:
         for job in scenario["jobs"]:
             print(row(scheme, int(job["job"]), trace_job(args.run, scheme, job)), flush=True)

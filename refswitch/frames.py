@@ -115,20 +115,32 @@ class Config:
     """job -> its "workers" group."""
     up_ports: Mapping[int, int] = field(default_factory=dict)
     """job -> its up port (0: the job completes here)."""
-    ps_routes: Mapping[tuple[int, int], tuple[int, bytes, bytes, int]] = field(default_factory=dict)
-    """``esa.model.route_key`` -> PS port, MAC, IP and "all" group: the
-    ``ps_route`` entry that matches, for every value of the bits it matches."""
+    ps_routes: Mapping[tuple[int, int], Route] = field(default_factory=dict)
+    """``esa.model.route_key`` -> the ``ps_route`` entry that matches, for
+    every value of the bits it matches."""
     replicas: Mapping[int, tuple[bytes, bytes, bytes, bytes | None]] = field(default_factory=dict)
     """rid -> MAC, IP, UDP port, and the source IP of ``set_dst_from_switch``
     (None: ``set_dst`` leaves the source as it is)."""
     groups: Mapping[int, Replicas] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Route:
+    """One ``set_ps``: the PS's port, MAC and IP, the "all" group, and the
+    source IP of a sum sent to the PS alone (None: the source stays)."""
+
+    port: int
+    mac: bytes
+    ip: bytes
+    mgid_all: int
+    switch_ip: bytes | None
+
+
 def _b(value: int, size: int) -> bytes:
     return value.to_bytes(size, "big")
 
 
-def _routes(rows: Mapping[Key, ActionCall]) -> dict[tuple[int, int], tuple[int, bytes, bytes, int]]:
+def _routes(rows: Mapping[Key, ActionCall]) -> dict[tuple[int, int], Route]:
     """The ``ps_route`` entries by the chunks they route (highest priority first)."""
     out = {}
     best: dict[tuple[int, int], int] = {}
@@ -138,7 +150,8 @@ def _routes(rows: Mapping[Key, ActionCall]) -> dict[tuple[int, int], tuple[int, 
             if low & mask == value and priority > best.get(key, 0):
                 best[key] = priority
                 a = c.args
-                out[key] = (a["port"], _b(a["mac"], 6), _b(a["ip"], 4), a["mgid_all"])
+                source = _b(a["switch_ip"], 4) if a["switch_ip"] else None
+                out[key] = Route(a["port"], _b(a["mac"], 6), _b(a["ip"], 4), a["mgid_all"], source)
     return out
 
 
@@ -251,12 +264,14 @@ def _emit(config: Config, frame: bytes, arrived: Packet, o: Output, in_port: int
     buf[40:42] = b"\x00\x00"
     rewritten = False
     if o.to is Out.PS:
-        port, mac, ip, _ = config.ps_routes[route_key(p.job, p.seq)]
-        buf[0:6], buf[30:34] = mac, ip
-        egress_spec, mcast_grp, rewritten = port, 0, True
+        route = config.ps_routes[route_key(p.job, p.seq)]
+        buf[0:6], buf[30:34] = route.mac, route.ip
+        if p.ptype is PacketType.RESULT and route.switch_ip is not None:
+            buf[26:30] = route.switch_ip  # a held sum comes from the switch
+        egress_spec, mcast_grp, rewritten = route.port, 0, True
     elif o.to is Out.ALL:
         buf[26:30] = buf[30:34]  # results come from the PS's address
-        mgid_all = config.ps_routes[route_key(p.job, p.seq)][3]
+        mgid_all = config.ps_routes[route_key(p.job, p.seq)].mgid_all
         egress_spec, mcast_grp, rewritten = 0, mgid_all, True
     elif o.to is Out.UP:
         egress_spec, mcast_grp = config.up_ports[arrived.job], 0

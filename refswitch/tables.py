@@ -113,7 +113,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
     TO_PORT: ("port",),
     FLOOD: ("mgid",),
     L2_DROP: (),
-    SET_PS: ("port", "mac", "ip", "mgid_all"),
+    SET_PS: ("port", "mac", "ip", "mgid_all", "switch_ip"),
     NO_PS_ROUTE: (),
     SET_DST: ("mac", "ip", "udp_port"),
     SET_DST_FROM_SWITCH: ("mac", "ip", "udp_port", "switch_ip"),

@@ -4,9 +4,9 @@ around one switch that runs ``esa.model.SwitchModel``, on a virtual clock.
 Hosts see the same bytes they would on sockets: the switch decodes each
 datagram, lets the model decide, and encodes what the model sends, so the
 codec and the host agents run unchanged.  A PS's copy of a sum the switch
-completed comes from the switch's address, ``addr``
-(``p4src/include/replicas.p4``); every other datagram from the host that
-sent what the switch answers.  ``hosts.worker.drivers`` runs workers
+completed, and a sum it holds (ATP), come from the switch's address,
+``addr`` (``p4src/include/replicas.p4``, ``forwarding.p4``); every other
+datagram from the host that sent what the switch answers.  ``hosts.worker.drivers`` runs workers
 through their calls on it.
 """
 
@@ -133,7 +133,8 @@ class SimNet:
             frame = payload.from_model(p)
             pses = self.ps_of.get(p.job, ())
             for d in destinations(out, self.workers_of.get(p.job, []), pses):
-                from_switch = out.to is model.Out.ALL and d in pses
+                to_ps = out.to is model.Out.ALL or p.ptype is wire.PacketType.RESULT
+                from_switch = to_ps and d in pses
                 self._schedule(d, frame, self.as_switch if from_switch else src)
 
     def run(self, stop: Callable[[], bool], max_time: float) -> None:

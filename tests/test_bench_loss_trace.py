@@ -58,8 +58,9 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
     """Chunk 7: h2's first send is lost, its resend completes the slot.
     Chunk 8: the switch completes it, h1 loses its result, the PS lost its
     copy too (it counted no sum of the switch): h1's resend falls back and the
-    PS pulls h2, whose answer is no resend of a lost result.  Another job's
-    packets and a control datagram are ignored."""
+    PS pulls h2, whose answer is no resend of a lost result.  Each worker
+    was silent for about a second between the chunks (1.000 to 2.000, 1.050
+    to 2.001).  Another job's packets and a control datagram are ignored."""
     packets = [
         (1.000, "h1", "in", esa(C, 0, 7, 0b01)),
         (1.050, "h2", "in", esa(C, RETX, 7, 0b10)),
@@ -91,8 +92,9 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
     assert (t.switch_sums, t.ps_got_sums, t.repeat_pulls) == (2, 0, 0)
     assert dict(t.pulls) == {"sum sent": 1}
     assert [round(s * 1e3) for s in t.repair_s] == [51, 56]
+    assert sorted(round(s * 1e3) for s in t.silences) == [951, 1000]
     assert loss_trace.row("esa", 1, t) == (
-        "| esa | 1 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 |"
+        "| esa | 1 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 | 2 / 1.00 |"
     )
 
 

@@ -232,10 +232,14 @@ def l2_only(device: str) -> SwitchEntries:
     )
 
 
+def device_ip(device: str) -> int:
+    return ip_to_int(str(TWO_TIER.devices[device].ip))
+
+
 def replica(host: str, top: str | None = None) -> Replica:
     """``host``'s replica; a PS's with the address of its job's ``top``."""
     h = TWO_TIER.hosts[host]
-    at = None if top is None else ip_to_int(str(TWO_TIER.devices[top].ip))
+    at = None if top is None else device_ip(top)
     return Replica(mac_to_int(h.mac), ip_to_int(h.ip), h.udp_port, at)
 
 
@@ -247,7 +251,9 @@ def test_a_job_inside_one_rack_has_entries_on_its_tor_alone() -> None:
     workers = frozenset({(1, rid(1, 0)), (2, rid(1, 1))})
     want = l2_only("t1")
     want.jobs[1] = JobEntry(2, 0b11, 7, (3,), mgid_workers(1), 0, 16)
-    want.ps_routes[ShardKey(1, 0, 0)] = PsRoute(3, 0x020000000003, 0x0A000003, mgid_all(1))
+    want.ps_routes[ShardKey(1, 0, 0)] = PsRoute(
+        3, 0x020000000003, 0x0A000003, mgid_all(1), device_ip("t1")
+    )
     want.groups |= {mgid_workers(1): workers, mgid_all(1): workers | {(3, rid(1, PS_MEMBER))}}
     want.replicas = {rid(1, 0): replica("h1"), rid(1, 1): replica("h2"),
                      rid(1, PS_MEMBER): replica("h3", "t1")}  # fmt: skip
@@ -275,7 +281,9 @@ def test_a_job_across_racks_has_its_local_part_on_each_tor_and_completes_at_the_
         }
         assert e.children == {ChildKey(2, p): Child(b) for p, b in children[device].items()}
         assert e.ps_routes == {
-            ShardKey(2, 0, 0): PsRoute(seen["h9"], 0x020000000009, 0x0A000009, mgid_all(2))
+            ShardKey(2, 0, 0): PsRoute(
+                seen["h9"], 0x020000000009, 0x0A000009, mgid_all(2), device_ip("s1")
+            )
         }
         down = frozenset(locals_[device] | {(p, 0) for p in children[device]})
         ps_member = {(3, ps_rid)} if device == "s1" else set()
@@ -303,14 +311,18 @@ def test_a_job_inside_a_rack_with_its_ps_on_the_spine_has_a_transit_there() -> N
     workers = frozenset({(1, rid(3, 0)), (2, rid(3, 1))})
     tor = l2_only("t1")
     tor.jobs[3] = JobEntry(2, 0b11, 7, (5,), mgid_workers(3), 0, 16)
-    tor.ps_routes[ShardKey(3, 0, 0)] = PsRoute(5, 0x020000000009, 0x0A000009, mgid_all(3))
+    tor.ps_routes[ShardKey(3, 0, 0)] = PsRoute(
+        5, 0x020000000009, 0x0A000009, mgid_all(3), device_ip("t1")
+    )
     tor.groups |= {mgid_workers(3): workers, mgid_all(3): workers | {(5, rid(3, PS_MEMBER))}}
     tor.replicas = {rid(3, 0): replica("h1"), rid(3, 1): replica("h2"),
                     rid(3, PS_MEMBER): replica("h9", "t1")}  # fmt: skip
     assert fabric_plan("t1", RACK_SPINE_PS) == tor
     spine = l2_only("s1")
     spine.jobs[3] = JobEntry(0, 0, 7, (3,), mgid_workers(3), 0, 0, up_port=1)
-    spine.ps_routes[ShardKey(3, 0, 0)] = PsRoute(3, 0x020000000009, 0x0A000009, mgid_all(3))
+    spine.ps_routes[ShardKey(3, 0, 0)] = PsRoute(
+        3, 0x020000000009, 0x0A000009, mgid_all(3), device_ip("t1")
+    )
     spine.groups[mgid_workers(3)] = frozenset({(1, 0)})
     assert fabric_plan("s1", RACK_SPINE_PS) == spine
     assert fabric_plan("t2", RACK_SPINE_PS) == l2_only("t2")

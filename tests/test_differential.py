@@ -168,24 +168,28 @@ def test_the_marker_covers_its_span_across_the_wrap_on_bmv2(rig: Rig) -> None:
     assert (ev[Event.FOLLOWED], ev[Event.COMPLETED]) == (2, 4)
 
 
-@pytest.mark.parametrize("policy", [Policy.ESA, Policy.STATIC])
+@pytest.mark.parametrize("policy", [Policy.ESA, Policy.STATIC, Policy.ATP])
 def test_the_ps_copy_of_a_switch_sum_comes_from_the_switch(rig: Rig, policy: Policy) -> None:
     """A sum completed in the switch reaches the workers from the address of
     the chunk's PS and that PS from the switch's address (``replicas.p4``):
     a host drops a datagram from its own address, and the PS takes a switch
-    sum from the switch's address only.  Job 3's two chunks go to its two
-    PS hosts."""
+    sum from the switch's address only.  Under ATP the switch holds the sum
+    and sends it to the PS alone, from the switch's address too
+    (``forwarding.p4``).  Job 3's two chunks go to its two PS hosts."""
     rig.reset(policy)
-    for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7)):
+    chunks = ((LOW, 5), (TWO, 6), (TWO, 7))
+    for job, seq in chunks:
         for w in (0, 1):
             rig.send(Packet(PacketType.CONTRIB, job.job, seq, 1 << w, (w + 1,) * wire.K, count=1),
                      job.workers[w])  # fmt: skip
-    got = rig.collect(want=9)
+    held = policy is Policy.ATP
+    got = rig.collect(want=3 if held else 9)
     sources = sorted((s.port, s.packet.job, s.packet.seq, s.src_ip) for s in got)
     assert all(s.packet.ptype == PacketType.RESULT for s in got)
+    assert all(bool(s.packet.flags & Flag.HOLD) == held for s in got)
+    workers = [] if held else [
+        (w.port, job.job, seq, job.ps_for(seq).ip) for job, seq in chunks for w in job.workers
+    ]  # fmt: skip
     assert sources == sorted(
-        [(w.port, job.job, seq, job.ps_for(seq).ip) for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7))
-         for w in job.workers]
-        + [(job.ps_for(seq).port, job.job, seq, SWITCH_IP)
-           for job, seq in ((LOW, 5), (TWO, 6), (TWO, 7))]
-    )  # fmt: skip
+        workers + [(job.ps_for(seq).port, job.job, seq, SWITCH_IP) for job, seq in chunks]
+    )

@@ -143,24 +143,26 @@ def test_switch_result_marks_done_and_answers_retransmissions() -> None:
     assert c.dropped[HostDrop.LATE] == 1
 
 
-def test_a_switch_sum_from_another_address_is_refused() -> None:
-    """Only the switch sends a sum it completed: from a worker's or any other
-    address (the switch's port, or any other) it is dropped as ``source``
-    and the chunk stays open; from the switch's host, whatever its port, it
-    is taken.  A held sum (ATP) reaches the PS by its route, from the
-    address of a worker, and is taken from there."""
+@pytest.mark.parametrize("flags", [0, Flag.HOLD, Flag.HOLD | Flag.OVERFLOW])
+def test_a_switch_sum_from_another_address_is_refused(flags: int) -> None:
+    """Only the switch sends a sum it completed, held (ATP) or not: from a
+    worker's or any other address (the switch's port, or any other) it is
+    dropped as ``source``, unanswered, and the chunk stays open; from the
+    switch's host, whatever its port, it is taken."""
     ps, rec = server({1: 2})
     feed(ps, rec, pkt(T.FALLBACK, 1, 5, 0b01, vec(1)))
     rec.source = ("10.0.0.7", SWITCH[1])
-    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100)))
-    assert ps.counters.dropped[HostDrop.SOURCE] == 1 and ps.counters.switch_results == 0
-    assert list(ps.sums.partials) == [(1, 5)] and (1, 5) not in ps.done
-    feed(ps, rec, pkt(T.RESULT, 1, 6, 0b11, vec(3), flags=Flag.HOLD))
-    assert ps.counters.switch_results == 1 and [h.seq for h, _, _ in rec.sent] == [6]
+    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100), flags=flags))
+    c = ps.counters
+    assert (c.dropped[HostDrop.SOURCE], c.switch_results, c.held_answered) == (1, 0, 0)
+    assert list(ps.sums.partials) == [(1, 5)] and (1, 5) not in ps.done and rec.sent == []
     rec.source = (SWITCH[0], 40001)
-    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100)))
-    assert ps.counters.dropped[HostDrop.SOURCE] == 1 and ps.counters.switch_results == 2
+    feed(ps, rec, pkt(T.RESULT, 1, 5, 0b11, vec(100), flags=flags))
+    held = bool(flags & Flag.HOLD)
+    assert (c.dropped[HostDrop.SOURCE], c.switch_results, c.held_answered) == (1, 1, held)
     assert ps.sums.partials == {} and (1, 5) in ps.done
+    want = [(T.PS_RESULT, flags, vec(100))] if held else []
+    assert [(h.ptype, h.flags, v) for h, v, _ in rec.sent] == want
 
 
 def test_held_result_is_acknowledged_with_the_same_sum() -> None:

@@ -376,6 +376,38 @@ def test_a_call_is_announced_until_the_ps_says_go() -> None:
     assert w.counters.calls_sent == 5
 
 
+@pytest.mark.parametrize("offset", [0, 1 << 20])
+def test_a_pull_while_announcing_sends_the_call_again_at_once(offset: int) -> None:
+    """The GO is lost and the CALL's interval has doubled; a PULL for a
+    chunk of the call (the epoch's seqs start at ``offset``: at 0 the worker
+    finds the chunk, elsewhere it knows no such seq) shows the PS streaming
+    it: the CALL goes again at once, at most every ``PROBE_EVERY``.  A PULL
+    while the worker streams sends no CALL."""
+    w, rec, ctl = agreed_worker()
+    w.begin(tensor(3))
+    greeted(w, ctl)
+    assert w.poll(0.25) == 0.75 and w.poll(0.75) == 1.75
+    assert [m[0] for m in calls(ctl)] == [C.CALL] * 4
+    rec.inbox.append(pkt(T.PULL, 3, offset + 1, 0b01, [0] * K))
+    assert w.poll(0.8) == 1.75 and calls(ctl) == [], "a CALL went at 0.75"
+    rec.inbox.append(pkt(T.PULL, 3, offset + 1, 0b01, [0] * K))
+    assert w.poll(0.9) == 1.9
+    assert calls(ctl) == [(C.CALL, 0, SESSION, 5)]
+    rec.inbox.append(pkt(T.PULL, 3, offset + 2, 0b01, [0] * K))
+    assert w.poll(0.95) == 1.9 and calls(ctl) == []
+    rec.inbox.append(pkt(T.PULL, 3, offset + 2, 0b01, [0] * K))
+    assert w.poll(1.05) == 2.05
+    assert calls(ctl) == [(C.CALL, 0, SESSION, 6)]
+    early = w.counters.dropped[HostDrop.EARLY], w.counters.dropped[HostDrop.STALE]
+    assert early == ((4, 0) if offset == 0 else (0, 4))
+    ctl.inbox.append(answer(w, offset=offset))
+    w.poll(1.1)
+    rec.inbox.append(pkt(T.PULL, 3, offset + 1, 0b01, [0] * K))
+    w.poll(1.3)
+    assert w.cur is not None and w.cur.phase == STREAMING and calls(ctl) == []
+    assert w.counters.calls_sent == 6
+
+
 def test_answers_for_another_process_shape_session_or_key_are_ignored() -> None:
     w, rec, ctl = agreed_worker()
     w.begin(tensor(2))

@@ -62,7 +62,8 @@ def test_table_sizes_and_keys(p4info: p4info_pb2.P4Info) -> None:
     params = {a.preamble.name: {p.name: p.bitwidth for p in a.params} for a in p4info.actions}
     assert params[p4names.SET_JOB]["ps_ports"] == spec.PORT_T.bits * MAX_PS_SHARDS
     assert params[p4names.SET_JOB]["shard_mask"] == spec.PS_SHARD_BITS
-    assert params[p4names.SET_PS] == {"port": 9, "mac": 48, "ip": 32, "mgid_all": 16}
+    want_ps = {"port": 9, "mac": 48, "ip": 32, "mgid_all": 16, "switch_ip": 32}
+    assert params[p4names.SET_PS] == want_ps
     assert params[p4names.SET_JOB]["up_port"] == spec.PORT_T.bits
     assert params[p4names.SET_CHILD] == {"bitmap": 32}
     child_key = [

@@ -64,7 +64,7 @@ from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
 from esa.target import device_config
 from esa.toolchain import compile_p4
-from esa.wire import PacketType
+from esa.wire import Flag, PacketType
 from refswitch.main import main as refswitch_main
 from refswitch.server import ServedDevice
 from refswitch.tables import PARAMS, SPECS
@@ -543,6 +543,27 @@ def test_frames_in_process(device: tuple[ServedDevice, str], program: tuple[Path
         body = HDR.pack(ptype, 0, 1, 1, 1, 1) + VALUES.pack(*vals(1))
         assert deliver(1, frame(H["h1"], H["h3"], body)) == {}
     assert_counters(sw, bad_type=3)
+    sw.close()
+
+
+def test_a_held_sum_leaves_for_the_ps_from_the_switch(
+    device: tuple[ServedDevice, str], program: tuple[Path, Path]
+) -> None:
+    """Under ATP the switch holds a sum it completed and sends it to the PS
+    alone, from the switch's address (``forwarding.p4``): the PS takes a
+    switch sum from there only."""
+    dev, addr = device
+    fresh(addr, program)
+    sw = P4RuntimeSwitch.connect(addr)
+    reconcile(sw, two_jobs(Policy.ATP), sw.read_entries())
+    h1, h2, h3 = H["h1"], H["h2"], H["h3"]
+    assert dev.pipeline is not None
+    assert dev.pipeline.process(1, contrib(h1, 1, 9, 0, 2, h3), 1000) == []
+    [(port, out)] = dev.pipeline.process(2, contrib(h2, 1, 9, 1, 3, h3), 2000)
+    ip = Ether(out)[IP]
+    header = HDR.unpack_from(bytes(ip[UDP].payload))
+    assert (port, ip.src, ip.dst) == (h3.port, dataplane.SWITCH_IP, h3.ip)
+    assert header == (PacketType.RESULT, Flag.HOLD, 1, 9, 0b11, 2)
     sw.close()
 
 

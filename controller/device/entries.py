@@ -66,12 +66,15 @@ class Child:
 @dataclass(frozen=True)
 class PsRoute:
     """``set_ps``: the PS of one shard, and the group a sum completed in the
-    switch goes to (the job's workers and that PS)."""
+    switch goes to (the job's workers and that PS); with ``switch_ip``, a
+    sum sent to that PS alone (ATP's held sum) leaves with that source, as
+    a ``Replica``'s copy does."""
 
     port: int
     mac: int
     ip: int
     mgid_all: int
+    switch_ip: int | None = None
 
 
 @dataclass(frozen=True)

@@ -293,7 +293,8 @@ class P4RuntimeSwitch(Switch):
                 action = self._action(TO_PORT, {"port": value.port})
         elif isinstance(value, PsRoute):
             args = {"port": value.port, "mac": value.mac, "ip": value.ip}
-            action = self._action(SET_PS, args | {"mgid_all": value.mgid_all})
+            args |= {"mgid_all": value.mgid_all, "switch_ip": value.switch_ip or 0}
+            action = self._action(SET_PS, args)
         elif isinstance(value, Replica):
             args = {"mac": value.mac, "ip": value.ip, "udp_port": value.udp_port}
             if value.switch_ip is None:
@@ -368,7 +369,8 @@ class P4RuntimeSwitch(Switch):
             key = ShardKey(job, 0, 0)
             if shard is not None:
                 key = ShardKey(job, _int(shard.ternary.value), _int(shard.ternary.mask))
-            out[key] = PsRoute(a["port"], a["mac"], a["ip"], a["mgid_all"])
+            source = a["switch_ip"] or None
+            out[key] = PsRoute(a["port"], a["mac"], a["ip"], a["mgid_all"], source)
         return out
 
     def _read_children(self) -> dict[ChildKey, Child]:

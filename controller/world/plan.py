@@ -75,10 +75,11 @@ class JobPlan:
     (``Fabric.job_roles``); None on a switch every worker hangs off."""
     switch_ip: int | None = None
     """the address of the job's top switch, where its sums complete: a PS's
-    copy of such a sum leaves with it as its source (``set_dst_from_switch``),
-    the address the PS takes them from (``esa-ps --switch-addr``).  None (a
-    fabric that names no address for the switch): the PS's copy keeps the
-    PS's own address as its source, like a worker's."""
+    copy of such a sum (``set_dst_from_switch``) and a sum held for the PS
+    (ATP, ``set_ps``) leave with it as their source, the address the PS takes
+    them from (``esa-ps --switch-addr``).  None (a fabric that names no
+    address for the switch): the PS's copy keeps the PS's own address as its
+    source, like a worker's, and a held sum its sender's."""
 
     def __post_init__(self) -> None:
         if not valid_shards(len(self.ps)):
@@ -164,7 +165,7 @@ def desired(hosts: list[Host], jobs: list[JobPlan], policy: PolicyEntry) -> Swit
         for shard, ps in enumerate(j.ps):
             ps_rid = rid(j.job, PS_MEMBER + shard)
             out.ps_routes[ShardKey.of(j.job, shard, len(j.ps))] = PsRoute(
-                ps.port, mac_to_int(ps.mac), ip_to_int(ps.ip), mgid_all(j.job, shard)
+                ps.port, mac_to_int(ps.mac), ip_to_int(ps.ip), mgid_all(j.job, shard), j.switch_ip
             )
             if (ps.port, ps_rid) in out.groups.get(mgid_all(j.job, shard), ()):
                 out.replicas[ps_rid] = _replica(ps, j.switch_ip)

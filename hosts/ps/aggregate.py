@@ -101,16 +101,14 @@ class Aggregator:
         """Why a datagram of a known job is not for this PS: not what its
         sender would send (``hosts.net.checks``), a sum the switch completed
         from any address but the switch's, another shard's or outside the
-        agreed calls.  The switch sends the PS its copy of such a sum from
-        the address of the switch where the job's sums complete, the one
-        the PS sends to (``p4src/include/replicas.p4``); a held sum (ATP)
-        reaches the PS by its route, from the address of the worker whose
-        contribution completed it, and is not checked."""
+        agreed calls.  The switch sends the PS its copy of such a sum, and
+        a sum it holds (ATP) to the PS alone, from the address of the
+        switch where the job's sums complete, the one the PS sends to
+        (``p4src/include/replicas.p4``, ``forwarding.p4``)."""
         reason = ps_check(h, spec)
         if reason is not None:
             return reason
-        held = h.flags & Flag.HOLD
-        if h.ptype == PacketType.RESULT and not held and src[0] != self.outbox.switch_addr[0]:
+        if h.ptype == PacketType.RESULT and src[0] != self.outbox.switch_addr[0]:
             return HostDrop.SOURCE
         if self.shards > 1 and ps_shard(h.seq, self.shards) != self.shard:
             return HostDrop.SHARD

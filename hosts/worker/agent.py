@@ -249,13 +249,16 @@ class Worker:
             self._drop(reason)
             return
         found = self._find(h.seq)
-        if found is None:
-            self._drop(HostDrop.STALE)
+        if found is None or found[0].phase != STREAMING:
+            early = found is not None and found[0].phase == ANNOUNCING
+            self._drop(HostDrop.EARLY if early else HostDrop.STALE)
+            cur = self.cur
+            announcing = cur is not None and cur.phase == ANNOUNCING
+            if h.ptype == PacketType.PULL and announcing and self.agent is not None:
+                self.agent.pulled(now)
             return
         c, i = found
-        if c.phase != STREAMING:
-            self._drop(HostDrop.EARLY if c.phase == ANNOUNCING else HostDrop.STALE)
-        elif h.ptype == PacketType.PULL:
+        if h.ptype == PacketType.PULL:
             self.stream.pulled(c, i, h.bitmap, now)
         else:
             self._on_result(h, c, i, payload.values_view(buf), now)

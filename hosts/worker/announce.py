@@ -1,15 +1,17 @@
 """A worker process's side of call agreement (docs/agreement.md).
 
 For each call the worker announces it to every PS shard (CALL, resent at
-doubling intervals up to ``MAX_CALL_RTO`` until answered) and streams once
-each said GO; while it streams it tells them it is alive (ALIVE, every
-``ALIVE_EVERY`` seconds and, at most every ``PROBE_EVERY``, when a chunk
-timed out).  A PS it has not spoken to, or that restarted, answers with a
-CHALLENGE that names its session: the worker takes the session and sends
-again, as RESUME for a call that PS had already agreed (it holds back that
-shard's chunks until the new GO, then resends those without a sum).  At the
-call's deadline it asks the PS hosts it waits for (STATUS) who is missing,
-and fails the call with what they report.  ``leave`` says BYE.
+doubling intervals up to ``MAX_CALL_RTO`` until answered, and at once, at
+most every ``PROBE_EVERY``, when a PULL shows a PS streaming a call whose GO
+the worker lacks: the GO was lost) and streams once each said GO; while it
+streams it tells them it is alive (ALIVE, every ``ALIVE_EVERY`` seconds and,
+at most every ``PROBE_EVERY``, when a chunk timed out).  A PS it has not
+spoken to, or that restarted, answers with a CHALLENGE that names its
+session: the worker takes the session and sends again, as RESUME for a call
+that PS had already agreed (it holds back that shard's chunks until the new
+GO, then resends those without a sum).  At the call's deadline it asks the PS
+hosts it waits for (STATUS) who is missing, and fails the call with what
+they report.  ``leave`` says BYE.
 
 Every message carries the worker process's nonce, its message number and
 the session, sealed with the job's key (``hosts.agreement.auth``); an answer must
@@ -75,6 +77,8 @@ class Announcer:
         self.failure: Exception | None = None
         self.reports: dict[int, payload.Control] = {}
         self.call_rto = self.next_call = self.next_alive = self.probed = 0.0
+        self.called = float("-inf")
+        """when the last CALL (or RESUME) went out."""
         self.asking: list[int] = []
         self.tries, self.next_status = 0, 0.0
 
@@ -98,6 +102,7 @@ class Announcer:
                         kind = ControlType.RESUME if c.resume >> s & 1 else ControlType.CALL
                         self._send(s, self._about(c, kind))
                         self.counters.calls_sent += 1
+                self.called = now
                 self.next_call = now + self.call_rto
                 self.call_rto = min(2 * self.call_rto, MAX_CALL_RTO)
             wake = self.next_call
@@ -111,6 +116,16 @@ class Announcer:
         """A chunk timed out: ask the PS hosts whether they still know the call."""
         if now - self.probed >= PROBE_EVERY:
             self._alive(c, now)
+
+    def pulled(self, now: float) -> None:
+        """A PULL came for a chunk the worker does not stream while it
+        announces its call: a PS pulls only the chunks of a call it agreed,
+        so its GO was lost.  The CALL goes again now rather than after its
+        interval, which may have doubled to ``MAX_CALL_RTO`` meanwhile while
+        the peers stream and wait for this worker's contributions; at most
+        every ``PROBE_EVERY``, as a PULL of another call may do it too."""
+        if now - self.called >= PROBE_EVERY:
+            self.next_call = now
 
     def give_up(self, c: Call, now: float, waiting: list[int]) -> None:
         """Call ``c`` reached its deadline waiting for the PS hosts of these shards."""

@@ -30,12 +30,16 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
     mac_t ps_mac = 0;
     ip4_t ps_ip = 0;
     mcast_grp_t ps_mgid_all = 0;
+    ip4_t ps_switch_ip = 0;
 
-    action set_ps(port_t port, mac_t mac, ip4_t ip, mcast_grp_t mgid_all) {
+    // switch_ip: the address of the switch where the job's sums complete
+    // (0: the fabric names none), the source of a sum sent to the PS alone.
+    action set_ps(port_t port, mac_t mac, ip4_t ip, mcast_grp_t mgid_all, ip4_t switch_ip) {
         ps_port = port;
         ps_mac = mac;
         ps_ip = ip;
         ps_mgid_all = mgid_all;
+        ps_switch_ip = switch_ip;
     }
 
     action no_ps_route() {
@@ -69,6 +73,11 @@ control Forwarding(inout ethernet_h ethernet, inout ipv4_h ipv4, inout udp_h udp
                 ethernet.dst = ps_mac;
                 ipv4.dst = ps_ip;
                 outcome.ip_rewritten = true;
+                if (esa.ptype == PTYPE_RESULT && ps_switch_ip != 0) {
+                    // A held sum (ATP) comes from the switch's address, as
+                    // the PS's copy of a sum sent to all does (replicas.p4).
+                    ipv4.src = ps_switch_ip;
+                }
             } else if (outcome.dest == dest_t.ALL) {
                 // Results come from the PS's address, as a PS result would;
                 // the copies go to the workers and the PS of the chunk's
