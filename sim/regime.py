@@ -13,8 +13,8 @@ share of the equal split, its chunks on ``seq mod home``) and **hashed**
 and a third, ``make sim``'s, the controller's homes with ``Net.line_hold``
 slots, what a job holds at line rate, as the least home (``esa-ctl policy
 esa --part-size N``, ``controller.world.partition.esa_homes``): the pool
-split equally among as many of the highest SRPT ranks as it gives half
-that many or more, the other jobs hashed.  Beside them the bounds,
+split equally among as many of the highest SRPT ranks as it gives 3/4
+of that or more, the other jobs hashed.  Beside them the bounds,
 ``ideal`` (no memory limit) and ``ps-only`` (no aggregation), and per row
 the best baseline over each ESA layout, so a reader sees where each layout
 wins and loses.

@@ -54,8 +54,8 @@ class Point:
     """ESA's layout: the controller's homes with ``Net.line_hold`` slots,
     what a job holds at line rate, as the least home (``esa-ctl policy esa
     --part-size N``, ``controller.world.partition.esa_homes``: the pool
-    split equally among as many of the highest ranks as it gives half that
-    many or more, every job while it can; ``Net.esa_homes``,
+    split equally among as many of the highest ranks as it gives 3/4 of
+    that or more, every job while it can; ``Net.esa_homes``,
     ``Net.esa_home_size``), or every job hashed over the pool."""
     sensitivity: bool = False
     """a variant of a design point (not the system as built): shown, not judged."""

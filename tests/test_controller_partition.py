@@ -56,28 +56,28 @@ def test_fixed_partitions_are_disjoint_stable_and_fill_the_pool(
     assert all(second[j] == first[j] for j in stay if first[j][1])
 
 
-def test_esa_splits_the_pool_equally_while_every_home_is_half_the_least_home() -> None:
+def test_esa_splits_the_pool_equally_while_every_home_is_three_quarters_the_least_home() -> None:
     """ESA: ``jobs`` in priority order; while the equal split gives every
-    job half the least home or more it is the equal split (in job-id
+    job 3/4 of the least home or more it is the equal split (in job-id
     order, the slot left by the division to the highest rank); past that,
     the pool split equally among as many of the highest ranks as it gives
     that many, the others hashed (size 0)."""
-    assert partition(100, [7, 3, 9], part_size=64, ranked=True) == {
+    assert partition(100, [7, 3, 9], part_size=44, ranked=True) == {
         3: (0, 33),
         7: (33, 34),
         9: (67, 33),
     }
-    assert partition(100, [7, 3, 9], part_size=66, ranked=True) == {
-        3: (0, 33),
-        7: (33, 34),
-        9: (67, 33),
-    }
-    assert partition(100, [7, 3, 9], part_size=68, ranked=True) == {
+    assert partition(100, [7, 3, 9], part_size=45, ranked=True) == {
         3: (0, 50),
         7: (50, 50),
         9: (0, 0),
     }
-    assert partition(100, [7, 3, 9], part_size=201, ranked=True) == {
+    assert partition(100, [7, 3, 9], part_size=66, ranked=True) == {
+        3: (0, 50),
+        7: (50, 50),
+        9: (0, 0),
+    }
+    assert partition(100, [7, 3, 9], part_size=67, ranked=True) == {
         3: (0, 0),
         7: (0, 100),
         9: (0, 0),
@@ -92,15 +92,23 @@ def test_esa_splits_the_pool_equally_while_every_home_is_half_the_least_home() -
 def test_esa_homes_follow_the_ranks_not_the_previous_layout() -> None:
     """A job that outranks a holder takes its home at once; the homes are
     recut, not kept where they were."""
-    before = partition(256, [7, 3, 9], part_size=178, ranked=True)
-    assert before == {3: (0, 128), 7: (128, 128), 9: (0, 0)}
-    after = partition(256, [9, 7, 3], part_size=178, previous=before, ranked=True)
-    assert after == {7: (0, 128), 9: (128, 128), 3: (0, 0)}
+    before = partition(256, [7, 3, 9], part_size=100, ranked=True)
+    assert before == {3: (0, 85), 7: (85, 86), 9: (171, 85)}
+    after = partition(256, [7, 3, 9], part_size=120, previous=before, ranked=True)
+    assert after == {3: (0, 128), 7: (128, 128), 9: (0, 0)}
+    assert partition(256, [9, 7, 3], part_size=120, previous=after, ranked=True) == {
+        7: (0, 128),
+        9: (128, 128),
+        3: (0, 0),
+    }
 
 
-def test_home_count_is_every_job_down_to_half_the_least_home() -> None:
-    assert [home_count(1024, n, 178) for n in (1, 8, 11, 12, 32)] == [1, 8, 11, 11, 11]
-    assert [home_count(256, n, 178) for n in (1, 2, 3)] == [1, 2, 2]
+def test_home_count_is_every_job_down_to_three_quarters_the_least_home() -> None:
+    """The least homes of ``make sim``: 178 slots at 100 G / 1 us (floor
+    134), 314 with 2 us of lag (floor 236)."""
+    assert [home_count(1024, n, 178) for n in (1, 7, 8, 32)] == [1, 7, 7, 7]
+    assert [home_count(256, n, 178) for n in (1, 2, 3)] == [1, 1, 1]
+    assert [home_count(1024, n, 314) for n in (4, 5)] == [4, 4]
     assert home_count(100, 3, 300) == 1
     assert home_count(2, 5, 0) == 2
 

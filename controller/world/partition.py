@@ -20,7 +20,8 @@ Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
 Under ESA (``ranked``) a partition is a job's home, and ``N`` is the
 operator's least home, what a job holds while it streams at line rate
 (``esa_homes``): the pool is split equally among as many of the
-highest-ranked jobs as it gives half of ``N`` or more, the others hash.
+highest-ranked jobs as it gives 3/4 of ``N`` or more (``HOME_FLOOR``),
+the others hash.
 With ``N = 0`` every job has a home (the equal split).
 
 The caller's order is admission order, except under ESA, where it is
@@ -50,6 +51,7 @@ priority only when it does not.  ATP ignores partitions.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 
 
@@ -77,12 +79,16 @@ Parts = dict[int, tuple[int, int]]
 """``job -> (part_base, part_size)``; size 0 means no partition."""
 
 
-HOME_FLOOR_DIVISOR = 2
-"""ESA's homes are never smaller than the least home over this, while the
-pool has one for every job that size: below half of what a job holds at
-line rate, most of its chunks find their home slot still held by their own
-predecessor and leave it (rule L's borrowed slot or the PS), so its home
-does more for the jobs ranked above it (docs/controller.md, "Partitions")."""
+HOME_FLOOR = 0.75
+"""ESA's homes are never smaller than this share of the least home (what a
+job holds while it streams at line rate), while the pool has one for every
+job that size.  A home of ``h`` slots sums about ``h / least`` of a
+line-rate stream; the job's ``S`` PS hosts carry ``S / W`` of it for its
+``W`` workers, so a home of ``least * (1 - S / W)`` is what a job needs to
+stream at line rate: 3/4 for four workers on one PS host, the smallest
+fan-in of the mixes the simulator runs and ATP's deployments' ratio or
+less.  A smaller home leaves its job below line rate while the slots would
+carry a higher-ranked job at it (docs/controller.md, "Partitions")."""
 
 
 def partition(
@@ -111,9 +117,9 @@ def by_priority(jobs: list[int], prios: Mapping[int, int]) -> list[int]:
 
 def home_count(pool_size: int, jobs: int, least: int) -> int:
     """How many jobs ESA gives a home: every one while the pool gives each
-    ``least / HOME_FLOOR_DIVISOR`` slots or more (and one at least), else
-    as many as it gives that many, and at least one."""
-    floor = max(1, -(-least // HOME_FLOOR_DIVISOR))
+    ``least * HOME_FLOOR`` slots or more (and one at least), else as many
+    as it gives that many, and at least one."""
+    floor = max(1, math.ceil(least * HOME_FLOOR))
     return min(jobs, max(1, pool_size // floor))
 
 
