@@ -91,8 +91,6 @@ class Partitions(Leased):
         self.scheme = scheme
         self.homes = homes and scheme.memory is Memory.HOMES
         self.home_size = home_size
-        self.last: dict[int, tuple[int, int]] = {}
-        """the homes of the last layout: a fixed-size home stays where it is."""
         self.pool_size = pool_size
         self.size = size
         self.free = list(range(pool_size // self.size))
@@ -131,13 +129,14 @@ class Partitions(Leased):
     def layout(self, prios: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """``job -> (part_base, part_size)`` of every running job; (0, 0)
         under the shared-pool schemes and for a STATIC_FB job without one;
-        ESA's homes go by ``prios`` (job -> priority), highest first."""
+        ESA's homes go by ``prios`` (job -> priority), highest first, as
+        the controller hands them out (``controller.world.partition
+        .esa_homes``, ``home_size`` the least home)."""
         if self.homes:
             if prios is None:
                 raise ValueError("ESA's homes are handed out by priority: give prios")
             order = by_priority(self.running, prios)
-            self.last = partition(self.pool_size, order, self.home_size, self.last, ranked=True)
-            return self.last
+            return partition(self.pool_size, order, self.home_size, ranked=True)
         if self.scheme.memory in BDP:
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)

@@ -9,14 +9,15 @@ hardware (pool, PS hosts, links), in the fluid model, with ESA's two
 layouts side by side: **homes** (``Net.esa_homes``, the controller's
 default, ``esa-ctl policy esa``: every running job streams through its
 share of the equal split, its chunks on ``seq mod home``) and **hashed**
-(``--layout hashed``, the paper's ESA and ``make sim``'s: every job over
-the whole pool), and a third that the controller also runs, homes of
-**at least** ``Net.line_hold`` slots, what a job holds at line rate
-(``esa-ctl policy esa --part-size N``): the equal split while it gives
-every job that many, homes of that size for the highest SRPT ranks and the
-other jobs hashed when it does not.  Beside them the bounds, ``ideal`` (no memory limit) and
-``ps-only`` (no aggregation), and per row the best baseline over each ESA
-layout, so a reader sees where each layout wins and loses.
+(``--layout hashed``, the paper's ESA: every job over the whole pool),
+and a third, ``make sim``'s, the controller's homes with ``Net.line_hold``
+slots, what a job holds at line rate, as the least home (``esa-ctl policy
+esa --part-size N``, ``controller.world.partition.esa_homes``): the pool
+split equally among as many of the highest SRPT ranks as it gives 3/4
+of that or more, the other jobs hashed.  Beside them the bounds,
+``ideal`` (no memory limit) and ``ps-only`` (no aggregation), and per row
+the best baseline over each ESA layout, so a reader sees where each layout
+wins and loses.
 """
 
 from __future__ import annotations
@@ -44,9 +45,8 @@ class Variant:
     scheme: Scheme
     homes: bool = False
     least: bool = False
-    """homes of at least ``Net.line_hold`` slots (``esa-ctl policy esa
-    --part-size N``): the equal split while it gives every job that many,
-    homes of that size to the highest ranks and the others hashed when not"""
+    """homes with ``Net.line_hold`` slots as the least home (``esa-ctl
+    policy esa --part-size N``, ``controller.world.partition.esa_homes``)"""
 
 
 COLUMNS = (

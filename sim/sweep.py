@@ -51,11 +51,12 @@ class Point:
     window: int = 0
     squat: bool = True
     esa_homes: bool = False
-    """ESA's layout: homes of at least ``Net.line_hold`` slots, what a job
-    holds at line rate (``esa-ctl policy esa --part-size N``: the equal
-    split while it gives every job that many, homes of that size for the
-    highest ranks otherwise; ``Net.esa_homes``, ``Net.esa_home_size``), or
-    every job hashed over the pool."""
+    """ESA's layout: the controller's homes with ``Net.line_hold`` slots,
+    what a job holds at line rate, as the least home (``esa-ctl policy esa
+    --part-size N``, ``controller.world.partition.esa_homes``: the pool
+    split equally among as many of the highest ranks as it gives 3/4 of
+    that or more, every job while it can; ``Net.esa_homes``,
+    ``Net.esa_home_size``), or every job hashed over the pool."""
     sensitivity: bool = False
     """a variant of a design point (not the system as built): shown, not judged."""
 
@@ -113,9 +114,9 @@ the workers, where no switch can gain much."""
 
 
 def at_shards(pt: Point, shards: int) -> Point:
-    """``pt`` with ``shards`` PS hosts per job and ESA's homes of at least
-    what a job holds at line rate, named for both; judged only at
-    ``HEADLINE_SHARDS``."""
+    """``pt`` with ``shards`` PS hosts per job and ESA's homes with what a
+    job holds at line rate as the least home, named for both; judged only
+    at ``HEADLINE_SHARDS``."""
     return replace(
         pt,
         name=f"{pt.name} {shards} PS",

@@ -75,7 +75,7 @@ def test_cli_session(admin: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
         admin, capsys, "admit", "5", "--workers", "h1", "h2", "--ps", "h8,10.0.0.9", "--size", "1"
     )
-    assert (code, out.splitlines()[1]) == (0, "5    191   auto (1 B left)  43+21      h8,h9  h1,h2")
+    assert (code, out.splitlines()[1]) == (0, "5    191   auto (1 B left)  42+22      h8,h9  h1,h2")
     assert run(admin, capsys, "remove", "5") == (0, "job 5 removed\n", "")
     code, out, _ = run(admin, capsys, "jobs", "--json")
     assert [j["job"] for j in json.loads(out)] == [3, 4]

@@ -377,12 +377,14 @@ def test_each_switch_cuts_its_own_pool_among_the_jobs_it_serves() -> None:
 
 def test_esa_hands_out_homes_by_priority() -> None:
     """RACK (priority 7) was admitted first, CROSS (9) ranks higher: under
-    ESA the one fixed partition t1 has goes to CROSS, under STATIC to RACK;
-    the equal split has room for both.  Under ESA the size is the least
-    home: s1 and t2, one job each, split their pools equally."""
+    ESA the least home of 12 leaves t1 room for one home of 3/4 of that or
+    more, which goes to CROSS; under STATIC t1's one fixed partition of 12
+    goes to RACK.  With a least home of 10 t1 has room for both.  s1 and
+    t2, one job each, give it the whole pool."""
     assert parts_by_device(Policy.ESA, 12) == {
-        "s1": {2: (0, 16)}, "t1": {1: (0, 0), 2: (0, 12)}, "t2": {2: (0, 16)}
+        "s1": {2: (0, 16)}, "t1": {1: (0, 0), 2: (0, 16)}, "t2": {2: (0, 16)}
     }  # fmt: skip
+    assert parts_by_device(Policy.ESA, 10)["t1"] == {1: (0, 8), 2: (8, 8)}
     assert parts_by_device(Policy.STATIC, 12)["t1"] == {1: (0, 12), 2: (0, 0)}
     assert parts_by_device(Policy.ESA, 0) == parts_by_device(Policy.STATIC, 0)
 

@@ -44,17 +44,23 @@ def test_esa_homes_go_to_the_highest_priority_jobs_first() -> None:
     assert static.layout({1: 20, 2: 100, 3: 200}) == {1: (0, 1), 2: (1, 1), 3: (0, 0)}
 
 
-def test_fixed_size_homes_go_to_the_top_ranks_and_stay_where_they_are() -> None:
-    """``Net.esa_home_size``: homes of 4 slots in a 10-slot pool, two of
-    them; a holder outranked takes no other job's home but loses its own;
-    once the equal split gives each job 4 or more, the equal split."""
-    parts = Partitions(Scheme.ESA, 10, 1, homes=True, home_size=4)
+def test_homes_go_to_the_top_ranks_down_to_three_quarters_the_least_home() -> None:
+    """``Net.esa_home_size``: a least home of 6 in a 10-slot pool has room
+    for two homes of 3/4 of that or more, so the two highest ranks split
+    the pool and the third hashes; an outranked holder loses its home; with
+    a least home of 4 all three have one, the slot left over to the top
+    rank."""
+    parts = Partitions(Scheme.ESA, 10, 1, homes=True, home_size=6)
     for job in (1, 2, 3):
         parts.request(job)
-    assert parts.layout({1: 20, 2: 100, 3: 200}) == {3: (0, 4), 2: (4, 4), 1: (0, 0)}
-    assert parts.layout({1: 150, 2: 100, 3: 200}) == {3: (0, 4), 1: (4, 4), 2: (0, 0)}
+    assert parts.layout({1: 20, 2: 100, 3: 200}) == {3: (5, 5), 2: (0, 5), 1: (0, 0)}
+    assert parts.layout({1: 150, 2: 100, 3: 200}) == {3: (5, 5), 1: (0, 5), 2: (0, 0)}
     parts.release(3)
     assert parts.layout({1: 150, 2: 100}) == {1: (0, 5), 2: (5, 5)}
+    roomy = Partitions(Scheme.ESA, 10, 1, homes=True, home_size=4)
+    for job in (1, 2, 3):
+        roomy.request(job)
+    assert roomy.layout({1: 20, 2: 100, 3: 200}) == {1: (0, 3), 2: (3, 3), 3: (6, 4)}
 
 
 ROOMY = scn.from_json(

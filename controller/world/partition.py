@@ -15,11 +15,14 @@ Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
     bandwidth-delay product is the size that lets it stream at line rate).
     Jobs get them in the caller's order and keep them until they leave; a
     job that finds none has size 0 until one frees up.  A freed partition
-    goes to the first job in the caller's order without one.  Under ESA
-    (``ranked``) ``N`` is the least home: while the equal split gives every
-    job ``N`` slots or more the pool is split equally; otherwise the
-    partitions of ``N`` belong to the highest-ranked jobs (a job that
-    outranks a holder takes its partition at once) and the others hash.
+    goes to the first job in the caller's order without one.
+
+Under ESA (``ranked``) a partition is a job's home, and ``N`` is the
+operator's least home, what a job holds while it streams at line rate
+(``esa_homes``): the pool is split equally among as many of the
+highest-ranked jobs as it gives 3/4 of ``N`` or more (``HOME_FLOOR``),
+the others hash.
+With ``N = 0`` every job has a home (the equal split).
 
 The caller's order is admission order, except under ESA, where it is
 priority order (highest first): memory goes to the most urgent jobs.
@@ -48,6 +51,7 @@ priority only when it does not.  ATP ignores partitions.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 
 
@@ -75,6 +79,18 @@ Parts = dict[int, tuple[int, int]]
 """``job -> (part_base, part_size)``; size 0 means no partition."""
 
 
+HOME_FLOOR = 0.75
+"""ESA's homes are never smaller than this share of the least home (what a
+job holds while it streams at line rate), while the pool has one for every
+job that size.  A home of ``h`` slots sums about ``h / least`` of a
+line-rate stream; the job's ``S`` PS hosts carry ``S / W`` of it for its
+``W`` workers, so a home of ``least * (1 - S / W)`` is what a job needs to
+stream at line rate: 3/4 for four workers on one PS host, the smallest
+fan-in of the mixes the simulator runs and ATP's deployments' ratio or
+less.  A smaller home leaves its job below line rate while the slots would
+carry a higher-ranked job at it (docs/controller.md, "Partitions")."""
+
+
 def partition(
     pool_size: int,
     jobs: list[int],
@@ -84,22 +100,47 @@ def partition(
 ) -> Parts:
     """Partitions for ``jobs`` (in the caller's order); ``previous``: what
     the switch holds now, kept where it still fits (fixed partitions only).
-    ``ranked`` (ESA): ``jobs`` is in priority order and only the first
-    ``pool // part_size`` of them may hold a fixed partition, so a job
-    that outranks a holder takes its partition; otherwise a holder keeps
-    its partition until it leaves.  Under ESA ``part_size`` is the least
-    home: while the equal split gives every job ``part_size`` slots or more
-    it is the equal split (a fixed size would leave the rest of the pool to
-    hashing)."""
-    if part_size == 0 or (ranked and len(jobs) * part_size <= pool_size):
+    ``ranked`` (ESA): ``jobs`` is in priority order and ``part_size`` is the
+    least home (``esa_homes``)."""
+    if ranked:
+        return esa_homes(pool_size, jobs, part_size)
+    if part_size == 0:
         return equal_split(pool_size, jobs)
-    return fixed(pool_size, jobs, part_size, previous or {}, ranked)
+    return fixed(pool_size, jobs, part_size, previous or {})
 
 
 def by_priority(jobs: list[int], prios: Mapping[int, int]) -> list[int]:
     """``jobs`` highest priority first, ties kept in the given order: the
     order in which ESA hands out homes (``ranked``)."""
     return sorted(jobs, key=lambda j: -prios[j])
+
+
+def home_count(pool_size: int, jobs: int, least: int) -> int:
+    """How many jobs ESA gives a home: every one while the pool gives each
+    ``least * HOME_FLOOR`` slots or more (and one at least), else as many
+    as it gives that many, and at least one."""
+    floor = max(1, math.ceil(least * HOME_FLOOR))
+    return min(jobs, max(1, pool_size // floor))
+
+
+def esa_homes(pool_size: int, jobs: list[int], least: int = 0) -> Parts:
+    """ESA's homes for ``jobs`` (highest priority first): the pool split
+    equally among the first ``home_count`` of them, the slots left by the
+    division going one each to the highest ranks, so a job never has a
+    smaller home than one it outranks; the others hash (size 0).  The homes
+    are laid out in job-id order, as ``equal_split``'s, and recut on every
+    change of the running jobs or their ranks."""
+    out: Parts = dict.fromkeys(jobs, (0, 0))
+    homed = jobs[: home_count(pool_size, len(jobs), least)]
+    if not homed:
+        return out
+    share, extra = divmod(pool_size, len(homed))
+    size = {job: share + (1 if rank < extra else 0) for rank, job in enumerate(homed)}
+    base = 0
+    for job in sorted(homed):
+        out[job] = (base, size[job])
+        base += size[job]
+    return out
 
 
 def equal_split(pool_size: int, jobs: list[int]) -> Parts:
@@ -116,21 +157,18 @@ def equal_split(pool_size: int, jobs: list[int]) -> Parts:
     return out
 
 
-def fixed(
-    pool_size: int, jobs: list[int], part_size: int, previous: Parts, ranked: bool = False
-) -> Parts:
+def fixed(pool_size: int, jobs: list[int], part_size: int, previous: Parts) -> Parts:
     if part_size < 1:
         raise ValueError(f"partition size {part_size} must be positive")
     free = list(range(pool_size // part_size))
-    entitled = jobs[: len(free)] if ranked else jobs
     out: Parts = dict.fromkeys(jobs, (0, 0))
-    for job in entitled:
+    for job in jobs:
         base, size = previous.get(job, (0, 0))
         k, off = divmod(base, part_size)
         if size == part_size and off == 0 and k in free:
             free.remove(k)
             out[job] = (base, size)
-    for job in entitled:
+    for job in jobs:
         if out[job] == (0, 0) and free:
             out[job] = (free.pop(0) * part_size, part_size)
     return out
