@@ -18,6 +18,7 @@ from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
 from hosts.ps.parameter_server import ParameterServer
+from tests import vworld
 from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
 
 T = wire.PacketType
@@ -599,3 +600,32 @@ def test_a_bye_does_not_hide_the_worker_the_partial_sums_miss() -> None:
         assert (r.code, r.worker, r.missing, r.base, r.chunks, r.offset, r.partials) == (
             ReportKind.STOPPED, i, 0b0011, 0b0010, 0, 0b0001, 2,
         ), f"worker {i}'s report"  # fmt: skip
+
+
+class LosesFirstReport(vworld.World):
+    """A world whose network loses the first REPORT a PS sends."""
+
+    lost = 0
+
+    def send(self, src: Addr, dst: Addr, data: bytes) -> None:
+        m = payload.decode_control(data, len(data)) if len(data) == wire.CONTROL_BYTES else None
+        if m is not None and m.ctype == C.REPORT and not self.lost:
+            self.lost += 1
+            return
+        super().send(src, dst, data)
+
+
+def test_a_worker_whose_report_was_lost_names_the_peer_that_never_started() -> None:
+    """Issue 37, soak (1), end to end: worker 1 never starts call 0; worker
+    0's first REPORT is lost and it asks again.  Its error names worker 1 as
+    not started and worker 0 as started."""
+    world = LosesFirstReport(shards=1, seed=1)
+    p = world.spawn(0, world.new_run())
+    world.begin(p)
+    world.run(lambda: not p.busy, vworld.TIMEOUT + vworld.ASKING)
+    assert world.lost == 1
+    e = p.calls[-1].error
+    assert str(e) == (
+        f"job {vworld.JOB} call 0: no sum after {vworld.TIMEOUT:g} s (waiting for the PS's GO); "
+        "workers [1] have not started it (started: [0])"
+    )
