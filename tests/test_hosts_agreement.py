@@ -18,6 +18,7 @@ from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
 from hosts.ps.parameter_server import ParameterServer
+from tests import vworld
 from tests.test_hosts_ps import SWITCH, Recorder, pkt, vec
 
 T = wire.PacketType
@@ -396,8 +397,8 @@ def test_a_worker_that_said_bye_before_a_call_is_named_as_gone_not_unstarted() -
     send(ps, ctl, (w[0].msg(C.STATUS, 1), 0), now=0.4)
     r = ctl.sent[-1][0]
     assert (r.code, r.worker, r.mask, r.missing, r.base) == (
-        ReportKind.NOT_ANNOUNCED, 0, 0b001, 0b110, 0b100,
-    ), "worker 1 gave the call up by asking"  # fmt: skip
+        ReportKind.NOT_ANNOUNCED, 0, 0b001, 0b110, 0b110,
+    ), "worker 1 gave the call up by asking: it left"  # fmt: skip
 
 
 def test_a_worker_that_never_resumed_a_call_is_named_never_heard_from() -> None:
@@ -532,3 +533,99 @@ def test_the_replay_window_takes_each_number_once_and_none_too_old(numbers: list
         if want:
             w.take(n)
             seen.add(n)
+
+
+def four() -> tuple[ParameterServer, Recorder, Mailbox, list[Proc]]:
+    """A PS of a fan-in-4 job and the job's four worker processes."""
+    ps, data, ctl = server(fan_in=4)
+    return ps, data, ctl, [Proc(i, fan_in=4, mask=0xF) for i in range(4)]
+
+
+def test_an_asker_whose_report_was_lost_is_not_named_as_not_started() -> None:
+    """Issue 37, soak (1): worker 3 is gone before call 0; worker 2's first
+    CALL is lost, its resend arrives; at its deadline the REPORT to its
+    STATUS is lost too, and it asks again.  Both reports count worker 2's
+    announcement: only worker 3 has not started the call."""
+    ps, _, ctl, w = four()
+    send(ps, ctl, (w[0].call(length=96), 0), (w[1].call(length=96), 1), now=0.0)
+    w[2].counter += 1  # the lost CALL
+    send(ps, ctl, (w[2].call(length=96), 2), now=0.5)
+    for now in (5.0, 5.2):
+        send(ps, ctl, (w[2].msg(C.STATUS), 2), now=now)
+        r = ctl.sent[-1][0]
+        assert (r.code, r.worker, r.mask, r.missing, r.base) == (
+            ReportKind.NOT_ANNOUNCED, 2, 0b0111, 0b1000, 0,
+        ), f"the report at {now} s"  # fmt: skip
+
+
+def test_a_peer_that_gave_up_is_named_gone_not_unstarted() -> None:
+    """Issue 37: a peer that asked (it gave the call up, its BYE is on its
+    way) is named as gone with a BYE, not as a worker that has not started;
+    the worker that never announced stays named as not started."""
+    ps, _, ctl, w = four()
+    send(ps, ctl, *[(w[i].call(length=96), i) for i in range(3)], now=0.0)
+    send(ps, ctl, (w[1].msg(C.STATUS), 1), now=5.0)
+    send(ps, ctl, (w[0].msg(C.STATUS), 0), now=5.01)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.mask, r.missing, r.base) == (
+        ReportKind.NOT_ANNOUNCED, 0, 0b0101, 0b1010, 0b0010,
+    )  # fmt: skip
+    send(ps, ctl, (w[1].msg(C.BYE), 1), (w[2].msg(C.STATUS), 2), now=5.02)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.mask, r.missing, r.base) == (
+        ReportKind.NOT_ANNOUNCED, 2, 0b0100, 0b1011, 0b0011,
+    )  # fmt: skip
+
+
+def test_a_bye_does_not_hide_the_worker_the_partial_sums_miss() -> None:
+    """Issue 37, soak (2): worker 0 is killed streaming call 0, less than
+    ``LIVE_TTL`` before its peers' deadline.  The first peer to ask is told
+    the partial sums miss worker 0; it says BYE, and the peers that ask
+    after are told both: worker 1 said BYE, the partial sums miss worker 0."""
+    ps, data, ctl, w = four()
+    send(ps, ctl, *[(w[i].call(length=96), i) for i in range(4)], now=0.0)
+    at = offset(ps)
+    data.inbox.extend(
+        [pkt(T.PARTIAL, 1, at, 0b1110, vec(0)), pkt(T.PARTIAL, 1, at + 1, 0b1110, vec(0))]
+    )
+    send(ps, ctl, (w[0].msg(C.ALIVE), 0), now=3.0)
+    send(ps, ctl, *[(w[i].msg(C.ALIVE), i) for i in (1, 2, 3)], now=4.5)
+    send(ps, ctl, (w[1].msg(C.STATUS), 1), now=5.0)
+    r = ctl.sent[-1][0]
+    assert (r.code, r.worker, r.missing, r.partials) == (ReportKind.PARTIALS, 1, 0b0001, 2)
+    send(ps, ctl, (w[1].msg(C.BYE), 1), now=5.01)
+    for i in (2, 3):
+        send(ps, ctl, (w[i].msg(C.STATUS), i), now=5.02)
+        r = ctl.sent[-1][0]
+        assert (r.code, r.worker, r.missing, r.base, r.chunks, r.offset, r.partials) == (
+            ReportKind.STOPPED, i, 0b0011, 0b0010, 0, 0b0001, 2,
+        ), f"worker {i}'s report"  # fmt: skip
+
+
+class LosesFirstReport(vworld.World):
+    """A world whose network loses the first REPORT a PS sends."""
+
+    lost = 0
+
+    def send(self, src: Addr, dst: Addr, data: bytes) -> None:
+        m = payload.decode_control(data, len(data)) if len(data) == wire.CONTROL_BYTES else None
+        if m is not None and m.ctype == C.REPORT and not self.lost:
+            self.lost += 1
+            return
+        super().send(src, dst, data)
+
+
+def test_a_worker_whose_report_was_lost_names_the_peer_that_never_started() -> None:
+    """Issue 37, soak (1), end to end: worker 1 never starts call 0; worker
+    0's first REPORT is lost and it asks again.  Its error names worker 1 as
+    not started and worker 0 as started."""
+    world = LosesFirstReport(shards=1, seed=1)
+    p = world.spawn(0, world.new_run())
+    world.begin(p)
+    world.run(lambda: not p.busy, vworld.TIMEOUT + vworld.ASKING)
+    assert world.lost == 1
+    e = p.calls[-1].error
+    assert str(e) == (
+        f"job {vworld.JOB} call 0: no sum after {vworld.TIMEOUT:g} s (waiting for the PS's GO); "
+        "workers [1] have not started it (started: [0])"
+    )

@@ -706,7 +706,8 @@ def test_a_reject_names_the_shard_whose_ps_sent_it() -> None:
 
 Report = tuple[int, ...]
 """What a PS reports: kind, mask, missing, partials and, for STOPPED, base
-(said BYE), chunks (never heard from) and length (milliseconds silent)."""
+(said BYE), chunks (never heard from), length (milliseconds silent) and
+offset (not stopped, missed by the partial sums)."""
 
 
 class Answering(Mailbox):
@@ -738,10 +739,10 @@ class Answering(Mailbox):
             reply = dataclasses.replace(reply, ctype=C.GO)
         elif m.ctype == C.STATUS and shard in self.reports:
             kind, mask, missing, partials, *more = self.reports[shard]
-            base, chunks, length = (*more, 0, 0, 0)[:3]
+            base, chunks, length, lacking = (*more, 0, 0, 0, 0)[:4]
             reply = dataclasses.replace(
                 reply, ctype=C.REPORT, code=kind, mask=mask, missing=missing, partials=partials,
-                base=base, chunks=chunks, length=length,
+                base=base, chunks=chunks, length=length, offset=lacking,
             )  # fmt: skip
         else:
             return
@@ -798,15 +799,15 @@ def test_a_timeout_names_the_workers_gone_silent() -> None:
 
 def test_a_timeout_waiting_for_a_go_names_the_workers_that_said_bye() -> None:
     """Issue 37: a peer that left is named as gone, not as not started."""
-    report = (ReportKind.NOT_ANNOUNCED, 0b0001, 0b1110, 0, 0b0100)
+    report = (ReportKind.NOT_ANNOUNCED, 0b0010, 0b1101, 0, 0b0100)
     w, _, _ = ticking_worker(set(), {0: report}, shards=1)
     with pytest.raises(AllreduceTimeout) as e:
         w.allreduce(tensor(2), timeout=1.0)
     assert str(e.value) == (
         "job 3 call 0: no sum after 1 s (waiting for the PS's GO); "
-        "workers [1, 3] have not started it, worker 2 said BYE (started: [0])"
+        "workers [0, 3] have not started it, worker 2 said BYE (started: [1])"
     )
-    assert (e.value.missing, e.value.left) == ([1, 3], [2])
+    assert (e.value.missing, e.value.left) == ([0, 3], [2])
 
 
 @pytest.mark.parametrize(
@@ -831,3 +832,32 @@ def test_a_timeout_names_each_worker_that_stopped_as_what_it_is(
         w.allreduce(tensor(2), timeout=1.0)
     assert str(e.value) == f"job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); {why}"
     assert (e.value.missing, e.value.left) == named
+
+
+def test_a_timeout_does_not_name_the_worker_itself_as_not_started() -> None:
+    """Issue 37: every CALL of worker 1 was lost: the PS's report names it
+    among those that have not started; the error says the PS has not heard
+    its CALL and names only its peers as missing."""
+    report = (ReportKind.NOT_ANNOUNCED, 0b0001, 0b1110, 0)
+    w, _, _ = ticking_worker(set(), {0: report}, shards=1)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (waiting for the PS's GO); workers [2, 3] have not "
+        "started it, the PS has not heard this worker's CALL (started: [0])"
+    )
+    assert (e.value.missing, e.value.left) == ([2, 3], [])
+
+
+def test_a_timeout_names_the_worker_the_partial_sums_miss_beside_one_that_left() -> None:
+    """Issue 37, soak (2): worker 2 said BYE while worker 0, killed less
+    than the TTL ago, is not yet silent: the PS names both."""
+    report = (ReportKind.STOPPED, 0b0010, 0b0101, 2, 0b0100, 0, 0, 0b0001)
+    w, _, _ = ticking_worker({0}, {0: report}, shards=1)
+    with pytest.raises(AllreduceTimeout) as e:
+        w.allreduce(tensor(2), timeout=1.0)
+    assert str(e.value) == (
+        "job 3 call 0: no sum after 1 s (2 of 2 chunks without a sum); "
+        "worker 2 said BYE, the PS's partial sums of 2 chunks miss worker 0"
+    )
+    assert (e.value.missing, e.value.left) == ([0], [2])

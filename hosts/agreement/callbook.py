@@ -79,6 +79,10 @@ class CallBook:
         """the last two agreed calls, newest last."""
         self.pending: dict[int, Announcement] = {}
         """index -> its holder's announcement of the next call."""
+        self.gave_up: dict[int, Announcement] = {}
+        """index -> its holder's announcement of a call not agreed that the
+        holder gave up (it asked STATUS about it): it started that call, and
+        left it."""
 
     def covers(self, seq: int) -> bool:
         return any(a.covers(seq) for a in self.agreed)
@@ -88,7 +92,7 @@ class CallBook:
 
     def snapshot(self) -> tuple[object, ...]:
         """Everything the book holds, to compare: a message dropped changes none of it."""
-        return (self.roster.snapshot(), repr(self.pending), repr(self.agreed))
+        return (self.roster.snapshot(), repr(self.pending), repr(self.gave_up), repr(self.agreed))
 
     # -- messages -------------------------------------------------------------
 
@@ -120,7 +124,7 @@ class CallBook:
             out.replies.append((self._report(msg, now, held), addr))
             q = self.pending.get(p.index)
             if q is not None and q.nonce == p.nonce and q.call == msg.call:
-                del self.pending[p.index]
+                self.gave_up[p.index] = self.pending.pop(p.index)
         return out
 
     def _on_call(self, msg: payload.Control, addr: Addr, now: float) -> Outcome:
@@ -185,6 +189,7 @@ class CallBook:
                 out.replies.append(self.answers.reject_announcement(q, differs(q, a), a))
                 return
         self.pending[a.worker] = a
+        self.gave_up.pop(a.worker, None)
         if set(self.pending) == self.workers:
             members, self.pending = self.pending, {}
             self._record(Agreement(*a.shape(), 0, members), out)
@@ -293,24 +298,52 @@ class CallBook:
         s = StoppedWorkers()
         ag = self.agreement(msg.call)
         m = None if ag is None else ag.members.get(msg.worker)
+        lacking = 0  # STOPPED: workers not stopped whose contributions the partial sums miss
         if ag is not None and m is not None and m.nonce == msg.nonce:
             s = self._stopped(ag, now)
             bitmaps = held(ag)
             partials, announced = len(bitmaps), self.mask & ~s.all
+            for bitmap in bitmaps:
+                missing |= self.mask & ~bitmap
             if s.all:
-                kind, missing = ReportKind.STOPPED, s.all
+                kind, lacking = ReportKind.STOPPED, missing & ~s.all
+                missing = s.all | lacking
             else:
-                for bitmap in bitmaps:
-                    missing |= self.mask & ~bitmap
                 kind = ReportKind.PARTIALS if bitmaps else ReportKind.NOTHING_HELD
-        elif announced := sum(1 << q.worker for q in self.pending.values() if q.call == msg.call):
+        elif announced := self._announced(msg):
             kind, missing = ReportKind.NOT_ANNOUNCED, self.mask & ~announced
-            s.left = self._said_bye(missing, now)
+            s.left = missing & (self._said_bye(missing, now) | self._left_call(msg, now))
         return payload.Control(
             ControlType.REPORT, kind, self.job, msg.worker, 0, msg.nonce, msg.call,
             base=s.left, chunks=s.unheard, length=s.quiet_ms, mask=announced, missing=missing,
-            partials=partials,
+            partials=partials, offset=lacking,
         )  # fmt: skip
+
+    def _announced(self, msg: payload.Control) -> int:
+        """The workers whose announcement of call ``msg.call`` (not agreed)
+        is pending, and the asker if it announced the call and gave it up
+        (it asks again: the PS's REPORT to it was lost)."""
+        announced = sum(1 << q.worker for q in self.pending.values() if q.call == msg.call)
+        q = self.gave_up.get(msg.worker)
+        if q is not None and q.nonce == msg.nonce and q.call == msg.call:
+            announced |= 1 << q.worker
+        return announced
+
+    def _left_call(self, msg: payload.Control, now: float) -> int:
+        """The workers other than the asker that announced call ``msg.call``
+        and gave it up (their BYE may be on its way), while no other live
+        process holds or claims their index."""
+        left = 0
+        for i, q in self.gave_up.items():
+            if i == msg.worker or q.call != msg.call:
+                continue
+            p = self.roster.known(q.nonce)
+            if p is None or p.state not in (RosterState.HOLDER, RosterState.GONE):
+                continue
+            rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
+            if not any(r is not None and r is not p and self.roster.live(r, now) for r in rivals):
+                left |= 1 << i
+        return left
 
     def _said_bye(self, workers: int, now: float) -> int:
         """Of ``workers`` (a bitmap), those whose last process said BYE and

@@ -153,7 +153,7 @@ def timed_out(
     whys = []
     answers = [] if reports is None else [(s, reports.get(s)) for s in waiting]
     for s, report in answers:
-        why, lacking, gone = _missing(report)
+        why, lacking, gone = _missing(report, w.index)
         if lacking is not None:
             missing = (missing or set()) | set(lacking)
         left |= set(gone)
@@ -178,13 +178,13 @@ def timed_out(
     )  # fmt: skip
 
 
-def _missing(report: payload.Control | None) -> tuple[str, list[int] | None, list[int]]:
-    """What one PS's ``report`` says is missing, the workers it names as
-    missing, and those it says left (BYE)."""
+def _missing(report: payload.Control | None, me: int) -> tuple[str, list[int] | None, list[int]]:
+    """What one PS's ``report`` to worker ``me`` says is missing, the workers
+    it names as missing, and those it says left (BYE)."""
     if report is None:
         return "missing workers unknown (the PS did not answer)", None, []
     if report.code == ReportKind.NOT_ANNOUNCED:
-        return _not_started(report)
+        return _not_started(report, me)
     if report.code == ReportKind.PARTIALS:
         missing = bits(report.missing)
         why = f"the PS's partial sums of {report.partials} chunks miss workers {missing}"
@@ -196,23 +196,29 @@ def _missing(report: payload.Control | None) -> tuple[str, list[int] | None, lis
     return "missing workers unknown (the PS has no record of the call)", None, []
 
 
-def _not_started(report: payload.Control) -> tuple[str, list[int], list[int]]:
-    """A NOT_ANNOUNCED report: the workers that have not started the call,
-    apart from those that said BYE (they left; the rest are missing)."""
+def _not_started(report: payload.Control, me: int) -> tuple[str, list[int], list[int]]:
+    """A NOT_ANNOUNCED report to worker ``me``: the workers that have not
+    started the call, apart from those that said BYE (they left; the rest
+    are missing).  ``me`` among them: the PS never heard its CALL (every
+    one was lost), which does not make it a missing worker."""
     left = report.missing & report.base
-    waiting = bits(report.missing & ~left)
+    unheard = report.missing & ~left & 1 << me
+    waiting = bits(report.missing & ~left & ~unheard)
     parts = [f"workers {waiting} have not started it"] if waiting else []
     if left:
         parts.append(f"{_who(left)} said BYE")
+    if unheard:
+        parts.append("the PS has not heard this worker's CALL")
     return f"{', '.join(parts)} (started: {bits(report.mask)})", waiting, bits(left)
 
 
 def _stopped(report: payload.Control) -> tuple[str, list[int], list[int]]:
     """A STOPPED report: each worker that stopped as what it is (silent for
-    how long, said BYE, never heard from); the silent and the never heard
-    from are missing, those that said BYE left."""
+    how long, said BYE, never heard from), and those, not stopped, that the
+    PS's partial sums miss; all but those that said BYE (they left) are missing."""
     left, unheard = report.missing & report.base, report.missing & report.chunks
-    silent = report.missing & ~left & ~unheard
+    lacking = report.missing & report.offset & ~left & ~unheard
+    silent = report.missing & ~left & ~unheard & ~lacking
     parts = []
     if silent:
         ms = report.length
@@ -223,8 +229,10 @@ def _stopped(report: payload.Control) -> tuple[str, list[int], list[int]]:
         parts.append(f"{_who(left)} said BYE")
     if unheard:
         parts.append(f"{_who(unheard)} never heard from")
+    if lacking:
+        parts.append(f"the PS's partial sums of {report.partials} chunks miss {_who(lacking)}")
     why = ", ".join(parts) or "missing workers unknown (the PS named none that stopped)"
-    return why, bits(silent | unheard), bits(left)
+    return why, bits(silent | unheard | lacking), bits(left)
 
 
 def _who(mask: int) -> str:
