@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from controller.world.partition import HOME_FLOOR
 from esa import arguments
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, engine, plots, summary, sweep
@@ -62,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{link} esa {n.window_for(Scheme.ESA)} atp {n.window_for(Scheme.ATP)}"
         for link, n in links.items()
     )
-    layout = f"with homes of at least {net.esa_home_size} slots" if net.esa_homes else "hashed"
+    layout = (
+        f"with homes: the pool split among the top ranks, each {HOME_FLOOR:g} x "
+        f"{net.esa_home_size} slots or more"
+        if net.esa_homes
+        else "hashed"
+    )
     print(
         f"{len(points)} points x {args.seeds} seeds x {len(SIM_SCHEMES)} schemes, fluid model, "
         f"{'barrier' if net.barrier else 'no barrier'}, "
