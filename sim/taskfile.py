@@ -1,7 +1,8 @@
 """A sweep's results file: each finished task's rows, appended as it finishes.
 
 The file is CSV under a first line ``# sweep <fingerprint>``, the hash of
-the sweep's task list, so that a rerun resumes only the sweep that wrote it.
+the sweep's task list and of the code that runs it, so that a rerun resumes
+only the sweep that wrote it, at the same code.
 A task's rows carry a ``task_rows`` column (how many it has) and go in with
 one write, flushed and synced: a kill loses at most the tasks in flight, and
 what a kill can leave (a task short of rows, a last line with no newline)
@@ -12,7 +13,9 @@ is dropped on opening, its task to run again.  Floats are written as
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
+import importlib
 import io
 import os
 from collections.abc import Sequence
@@ -23,10 +26,35 @@ Key = tuple[object, ...]
 COUNT = "task_rows"
 
 
+MODEL_PACKAGES = ("esa", "sim", "controller", "hosts")
+"""The packages whose code the numbers of a task depend on: the switch
+rules, both simulators, the controller's layout and priorities, the hosts'
+timers."""
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """The hash of every Python source file of ``MODEL_PACKAGES`` (path and
+    bytes), so that a results file written by other code is not resumed."""
+    digest = hashlib.sha256()
+    for name in MODEL_PACKAGES:
+        root = Path(importlib.import_module(name).__file__ or "").parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{name}/{path.relative_to(root).as_posix()}\n".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def fingerprint(tasks: Sequence[object], columns: dict[str, type]) -> str:
-    """The hash of the tasks (by ``repr``, so of every field of every point)
-    and of the columns."""
-    text = repr(list(columns.items())) + "\n" + "\n".join(repr(t) for t in tasks)
+    """The hash of the tasks (by ``repr``, so of every field of every point),
+    of the columns and of the code that computes them (``code_fingerprint``)."""
+    text = (
+        code_fingerprint()
+        + "\n"
+        + repr(list(columns.items()))
+        + "\n"
+        + "\n".join(repr(t) for t in tasks)
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -55,7 +83,8 @@ class TaskFile:
         first, _, _ = text.partition("\n")
         if first != f"# sweep {fingerprint}":
             raise StaleFile(
-                f"{self.path} holds another sweep (its first line {first!r}, this sweep's "
+                f"{self.path} holds another sweep, or one run by other code (its first line "
+                f"{first!r}, this sweep's "
                 f"fingerprint {fingerprint}): --fresh starts it over"
             )
         lines = text.removeprefix(self.head).split("\n")[:-1]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from esa.schemes import SIM_SCHEMES, Scheme
-from sim import summary, sweep
+from sim import summary, sweep, taskfile
 from sim.__main__ import main as sim_main
 from sim.engine import Engine
 from sim.taskfile import StaleFile, fingerprint
@@ -92,8 +92,9 @@ def test_a_file_from_another_sweep_is_refused_until_fresh(tmp_path: Path) -> Non
         with pytest.raises(StaleFile) as e:
             sweep.run([POINT], SEEDS, path, engine)
         assert str(e.value) == (
-            f"{path} holds another sweep (its first line {first!r}, this sweep's "
-            f"fingerprint {fingerprint(TASKS, sweep.COLUMNS)}): --fresh starts it over"
+            f"{path} holds another sweep, or one run by other code (its first line "
+            f"{first!r}, this sweep's fingerprint {fingerprint(TASKS, sweep.COLUMNS)}): "
+            "--fresh starts it over"
         )
         rows = sweep.run([POINT], SEEDS, path, engine, fresh=True)
     assert len(rows) == len(TASKS) * POINT.jobs
@@ -147,8 +148,40 @@ def test_python_m_sim_refuses_a_stale_file_before_running_a_task(
         (pt, s, sc) for pt in sweep.SUBSET for s in range(sweep.SEEDS_SUBSET) for sc in SIM_SCHEMES
     ]
     assert capsys.readouterr().err.endswith(
-        f"python -m sim: {tmp_path / 'tasks-sweep.csv'} holds another sweep (its first line "
-        f"'# sweep 0123456789abcdef', this sweep's fingerprint "
+        f"python -m sim: {tmp_path / 'tasks-sweep.csv'} holds another sweep, or one run by "
+        f"other code (its first line '# sweep 0123456789abcdef', this sweep's fingerprint "
         f"{fingerprint(tasks, sweep.COLUMNS)}): --fresh starts it over\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks-sweep.csv"]
+
+
+def test_a_file_written_by_other_code_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same sweep at another commit is another sweep: its numbers are
+    not resumed into this one's."""
+    path = tmp_path / "tasks.csv"
+    with Engine(0) as engine:
+        sweep.run([POINT], 1, path, engine)
+        monkeypatch.setattr(taskfile, "code_fingerprint", lambda: "other code")
+        with pytest.raises(StaleFile, match="holds another sweep, or one run by other code"):
+            sweep.run([POINT], 1, path, engine)
+
+
+def test_the_code_fingerprint_follows_every_source_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = tmp_path / "modelpkg"
+    (pkg / "rules").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules" / "slot.py").write_text("LIMIT = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(taskfile, "MODEL_PACKAGES", ("modelpkg",))
+    prints = []
+    for text in ("LIMIT = 1\n", "LIMIT = 2\n", "LIMIT = 1\n"):
+        (pkg / "rules" / "slot.py").write_text(text)
+        taskfile.code_fingerprint.cache_clear()
+        prints.append(taskfile.code_fingerprint())
+    taskfile.code_fingerprint.cache_clear()
+    assert prints[0] != prints[1]
+    assert prints[0] == prints[2]
