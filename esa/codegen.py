@@ -312,7 +312,9 @@ def control_md() -> list[str]:
         *_code_table(wire.ReportKind),
         "",
         "A worker announces each call with CALL and resends it, at doubling intervals "
-        "from its retransmission timeout up to 1 s, until it is answered. `digest` is "
+        "from its retransmission timeout up to 1 s, until it is answered; a PULL for a "
+        "chunk it does not stream while it announces (the PS agreed the call and its GO "
+        "was lost) sends the CALL again at once, at most every 0.1 s. `digest` is "
         "BLAKE2b with an 8-byte output over fan-in (1 byte), mask (4), bound (float64) "
         "and length (4) in network order, then the dtype's name (`float32`). The PS "
         "answers GO to every worker of the job's mask once all of them announced the same "
@@ -328,7 +330,8 @@ def control_md() -> list[str]:
         "who has not announced the call, which workers the PS's partial sums of it lack, "
         "or which workers stopped, each as what it is: silent (the most recently heard "
         "of them for `length` ms), said BYE (`base`), or never heard from in the call "
-        "(`chunks`: the PS restarted and they did not resume it).",
+        "(`chunks`: the PS restarted and they did not resume it), and beside them those "
+        "the partial sums miss that have not stopped yet (`offset`).",
         "",
     ]
 

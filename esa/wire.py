@@ -142,7 +142,7 @@ CONTROL: tuple[Field, ...] = (
         "base",
         32,
         "chunks of the worker's earlier calls in its epoch (mod 2^32); "
-        "REPORT (STOPPED): which workers of `missing` said BYE",
+        "REPORT (NOT_ANNOUNCED, STOPPED): which workers of `missing` said BYE",
     ),
     Field(
         "chunks",
@@ -168,7 +168,9 @@ CONTROL: tuple[Field, ...] = (
     Field(
         "offset",
         32,
-        "GO, RESUME: the epoch's first seq; chunk i of the call is seq offset + base + i",
+        "GO, RESUME: the epoch's first seq; chunk i of the call is seq offset + base + i; "
+        "REPORT (STOPPED): which workers of `missing` have not stopped but the PS's partial "
+        "sums miss",
     ),
     Field("session", 32, "the PS process's random session (CHALLENGE tells it); 0: none known"),
     Field(
@@ -244,7 +246,10 @@ class ReportKind(enum.IntEnum):
 
     NOT_ANNOUNCED = 1
     """the call is not agreed: ``missing`` have not announced it; of them,
-    ``base`` said BYE (and no process holds their index since)."""
+    ``base`` left: they said BYE, or announced the call and gave it up
+    (asked STATUS), and no other process holds their index since.  The
+    asker counts as announced once the PS heard its announcement, also when
+    it asks again."""
     PARTIALS = 2
     """the call is agreed; the PS's partial sums of it miss ``missing``."""
     NOTHING_HELD = 3
@@ -252,10 +257,12 @@ class ReportKind(enum.IntEnum):
     UNKNOWN_CALL = 4
     """the PS has no record of the call."""
     STOPPED = 5
-    """the call is agreed and ``missing`` stopped: of them, ``base`` said BYE,
-    the PS never heard from ``chunks`` in the call (it restarted and they
-    did not resume it), and the rest have been silent for ``LIVE_TTL`` or
-    more, ``length`` milliseconds for the most recently heard."""
+    """the call is agreed and some of ``missing`` stopped: of them, ``base``
+    said BYE, the PS never heard from ``chunks`` in the call (it restarted
+    and they did not resume it), ``offset`` have not stopped (heard within
+    ``LIVE_TTL``) but the PS's partial sums of ``partials`` chunks miss
+    them, and the rest have been silent for ``LIVE_TTL`` or more, ``length``
+    milliseconds for the most recently heard."""
 
 
 def control_struct_format() -> str:
