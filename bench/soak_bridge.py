@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from refswitch.frames import ESA_AT
 from runner.devices.netns import ETH_P_ALL, PACKET_OUTGOING
-from testbed.loopref import BURST, Addr, ingress_frame, parse_port
+from testbed.loopref import BURST, Addr, host_datagrams, ingress_frame, parse_port
 
 
 def host_side(port: int) -> str:
@@ -80,12 +80,7 @@ class Bridge:
                     self._to_host(self.port_at[fd])
 
     def _to_switch(self) -> None:
-        for _ in range(BURST):
-            try:
-                data, src = self.sock.recvfrom(65535)
-            except (BlockingIOError, ConnectionRefusedError):
-                return
-            port = self.port_of.get((str(src[0]), int(src[1])))
+        for port, src, data in host_datagrams(self.sock, self.port_of):
             if port is None:
                 continue
             try:

@@ -356,23 +356,15 @@ class HostSim:
         ``pkt`` reaches every worker at the same instant (links alike, as a
         job's are), one event for all: the same order, as events of one time
         run in the order they were scheduled."""
-        if self.net.loss <= 0:
-            times = [w.down.arrival(self.now) for w in workers]
-            if len(set(times)) == 1:
-                self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
-                return
-            for w, t in zip(workers, times, strict=True):
-                self.at(t, functools.partial(self._at_worker, job, w, pkt))
+        times = [w.down.arrival(self.now) for w in workers]
+        if self.net.loss > 0:
+            kept = [(w, t) for w, t in zip(workers, times, strict=True) if not w.down.loses()]
+        else:
+            kept = list(zip(workers, times, strict=True))
+        if len(kept) == len(workers) and len(set(times)) == 1:
+            self.at(times[0], functools.partial(self._at_workers, job, workers, pkt))
             return
-        delivered: list[tuple[WorkerState, float]] = []
-        for w in workers:
-            t = w.down.arrival(self.now)
-            if not (w.down.loss > 0 and w.down.loses()):
-                delivered.append((w, t))
-        if len(delivered) == len(workers) and len({t for _, t in delivered}) == 1:
-            self.at(delivered[0][1], functools.partial(self._at_workers, job, workers, pkt))
-            return
-        for w, t in delivered:
+        for w, t in kept:
             self.at(t, functools.partial(self._at_worker, job, w, pkt))
 
     def _at_workers(self, job: JobRun, workers: list[WorkerState], pkt: Packet) -> None:

@@ -35,7 +35,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from esa import wire
 from esa.arguments import DEVICE_ID, POOL_SIZE, Parser
@@ -60,6 +60,19 @@ def ingress_frame(src: Addr, datagram: bytes) -> bytes:
                    socket.inet_aton(src[0]), socket.inet_aton("127.0.0.1"))  # fmt: skip
     eth = b"\x02\x00\x00\x00\x00\xfe" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
     return eth + ip + UDP.pack(src[1], wire.UDP_PORT, udp_len, 0) + datagram
+
+
+def host_datagrams(
+    sock: socket.socket, port_of: Mapping[Addr, int]
+) -> Iterator[tuple[int | None, Addr, bytes]]:
+    """Up to ``BURST`` datagrams waiting on the switch's socket, each with
+    the port of the host socket that sent it (None: no host's)."""
+    for _ in range(BURST):
+        try:
+            data, src = sock.recvfrom(65535)
+        except (BlockingIOError, ConnectionRefusedError):
+            return
+        yield port_of.get((str(src[0]), int(src[1]))), src, data
 
 
 class UdpDataPath:
@@ -95,12 +108,7 @@ class UdpDataPath:
                 self._drain()
 
     def _drain(self) -> None:
-        for _ in range(BURST):
-            try:
-                data, src = self.sock.recvfrom(65535)
-            except (BlockingIOError, ConnectionRefusedError):
-                return
-            port = self.port_of.get((str(src[0]), int(src[1])))
+        for port, src, data in host_datagrams(self.sock, self.port_of):
             if port is None:
                 self.strangers += 1
                 continue

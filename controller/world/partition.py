@@ -130,8 +130,18 @@ def esa_homes(pool_size: int, jobs: list[int], least: int = 0) -> Parts:
     smaller home than one it outranks; the others hash (size 0).  The homes
     are laid out in job-id order, as ``equal_split``'s, and recut on every
     change of the running jobs or their ranks."""
+    return _laid_out(pool_size, jobs, jobs[: home_count(pool_size, len(jobs), least)])
+
+
+def equal_split(pool_size: int, jobs: list[int]) -> Parts:
+    return _laid_out(pool_size, jobs, sorted(jobs[:pool_size]))
+
+
+def _laid_out(pool_size: int, jobs: list[int], homed: list[int]) -> Parts:
+    """The pool split equally among ``homed``, the slots left by the
+    division going one each to the first of them, laid out in job-id order;
+    the rest of ``jobs`` without a partition (size 0)."""
     out: Parts = dict.fromkeys(jobs, (0, 0))
-    homed = jobs[: home_count(pool_size, len(jobs), least)]
     if not homed:
         return out
     share, extra = divmod(pool_size, len(homed))
@@ -140,20 +150,6 @@ def esa_homes(pool_size: int, jobs: list[int], least: int = 0) -> Parts:
     for job in sorted(homed):
         out[job] = (base, size[job])
         base += size[job]
-    return out
-
-
-def equal_split(pool_size: int, jobs: list[int]) -> Parts:
-    out: Parts = dict.fromkeys(jobs, (0, 0))
-    homed = sorted(jobs[:pool_size])
-    if not homed:
-        return out
-    share, extra = divmod(pool_size, len(homed))
-    base = 0
-    for i, job in enumerate(homed):
-        size = share + (1 if i < extra else 0)
-        out[job] = (base, size)
-        base += size
     return out
 
 

@@ -340,8 +340,7 @@ class CallBook:
             p = self.roster.known(q.nonce)
             if p is None or p.state not in (RosterState.HOLDER, RosterState.GONE):
                 continue
-            rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
-            if not any(r is not None and r is not p and self.roster.live(r, now) for r in rivals):
+            if not self.roster.live_rivals(i, now, other_than=p):
                 left |= 1 << i
         return left
 
@@ -353,8 +352,7 @@ class CallBook:
         for i in sorted(self.workers):
             if not workers >> i & 1:
                 continue
-            rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
-            if any(r is not None and self.roster.live(r, now) for r in rivals):
+            if self.roster.live_rivals(i, now):
                 continue
             q = last.get(i)
             if q is not None and q.state is RosterState.GONE:
@@ -369,8 +367,7 @@ class CallBook:
             m = ag.members.get(i)
             p = None if m is None else self.roster.known(m.nonce)
             if m is None:
-                rivals = (self.roster.holders.get(i), self.roster.contenders.get(i))
-                if not any(r is not None and self.roster.live(r, now) for r in rivals):
+                if not self.roster.live_rivals(i, now):
                     s.unheard |= 1 << i
             elif p is not None and p.state is RosterState.GONE:
                 s.left |= 1 << i

@@ -66,6 +66,13 @@ class Roster:
     def live(p: WorkerProcess, now: float) -> bool:
         return p.state in (RosterState.HOLDER, RosterState.CONTENDER) and now - p.heard < LIVE_TTL
 
+    def live_rivals(
+        self, index: int, now: float, other_than: WorkerProcess | None = None
+    ) -> list[WorkerProcess]:
+        """The live processes that hold or claim ``index``, but ``other_than``."""
+        found = (self.holders.get(index), self.contenders.get(index))
+        return [r for r in found if r is not None and r is not other_than and self.live(r, now)]
+
     def hear(
         self, p: WorkerProcess, msg: payload.Control, addr: Addr, now: float
     ) -> list[WorkerProcess]:
@@ -77,8 +84,7 @@ class Roster:
             self._retire(p, RosterState.GONE)
             return []
         if p.state is RosterState.SUPERSEDED:
-            rivals = (self.holders.get(p.index), self.contenders.get(p.index))
-            return self._ban(p, *(r for r in rivals if r is not None and self.live(r, now)))
+            return self._ban(p, *self.live_rivals(p.index, now))
         c = self.contenders.get(p.index)
         if p.state is RosterState.HOLDER and c is not None and self.live(c, now):
             return self._ban(p, c)
