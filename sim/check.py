@@ -60,6 +60,7 @@ from esa.schemes import SIM_SCHEMES, Scheme
 from sim import bound, curves, summary
 from sim.engine import Engine, add_arguments
 from sim.entry import Model, run_scenario
+from sim.packet import PacketSim
 from sim.params import BASELINES
 from sim.summary import CONTROLLER_ESA, JctStats, Summary
 from sim.sweep import SUBSET, Point
@@ -160,9 +161,12 @@ COLUMNS: dict[str, type] = {
     "job": int,
     "jct_s": float,
     "packets": int,
+    "timeouts": int,
 }
 """One row per job; ``packets``: the contributions the run's workers send
-once each (every chunk of every worker and iteration)."""
+once each (every chunk of every worker and iteration); ``timeouts``: the
+run's retransmission timeouts, every worker's (the packet model; 0 in the
+fluid model, which has none)."""
 
 
 def key(task: Task) -> tuple[object, ...]:
@@ -173,7 +177,13 @@ def key(task: Task) -> tuple[object, ...]:
 def run_one(task: Task) -> list[dict[str, object]]:
     red, seed, scheme, model = task
     specs = red.specs(seed)
-    jct = run_scenario(specs, red.point.pool, scheme, red.point.net(), model, seed)
+    timeouts = 0
+    if model == "packet":
+        sim = PacketSim(specs, red.point.pool, scheme, red.point.net(), seed)
+        jct = sim.run()
+        timeouts = sum(w.retransmits for job in sim.jobs.values() for w in job.workers)
+    else:
+        jct = run_scenario(specs, red.point.pool, scheme, red.point.net(), model, seed)
     packets = sum(s.workers * s.chunks * s.iterations for s in specs)
     return [
         {
@@ -184,6 +194,7 @@ def run_one(task: Task) -> list[dict[str, object]]:
             "job": s.job,
             "jct_s": jct[s.job],
             "packets": packets,
+            "timeouts": timeouts,
         }
         for s in specs
     ]
@@ -304,6 +315,28 @@ def ratio_table(fluid: list[Summary], packet: list[Summary]) -> list[str]:
     return lines
 
 
+def timeout_lines(points: list[Reduced], rows: list[dict[str, object]]) -> list[str]:
+    """Per point whose packet runs timed out, each such scheme and its
+    timeouts: where the reduction's grain lies.  A reduced job streams for a
+    few timeouts, so one chunk left to its workers' timeout (a partial
+    stranded in a slot, or a sum queued past the timeout) moves its JCT by
+    tens of per cent where the full point's iterations hide it."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["model"] == "packet" and int(str(r["timeouts"])) > 0:
+            counts.setdefault(str(r["point"]), {})[str(r["scheme"])] = int(str(r["timeouts"]))
+    out, seen = [], set()
+    for red in points:
+        name = red.run_name
+        if name in seen or name not in counts:
+            continue
+        seen.add(name)
+        by = counts[name]
+        shown = ", ".join(f"{sc} {by[sc]:,}" for sc in sorted(by, key=lambda s: -by[s]))
+        out.append(f"{red.point.name}: {shown}")
+    return out or ["no packet run timed out"]
+
+
 def ratios_table(points: list[Reduced]) -> list[str]:
     """What the reduction keeps, per judged point: the pool over the window
     (the full point's), an iteration of the mix's smallest model over the
@@ -396,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print()
     print(f"goal lines whose verdicts differ between the models: {differ}")
+    print()
+    print("retransmission timeouts in the packet runs (a job's every worker's, summed):")
+    print("\n".join(timeout_lines(pl.judged + pl.pools + pl.shards, rows)))
     print(f"({time.monotonic() - t0:.0f} s; rows in {args.out / 'tasks.csv'})")
     return 0
 

@@ -200,6 +200,19 @@ def table(summaries: list[Summary]) -> str:
     return "\n".join(lines)
 
 
+UNITS = (("s", 1.0), ("ms", 1e3), ("us", 1e6))
+"""What ``in_unit`` may print JCTs in, largest first."""
+
+
+def in_unit(*seconds: float) -> tuple[str, list[str]]:
+    """``seconds`` in the largest of ``UNITS`` in which the largest of them
+    is at least 1 (else microseconds), each to two decimals: ``make sim``'s
+    JCTs are seconds, ``sim.check``'s reduced ones microseconds."""
+    top = max(seconds)
+    unit, scale = next(((u, f) for u, f in UNITS if top * f >= 1), UNITS[-1])
+    return unit, [f"{v * scale:.2f}" for v in seconds]
+
+
 def verdict(ok: bool) -> str:
     return "MET" if ok else "NOT MET"
 
@@ -225,15 +238,19 @@ def goals(summaries: list[Summary]) -> list[str]:
     room = [s for s in judged if s.gain_ceiling >= HEADROOM_AT]
     if room:
         least = min(room, key=lambda s: s.headroom_taken)
-        base = least.by[least.best(BASELINES)].mean
+        unit, (base, at_esa, floor) = in_unit(
+            least.by[least.best(BASELINES)].mean,
+            least.by[CONTROLLER_ESA].mean,
+            least.bound_mean,
+        )
         short = [s.point.name for s in room if s.headroom_taken < HEADROOM_TAKEN]
         of_ideal = [s.headroom(s.by[Scheme.IDEAL].mean) for s in room]
         lines.append(
             f"where best baseline / bound >= {HEADROOM_AT} ({len(room)} points): {esa} takes "
             f"{least.headroom_taken:.0%} .. {max(s.headroom_taken for s in room):.0%} of best "
             f"baseline - bound (of best baseline - ideal {min(of_ideal):.0%} .. "
-            f"{max(of_ideal):.0%}); least at {least.point.name} (best baseline {base:.2f} s, "
-            f"{esa} {least.by[CONTROLLER_ESA].mean:.2f}, bound {least.bound_mean:.2f}); goal >= "
+            f"{max(of_ideal):.0%}); least at {least.point.name} (best baseline {base} {unit}, "
+            f"{esa} {at_esa}, bound {floor}); goal >= "
             f"{HEADROOM_TAKEN:.0%}: {verdict(not short)}"
             + (f"; short at {', '.join(short)}" if short else "")
         )

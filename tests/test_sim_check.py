@@ -100,6 +100,33 @@ def test_verdicts_side_by_side() -> None:
     ]
 
 
+def test_the_timeouts_of_the_packet_runs_are_named_per_point() -> None:
+    """Per point (once where two share their runs) the schemes whose packet
+    runs timed out, most first; the fluid model's rows never count."""
+    pl = check.plan(rtos=0.01)
+    small, shared = pl.pools[0], pl.pools[3]  # pool 8; pool 1,024 runs as "overload 1 PS"
+
+    def row(red: check.Reduced, scheme: str, model: str, timeouts: int) -> dict[str, object]:
+        return {"point": red.run_name, "scheme": scheme, "model": model, "timeouts": timeouts}
+
+    rows = [
+        row(small, "ps-only", "packet", 1200),
+        row(small, "esa", "packet", 34000),
+        row(small, "atp", "packet", 0),
+        row(small, "esa", "fluid", 7),
+        row(shared, "static-equal", "packet", 32),
+        row(shared, "static-equal", "packet", 32),
+    ]
+    judged = next(r for r in pl.judged if r.run_name == shared.run_name)
+    assert check.timeout_lines([small, shared, judged], rows) == [
+        "overload 1 PS pool 8: esa 34,000, ps-only 1,200",
+        "overload 1 PS pool 1024: static-equal 32",
+    ]
+    assert check.timeout_lines([small], [row(small, "esa", "fluid", 7)]) == [
+        "no packet run timed out"
+    ]
+
+
 def test_the_check_runs_and_prints_both_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,3 +155,7 @@ def test_the_check_runs_and_prints_both_models(
         assert out[n + 2].startswith("  packet: ")
     differ = sum("DISAGREE" in out[n] for n in goals)
     assert f"goal lines whose verdicts differ between the models: {differ}" in out
+    at = out.index("retransmission timeouts in the packet runs (a job's every worker's, summed):")
+    named = out[at + 1 : -1]
+    assert named and all(": " in line or line == "no packet run timed out" for line in named)
+    assert out[-1].startswith("(") and out[-1].endswith("tasks.csv)")

@@ -103,6 +103,26 @@ def test_the_goals_are_judged_as_stated() -> None:
     assert "esa-aging takes -" in lines[1] and lines[1].endswith("NOT MET; short at hot, cold")
 
 
+def test_reduced_jcts_are_printed_in_a_unit_that_shows_them() -> None:
+    """``sim.check``'s reduced points last microseconds: goal 2 printed them
+    as 0.00 s."""
+    hot = a_summary("hot", 1024, 10.0, means(180e-6, 150e-6, atp=170e-6), floor=120e-6)
+    assert "(best baseline 170.00 us, esa-aging 150.00, bound 120.00)" in summary.goals([hot])[1]
+    assert summary.in_unit(12.0, 10.0, 9.5) == ("s", ["12.00", "10.00", "9.50"])
+    assert summary.in_unit(0.0042, 0.0009) == ("ms", ["4.20", "0.90"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1e-9, 1e4), min_size=1, max_size=4))
+def test_jcts_share_the_largest_unit_their_largest_fills(seconds: list[float]) -> None:
+    unit, shown = summary.in_unit(*seconds)
+    scale = dict(summary.UNITS)[unit]
+    assert shown == [f"{v * scale:.2f}" for v in seconds]
+    top = max(seconds) * scale
+    assert top >= 1 or unit == "us"
+    assert unit == "s" or top < 1000
+
+
 def test_a_bound_under_the_pool_excuses_what_ideal_would_not() -> None:
     """Against ``ideal`` (5 s) there would be headroom and room for
     priorities; the bound under the pool (10.2 s) leaves neither."""
