@@ -149,6 +149,15 @@ def test_an_admission_that_finds_no_free_range_recuts_the_pool_equally() -> None
     }
 
 
+def test_homes_below_a_raised_floor_are_dropped_and_the_pool_recut() -> None:
+    homes = {3: (0, 85), 7: (85, 86), 9: (171, 85)}
+    assert partition(256, [7, 3, 9], part_size=120, previous=homes, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
+        9: (0, 0),
+    }
+
+
 def test_with_no_least_home_a_free_range_of_three_quarters_the_equal_share_is_taken() -> None:
     before = partition(96, [1, 2, 3], part_size=0, ranked=True)
     assert before == {1: (0, 32), 2: (32, 32), 3: (64, 32)}

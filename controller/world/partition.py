@@ -149,11 +149,11 @@ def esa_homes(
     (or a rise into the homes) that finds no room."""
     count = home_count(pool_size, len(jobs), least)
     top = jobs[:count]
-    kept = _kept(pool_size, jobs, previous or {})
+    share = pool_size // max(1, count)
+    floor = _take_floor(least, share)
+    kept = _kept(pool_size, jobs, previous or {}, min(pool_size, floor) if least else 1)
     if not kept:
         return _laid_out(pool_size, jobs, top)
-    share = pool_size // count
-    floor = _take_floor(least, share)
     for job in top:
         if job in kept:
             continue
@@ -175,14 +175,16 @@ def _take_floor(least: int, share: int) -> int:
     return max(1, math.ceil((least or share) * HOME_FLOOR))
 
 
-def _kept(pool_size: int, jobs: list[int], previous: Parts) -> Parts:
+def _kept(pool_size: int, jobs: list[int], previous: Parts, least: int) -> Parts:
     """The homes in ``previous`` of the running ``jobs`` that lie in the
-    pool and overlap no higher-ranked one's."""
+    pool, have ``least`` slots or more (the floor, when the operator gave a
+    least home: one raised since drops the homes below it) and overlap no
+    higher-ranked one's."""
     out: Parts = {}
     for job in jobs:
         base, size = previous.get(job, (0, 0))
         clear = all(base + size <= b or b + n <= base for b, n in out.values())
-        if size > 0 and base >= 0 and base + size <= pool_size and clear:
+        if size >= least and base >= 0 and base + size <= pool_size and clear:
             out[job] = (base, size)
     return out
 
