@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from controller.world.partition import by_priority, partition
+from controller.world.partition import Parts, by_priority, partition
 from esa import wire
 from esa.job import EQUAL_PRIORITY
 from esa.schemes import Memory, Ranking, Scheme
@@ -98,6 +98,9 @@ class Partitions(Leased):
         """STATIC_BDP: job -> its partition's index."""
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
+        self.homes_held: Parts = {}
+        """ESA's homes as last handed out: each stays while its job runs
+        (``controller.world.partition.esa_homes``)."""
 
     def place(self, job: int) -> bool:
         """Run ``job``, or queue it for a partition."""
@@ -129,14 +132,17 @@ class Partitions(Leased):
     def layout(self, prios: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """``job -> (part_base, part_size)`` of every running job; (0, 0)
         under the shared-pool schemes and for a STATIC_FB job without one;
-        ESA's homes go by ``prios`` (job -> priority), highest first, as
-        the controller hands them out (``controller.world.partition
-        .esa_homes``, ``home_size`` the least home)."""
+        ESA's homes go by ``prios`` (job -> priority), highest first, and
+        by the homes held, as the controller hands them out
+        (``controller.world.partition.esa_homes``, ``home_size`` the least
+        home)."""
         if self.homes:
             if prios is None:
                 raise ValueError("ESA's homes are handed out by priority: give prios")
             order = by_priority(self.running, prios)
-            return partition(self.pool_size, order, self.home_size, ranked=True)
+            held = self.homes_held
+            self.homes_held = partition(self.pool_size, order, self.home_size, held, ranked=True)
+            return self.homes_held
         if self.scheme.memory in BDP:
             return {
                 j: (self.held[j] * self.size, self.size) if j in self.held else (0, 0)

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.world.partition import by_priority, fixed, home_count, partition
+from controller.world.partition import (
+    HOME_FLOOR,
+    Parts,
+    by_priority,
+    esa_homes,
+    fixed,
+    home_count,
+    partition,
+)
 
 
 def test_fixed_partitions_go_in_admission_order_and_the_rest_wait() -> None:
@@ -89,17 +100,85 @@ def test_esa_splits_the_pool_equally_while_every_home_is_three_quarters_the_leas
     }
 
 
-def test_esa_homes_follow_the_ranks_not_the_previous_layout() -> None:
-    """A job that outranks a holder takes its home at once; the homes are
-    recut, not kept where they were."""
+def test_a_finish_moves_no_home_and_leaves_the_freed_one_unassigned() -> None:
+    """Rule L lends the freed slots; a later admission takes them whole."""
     before = partition(256, [7, 3, 9], part_size=100, ranked=True)
     assert before == {3: (0, 85), 7: (85, 86), 9: (171, 85)}
-    after = partition(256, [7, 3, 9], part_size=120, previous=before, ranked=True)
-    assert after == {3: (0, 128), 7: (128, 128), 9: (0, 0)}
-    assert partition(256, [9, 7, 3], part_size=120, previous=after, ranked=True) == {
-        7: (0, 128),
+    after = partition(256, [7, 9], part_size=100, previous=before, ranked=True)
+    assert after == {7: (85, 86), 9: (171, 85)}
+    assert partition(256, [4, 7, 9], part_size=100, previous=after, ranked=True) == {
+        4: (0, 85),
+        7: (85, 86),
+        9: (171, 85),
+    }
+
+
+def test_a_freed_home_goes_to_the_highest_ranked_job_that_hashes() -> None:
+    before = partition(256, [7, 3, 9, 5], part_size=120, ranked=True)
+    assert before == {3: (0, 128), 7: (128, 128), 9: (0, 0), 5: (0, 0)}
+    assert partition(256, [3, 9, 5], part_size=120, previous=before, ranked=True) == {
+        3: (0, 128),
         9: (128, 128),
+        5: (0, 0),
+    }
+
+
+def test_a_rise_into_the_homes_takes_the_lowest_homed_ones_and_moves_no_other() -> None:
+    """Only the two jobs concerned trade; a change of rank among the homed
+    moves nothing (nor makes the higher-ranked one's home the larger)."""
+    before = {3: (0, 128), 7: (128, 128), 9: (0, 0)}
+    assert partition(256, [9, 7, 3], part_size=120, previous=before, ranked=True) == {
+        9: (0, 128),
+        7: (128, 128),
         3: (0, 0),
+    }
+    homes = {3: (0, 85), 7: (85, 86), 9: (171, 85)}
+    assert partition(256, [9, 3, 7], part_size=100, previous=homes, ranked=True) == homes
+
+
+def test_an_admission_that_finds_no_free_range_recuts_the_pool_equally() -> None:
+    alone = partition(256, [7], part_size=100, ranked=True)
+    assert alone == {7: (0, 256)}
+    assert partition(256, [7, 3], part_size=100, previous=alone, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
+    }
+    assert partition(256, [7, 3], part_size=100, previous={7: (0, 182)}, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
+    }
+
+
+def test_homes_below_a_raised_floor_are_dropped_and_the_pool_recut() -> None:
+    homes = {3: (0, 85), 7: (85, 86), 9: (171, 85)}
+    assert partition(256, [7, 3, 9], part_size=120, previous=homes, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
+        9: (0, 0),
+    }
+
+
+def test_with_no_least_home_a_free_range_of_three_quarters_the_equal_share_is_taken() -> None:
+    before = partition(96, [1, 2, 3], part_size=0, ranked=True)
+    assert before == {1: (0, 32), 2: (32, 32), 3: (64, 32)}
+    after = partition(96, [1, 3], part_size=0, previous=before, ranked=True)
+    assert after == {1: (0, 32), 3: (64, 32)}
+    assert partition(96, [1, 3, 4], part_size=0, previous=after, ranked=True) == {
+        1: (0, 32),
+        3: (64, 32),
+        4: (32, 32),
+    }
+    taken = {1: (0, 40), 3: (64, 32)}
+    assert partition(96, [1, 3, 4], part_size=0, previous=taken, ranked=True) == {
+        1: (0, 40),
+        3: (64, 32),
+        4: (40, 24),
+    }
+    short = {1: (0, 41), 3: (64, 32)}
+    assert partition(96, [1, 3, 4], part_size=0, previous=short, ranked=True) == {
+        1: (0, 32),
+        3: (32, 32),
+        4: (64, 32),
     }
 
 
@@ -150,3 +229,57 @@ def test_partitions_go_to_the_first_jobs_in_the_given_order(
     assert [j for j in jobs if parts[j][1]] == jobs[:room]
     slots = [s for b, n in parts.values() for s in range(b, b + n)]
     assert len(slots) == len(set(slots)) and all(0 <= s < pool for s in slots)
+
+
+Event = tuple[str, int, int]
+"""``("finish", i, _)``: the job at rank ``i`` leaves; ``("admit", i, _)``:
+a new job enters at rank ``i``; ``("swap", i, j)``: ranks ``i`` and ``j``
+trade places (all taken modulo the running jobs)."""
+
+
+@given(
+    pool=st.integers(1, 4096),
+    least=st.integers(0, 1024),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(["finish", "admit", "swap"]), st.integers(0, 50), st.integers(0, 50)
+        ),
+        max_size=30,
+    ),
+)
+def test_homes_stay_put_through_finishes_and_move_only_to_make_room(
+    pool: int, least: int, events: list[Event]
+) -> None:
+    """Through any run of finishes, admissions and rank changes the homes
+    are disjoint and in the pool, the top ``home_count`` ranks hold one,
+    no home is below the floor (with a least home), a finish moves no
+    home, and a home moves only to a higher-ranked job or in an equal recut."""
+    floor = min(pool, math.ceil(least * HOME_FLOOR)) if least else 1
+    jobs: list[int] = []
+    homes: Parts = {}
+    fresh = iter(range(1, 10_000))
+    for kind, i, j in events:
+        if kind == "finish" and jobs:
+            jobs.pop(i % len(jobs))
+        elif kind == "admit":
+            jobs.insert(i % (len(jobs) + 1), next(fresh))
+        elif kind == "swap" and jobs:
+            a, b = i % len(jobs), j % len(jobs)
+            jobs[a], jobs[b] = jobs[b], jobs[a]
+        before = {job: homes[job] for job in jobs if homes.get(job, (0, 0))[1]}
+        homes = partition(pool, jobs, least, previous=homes, ranked=True)
+        assert list(homes) == jobs
+        held = sorted(p for p in homes.values() if p[1])
+        assert all(b + n <= c for (b, n), (c, _) in itertools.pairwise(held))
+        assert all(b >= 0 and b + n <= pool and n >= floor for b, n in held)
+        count = home_count(pool, len(jobs), least)
+        assert all(homes[job][1] for job in jobs[:count])
+        if kind == "finish":
+            assert all(homes[job] == home for job, home in before.items())
+        if homes != esa_homes(pool, jobs, least):
+            moved = [job for job, home in before.items() if homes[job] != home]
+            assert all(homes[job] == (0, 0) for job in moved)
+            assert all(
+                any(jobs.index(k) < jobs.index(job) and homes[k] == before[job] for k in jobs)
+                for job in moved
+            )

@@ -413,7 +413,7 @@ def test_auto_priorities_are_ranks_pushed_on_every_change(rig: Rig) -> None:
     n = len(rig.sw.batches)
     assert rig.call("Progress", job=1, remaining=2**10)["priority"] == AUTO_TOP
     assert prios() == {1: AUTO_TOP, 2: 3, 3: AUTO_TOP - 1}
-    assert rewritten(n) == {1, 2, 3}, "2's home moves: the slot left over follows the top rank"
+    assert rewritten(n) == {1, 3}, "a change of rank moves no home: 2 keeps its entry"
     assert {j["job"]: j["priority"] for j in rig.call("Jobs")["jobs"]} == prios()
     rig.call("Remove", job=1)
     assert prios() == {2: 3, 3: AUTO_TOP}
@@ -475,7 +475,7 @@ def test_fixed_partitions_in_admission_order_and_kept_while_others_leave(rig: Ri
     assert parts() == {2: (big, big), 9: (0, big)}
     assert Store(rig.db).part_size() == big
     assert rig.call("Policy", policy="esa")["part_size"] == big, "kept unless given"
-    assert parts() == {2: (0, big), 9: (big, big)}, "ESA: the equal split gives each job big"
+    assert parts() == {2: (big, big), 9: (0, big)}, "ESA: the partitions held stay as homes"
 
 
 def test_the_hashed_layout_gives_no_homes_and_is_kept(rig: Rig) -> None:

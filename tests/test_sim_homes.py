@@ -78,12 +78,14 @@ ROOMY = scn.from_json(
 """Three jobs of fan-in 2, 3 and 4 in a 16-slot pool: a home for each."""
 
 
-def test_with_lagging_workers_homes_place_chunks_as_the_equal_split_and_hashing_loses() -> None:
+def test_with_lagging_workers_homes_beat_the_equal_split_and_hashing_loses() -> None:
     """On 0.25 Mbit/s links with workers up to 10 ms apart: every job has a
-    home, so ESA places chunks as the equal split does; hashing lets the
+    home, so ESA places chunks as the equal split does until a job
+    finishes, where the equal split recuts the others' partitions (their
+    chunks in flight strand) and ESA's homes stay put; hashing lets the
     jobs' held slots collide."""
     avg = homes.compare(ROOMY, 10.0)
-    assert avg["esa homes"] == avg["static-equal"]
+    assert avg["esa homes"] < avg["static-equal"]
     assert avg["esa hashed"] > 1.2 * avg["esa homes"]
 
 

@@ -19,10 +19,12 @@ Two ways to cut the pool, chosen with ``esa-ctl policy ... --part-size N``:
 
 Under ESA (``ranked``) a partition is a job's home, and ``N`` is the
 operator's least home, what a job holds while it streams at line rate
-(``esa_homes``): the pool is split equally among as many of the
-highest-ranked jobs as it gives 3/4 of ``N`` or more (``HOME_FLOOR``),
-the others hash.
-With ``N = 0`` every job has a home (the equal split).
+(``esa_homes``): as many of the highest-ranked jobs as the pool gives 3/4
+of ``N`` or more (``HOME_FLOOR``) hold a home, the others hash.  A home
+stays where it is while its job runs, unless a higher-ranked job needs
+its slots: a chunk in flight across a move of its job's home strands
+(its contributions claim two slots).
+With ``N = 0`` every job has a home, the equal split when the homes are cut.
 
 The caller's order is admission order, except under ESA, where it is
 priority order (highest first): memory goes to the most urgent jobs.
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 class Layout(enum.Enum):
@@ -99,11 +101,11 @@ def partition(
     ranked: bool = False,
 ) -> Parts:
     """Partitions for ``jobs`` (in the caller's order); ``previous``: what
-    the switch holds now, kept where it still fits (fixed partitions only).
-    ``ranked`` (ESA): ``jobs`` is in priority order and ``part_size`` is the
-    least home (``esa_homes``)."""
+    the switch holds now, kept where it still fits (fixed partitions and
+    ESA's homes).  ``ranked`` (ESA): ``jobs`` is in priority order and
+    ``part_size`` is the least home (``esa_homes``)."""
     if ranked:
-        return esa_homes(pool_size, jobs, part_size)
+        return esa_homes(pool_size, jobs, part_size, previous)
     if part_size == 0:
         return equal_split(pool_size, jobs)
     return fixed(pool_size, jobs, part_size, previous or {})
@@ -123,14 +125,79 @@ def home_count(pool_size: int, jobs: int, least: int) -> int:
     return min(jobs, max(1, pool_size // floor))
 
 
-def esa_homes(pool_size: int, jobs: list[int], least: int = 0) -> Parts:
-    """ESA's homes for ``jobs`` (highest priority first): the pool split
-    equally among the first ``home_count`` of them, the slots left by the
-    division going one each to the highest ranks, so a job never has a
-    smaller home than one it outranks; the others hash (size 0).  The homes
-    are laid out in job-id order, as ``equal_split``'s, and recut on every
-    change of the running jobs or their ranks."""
-    return _laid_out(pool_size, jobs, jobs[: home_count(pool_size, len(jobs), least)])
+def esa_homes(
+    pool_size: int, jobs: list[int], least: int = 0, previous: Parts | None = None
+) -> Parts:
+    """ESA's homes for ``jobs`` (highest priority first), ``previous`` the
+    homes held now.  The first ``home_count`` jobs must hold one; a home
+    moves only to make room for them:
+
+    * every running job keeps the home it holds (a finish moves nobody: the
+      freed slots are lent by rule L until a job takes them);
+    * a job among them without a home, in rank order, takes the largest
+      unassigned range if it has ``floor`` slots or more (up to the equal
+      share, ``pool // home_count``), else the home of the lowest-ranked
+      job outside them (which hashes from then on);
+    * if neither is there, the pool is recut equally among them
+      (``_laid_out``), as with no ``previous`` home.
+
+    Only the jobs whose home changes can strand a chunk in flight: none at
+    a finish without a job that hashes, the one taking the freed range
+    otherwise (it hashed until then); none at an admission into a free
+    range; two at a rank change across the last home (the jobs trading
+    it); every homed job at a recut, which happens only at an admission
+    (or a rise into the homes) that finds no room."""
+    count = home_count(pool_size, len(jobs), least)
+    top = jobs[:count]
+    share = pool_size // max(1, count)
+    floor = _take_floor(least, share)
+    kept = _kept(pool_size, jobs, previous or {}, min(pool_size, floor) if least else 1)
+    if not kept:
+        return _laid_out(pool_size, jobs, top)
+    for job in top:
+        if job in kept:
+            continue
+        base, size = _largest_gap(pool_size, kept.values())
+        if size >= floor:
+            kept[job] = (base, min(size, share))
+            continue
+        outside = [j for j in reversed(jobs) if j in kept and j not in top]
+        if not outside:
+            return _laid_out(pool_size, jobs, top)
+        kept[job] = kept.pop(outside[0])
+    return dict.fromkeys(jobs, (0, 0)) | kept
+
+
+def _take_floor(least: int, share: int) -> int:
+    """The fewest slots of a free range a job takes as its home rather than
+    have the pool recut: ``HOME_FLOOR`` of the least home, or of the equal
+    share when the operator gives none (``N = 0``)."""
+    return max(1, math.ceil((least or share) * HOME_FLOOR))
+
+
+def _kept(pool_size: int, jobs: list[int], previous: Parts, least: int) -> Parts:
+    """The homes in ``previous`` of the running ``jobs`` that lie in the
+    pool, have ``least`` slots or more (the floor, when the operator gave a
+    least home: one raised since drops the homes below it) and overlap no
+    higher-ranked one's."""
+    out: Parts = {}
+    for job in jobs:
+        base, size = previous.get(job, (0, 0))
+        clear = all(base + size <= b or b + n <= base for b, n in out.values())
+        if size >= least and base >= 0 and base + size <= pool_size and clear:
+            out[job] = (base, size)
+    return out
+
+
+def _largest_gap(pool_size: int, homes: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """``(base, size)`` of the largest range of the pool outside ``homes``
+    (the lowest of equals; size 0 when none)."""
+    best, at = (0, 0), 0
+    for base, size in [*sorted(homes), (pool_size, 0)]:
+        if base - at > best[1]:
+            best = (at, base - at)
+        at = base + size
+    return best
 
 
 def equal_split(pool_size: int, jobs: list[int]) -> Parts:
