@@ -114,6 +114,11 @@ class PsHost:
     done: set[int] = field(default_factory=set)
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
+    scans: list[tuple[float, int, int, float]] = field(default_factory=list)
+    """(time, event counter, seq, touched) of each scan set, a heap
+    (``sim.hostsim``: the scans)."""
+    alarms: set[tuple[float, int]] = field(default_factory=set)
+    """(time, event counter) of the alarms set in the event queue."""
     stall: PullStall | None = None
     """its stall learnt from what it observes (``Net.ps_stall_adapts``);
     None: ``Net.ps_stall_ns``, constant."""
