@@ -100,6 +100,8 @@ class HostSim:
 
     def __init__(self, jobs: list[JobSpec], scheme: Scheme, net: Net, seed: int) -> None:
         self.net = net
+        self.ps_ns = net.ps_ns
+        """``Net.ps_ns``, a property read for every packet a PS serves."""
         self.scheme = scheme
         self.now = 0.0
         self.queue: list[Event] = []
@@ -428,7 +430,7 @@ class HostSim:
         arrival = ps.down.arrival(self.now)
         if ps.down.loss > 0 and ps.down.loses():
             return None
-        ps.busy_until = max(arrival, ps.busy_until) + self.net.ps_ns
+        ps.busy_until = max(arrival, ps.busy_until) + self.ps_ns
         ps.served += 1
         self.at(ps.busy_until, functools.partial(self._ps_serve, job, ps, pkt, workers))
         return arrival
