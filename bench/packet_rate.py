@@ -161,10 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     new = report("this", after)
     if before is None:
         return 0
-    same = all(before[s]["jct"] == after[s]["jct"] for s in args.schemes)
+    differ = [s for s in args.schemes if before[s]["jct"] != after[s]["jct"]]
     print(f"this / {args.ref}: {new / old:.2f}x the packets per CPU second")
-    print(f"JCTs: {'identical' if same else 'DIFFERENT'} in every scheme")
-    return 0 if same else 1
+    print(jct_line(args.schemes, differ))
+    return 1 if differ else 0
+
+
+def jct_line(schemes: list[str], differ: list[str]) -> str:
+    """Which schemes' JCTs the two trees share; a scheme whose JCTs differ
+    ran another model (another switch rule, or a defect)."""
+    if not differ:
+        return "JCTs: identical in every scheme"
+    same = [s for s in schemes if s not in differ]
+    kept = f"identical in {', '.join(same)}; " if same else ""
+    return f"JCTs: {kept}DIFFERENT in {', '.join(differ)}"
 
 
 if __name__ == "__main__":

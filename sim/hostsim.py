@@ -425,15 +425,32 @@ class HostSim:
         values it carries.  Returns when it arrives (None: the link lost it).
         A shard's link is FIFO without spread, so its packets arrive in the
         order they are sent and their service is queued as they are sent:
-        one event a packet, not one at arrival and one at service."""
+        one event a packet, not one at arrival and one at service.  Those
+        events come due in the order they are queued, so they wait in the
+        shard's own FIFO, and the event queue holds only its head's, at the
+        key (time, counter) each would have had there (``_ps_next``)."""
         ps = job.shard(pkt.seq)
         arrival = ps.down.arrival(self.now)
         if ps.down.loss > 0 and ps.down.loses():
             return None
         ps.busy_until = max(arrival, ps.busy_until) + self.ps_ns
         ps.served += 1
-        self.at(ps.busy_until, functools.partial(self._ps_serve, job, ps, pkt, workers))
+        ps.fifo.append((ps.busy_until, next(self.counter), pkt, workers))
+        if len(ps.fifo) == 1:
+            self._ps_head(job, ps)
         return arrival
+
+    def _ps_head(self, job: JobRun, ps: PsHost) -> None:
+        """The event of the packet at the head of the shard's FIFO."""
+        due, count, _, _ = ps.fifo[0]
+        self.queue_at((due, count), functools.partial(self._ps_next, job, ps))
+
+    def _ps_next(self, job: JobRun, ps: PsHost) -> None:
+        """The shard serves the packet at the head of its FIFO."""
+        _, _, pkt, workers = ps.fifo.popleft()
+        if ps.fifo:
+            self._ps_head(job, ps)
+        self._ps_serve(job, ps, pkt, workers)
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         if pkt.ptype is RESULT and not pkt.flags & HOLD:
