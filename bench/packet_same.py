@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from esa.job import JobSpec
 from esa.schemes import Scheme
@@ -84,7 +85,7 @@ _CHILD = (
 """Loads this file by path, so its ``sim`` and ``esa`` are the other tree's."""
 
 
-def differing(before: dict[str, object], after: dict[str, object]) -> list[str]:
+def differing(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
     """The runs whose outcomes differ, or that only one tree ran."""
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
