@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import zlib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import NamedTuple
 
 from esa import wire
 from esa.job import MAX_PS_SHARDS, PS_COUNTS, ps_shard, valid_shards
@@ -51,12 +52,18 @@ DONE = int(SlotState.DONE)
 """The flags and the slot state as plain ints: the simulator runs every
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
-CONTRIB = PacketType.CONTRIB
+CONTRIB, RESULT, PARTIAL = PacketType.CONTRIB, PacketType.RESULT, PacketType.PARTIAL
+FALLBACK, PULL = PacketType.FALLBACK, PacketType.PULL
 ATP, ESA, STATIC = Policy.ATP, Policy.ESA, Policy.STATIC
 AGGREGATED, COMPLETED = Event.AGGREGATED, Event.COMPLETED
-"""The enum members every packet's rules read, as module constants: in
-Python 3.11 a member read through its class goes through
-``EnumType.__getattr__`` and costs five times a global."""
+FALLBACK_E, FLUSHED_E, PS_RESULT_E = Event.FALLBACK, Event.FLUSHED, Event.PS_RESULT
+FALLBACK_V, COMPLETE_V, FLUSH_V = Verdict.FALLBACK, Verdict.COMPLETE, Verdict.FLUSH
+PS_PASS_V, PS_RELEASE_V, PREEMPT_V = Verdict.PS_PASS, Verdict.PS_RELEASE, Verdict.PREEMPT
+FOLLOWED_E, RELEASED_E = Event.FOLLOWED, Event.RELEASED_BY_PS
+"""The enum members the rules read per packet, as module constants (``_E``
+an ``Event``, ``_V`` a ``Verdict``, a bare name a ``PacketType``): in Python
+3.11 a member read through its class goes through ``EnumType.__getattr__``
+and costs ten times a global."""
 
 
 def sat_add(a: int, b: int) -> int:
@@ -113,9 +120,10 @@ def borrowed_slot(job: int, seq: int, pool: int, part_base: int, part_size: int)
     return g if g < part_base else g + part_size
 
 
-@dataclass(frozen=True)
-class Packet:
-    """An ESA header and its values, as it enters or leaves the switch."""
+class Packet(NamedTuple):
+    """An ESA header and its values, as it enters or leaves the switch.  A
+    named tuple, not a frozen dataclass: the simulator builds one per
+    packet, and a tuple builds in a sixth of the time."""
 
     ptype: PacketType
     job: int
@@ -123,7 +131,7 @@ class Packet:
     bitmap: int
     values: tuple[int, ...]
     flags: int = 0
-    count: int = 0
+    count: int = 0  # type: ignore[assignment]  # the header's field, not tuple.count
 
 
 class Out(enum.Enum):
@@ -146,8 +154,7 @@ TO_PS, TO_ALL, TO_UP, TO_WORKERS = Out.PS, Out.ALL, Out.UP, Out.WORKERS
 """``Out``'s members as module constants, as ``ATP`` and the others are."""
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
     to: Out
     packet: Packet
 
@@ -219,8 +226,7 @@ def mark_gone(slot: Slot, key: int) -> None:
         slot.gone = key
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     verdict: Verdict
     outputs: tuple[Output, ...] = ()
     drop: Drop | None = None
@@ -230,6 +236,14 @@ QUIET = {v: Result(v) for v in Verdict}
 """Each verdict's result without outputs, built once: a ``Result`` is
 immutable, and most packets (an ADD, a CLAIM) leave none."""
 ADDED = QUIET[Verdict.ADD]
+
+Vacancy = tuple[Verdict, Event | None]
+"""How a contribution takes a slot: its verdict and the holder's event."""
+CLAIMED: Vacancy = (Verdict.CLAIM, None)
+STALE: Vacancy = (Verdict.RECLAIM, Event.STALE_RECLAIMED)
+IDLE: Vacancy = (Verdict.RECLAIM, Event.IDLE_RECLAIMED)
+PREEMPTS: Vacancy = (Verdict.PREEMPT, Event.PREEMPT_SUFFERED)
+EVICTS_GUEST: Vacancy = (Verdict.PREEMPT, Event.GUEST_EVICTED)
 
 
 class SwitchModel:
@@ -334,10 +348,10 @@ class SwitchModel:
 
     def _passing(self, pkt: Packet, cfg: JobConfig, from_up: bool, now: int) -> Result:
         """D1, T1-T3: a packet from another switch of the job."""
-        if pkt.ptype is PacketType.RESULT and from_up and cfg.fan_in and not pkt.flags & HOLD:
+        if pkt.ptype is RESULT and from_up and cfg.fan_in and not pkt.flags & HOLD:
             return Result(Verdict.DOWN, (Output(TO_ALL, pkt),))
         passed = Result(Verdict.TRANSIT, (Output(TO_PS, pkt),))
-        if pkt.ptype is PacketType.RESULT or cfg.fan_in == 0:
+        if pkt.ptype is RESULT or cfg.fan_in == 0:
             return passed
         idx = self.holding(pkt.job, pkt.seq, cfg)
         if idx is None:
@@ -352,17 +366,17 @@ class SwitchModel:
         slot.bitmap |= pkt.bitmap
         slot.count += 1
         slot.state |= pkt.flags & OVERFLOW
-        self._count(pkt.job, Event.FLUSHED)
-        out = self._take(slot, PacketType.PARTIAL, summed)
+        self._count(pkt.job, FLUSHED_E)
+        out = self._take(slot, PARTIAL, summed)
         mark_gone(slot, key)
-        return Result(Verdict.FLUSH, (Output(TO_PS, out),))
+        return Result(FLUSH_V, (Output(TO_PS, out),))
 
     def _contrib(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> Result:
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
         if gone_covers(slot.gone, key):
-            self._count(pkt.job, Event.FOLLOWED)
+            self._count(pkt.job, FOLLOWED_E)
             return self._fallback(pkt)
         return self._other(pkt, cfg, slot, key, now)
 
@@ -375,10 +389,10 @@ class SwitchModel:
             self._count(pkt.job, Event.DUPLICATE)
             if not retx:
                 return QUIET[Verdict.DUPLICATE]
-            out = self._take(slot, PacketType.PARTIAL, slot.values)
+            out = self._take(slot, PARTIAL, slot.values)
             mark_gone(slot, key)
-            self._count(pkt.job, Event.FLUSHED)
-            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
+            self._count(pkt.job, FLUSHED_E)
+            return Result(FLUSH_V, (Output(TO_PS, out),))
         summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
@@ -387,10 +401,10 @@ class SwitchModel:
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
         if retx and self.policy is ATP:
-            self._count(pkt.job, Event.FLUSHED)
-            out = self._take(slot, PacketType.PARTIAL, summed)
+            self._count(pkt.job, FLUSHED_E)
+            out = self._take(slot, PARTIAL, summed)
             mark_gone(slot, key)
-            return Result(Verdict.FLUSH, (Output(TO_PS, out),))
+            return Result(FLUSH_V, (Output(TO_PS, out),))
         self._count(pkt.job, AGGREGATED)
         slot.values = summed
         return ADDED
@@ -402,16 +416,16 @@ class SwitchModel:
         self._count(job, AGGREGATED)
         self._count(job, COMPLETED)
         up = cfg.up_port != 0
-        ptype = PacketType.CONTRIB if up else PacketType.RESULT
+        ptype = CONTRIB if up else RESULT
         if self.policy is ATP:
             out = self._result(slot, summed, ptype)
             slot.state |= DONE
             if up:
-                return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
-            out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
+                return Result(COMPLETE_V, (Output(TO_UP, out),))
+            out = out._replace(flags=out.flags | HOLD)
+            return Result(COMPLETE_V, (Output(TO_PS, out),))
         out = self._take(slot, ptype, summed)
-        return Result(Verdict.COMPLETE, (Output(TO_UP if up else TO_ALL, out),))
+        return Result(COMPLETE_V, (Output(TO_UP if up else TO_ALL, out),))
 
     def _alone(self, pkt: Packet, cfg: JobConfig) -> Result:
         """S0: the only contributor this device sums (fan-in 1) sends the
@@ -422,21 +436,21 @@ class SwitchModel:
         if flags or at_limit(pkt.values):
             flags = Flag.OVERFLOW
             self._count(pkt.job, Event.OVERFLOW)
-        out = replace(pkt, count=pkt.bitmap.bit_count(), flags=int(flags))
+        out = pkt._replace(count=pkt.bitmap.bit_count(), flags=int(flags))
         if cfg.up_port:
-            return Result(Verdict.COMPLETE, (Output(TO_UP, out),))
-        out = replace(out, ptype=PacketType.RESULT)
+            return Result(COMPLETE_V, (Output(TO_UP, out),))
+        out = out._replace(ptype=RESULT)
         if self.policy is ATP:
-            out = replace(out, flags=out.flags | HOLD)
-            return Result(Verdict.COMPLETE, (Output(TO_PS, out),))
-        return Result(Verdict.COMPLETE, (Output(TO_ALL, out),))
+            out = out._replace(flags=out.flags | HOLD)
+            return Result(COMPLETE_V, (Output(TO_PS, out),))
+        return Result(COMPLETE_V, (Output(TO_ALL, out),))
 
     def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
         """S8-S11: the slot is free or holds another chunk."""
         retx = pkt.flags & RETX
         vacancy = self._vacancy(slot, now)
         if vacancy is None and self.policy is ESA and cfg.priority > slot.prio:
-            vacancy = Verdict.PREEMPT, Event.PREEMPT_SUFFERED
+            vacancy = PREEMPTS
         if vacancy is None or retx:
             return self._divert(pkt, slot, key)
         return self._take_over(pkt, cfg, slot, key, now, *vacancy)
@@ -457,13 +471,13 @@ class SwitchModel:
         if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
         if gone_covers(home.gone, key) or (guest is not None and gone_covers(guest.gone, key)):
-            self._count(pkt.job, Event.FOLLOWED)  # L3
+            self._count(pkt.job, FOLLOWED_E)  # L3
             return self._fallback(pkt)
         if pkt.flags & RETX:
             return self._divert(pkt, home, key)  # L4, L6: a RETX never starts a slot
         vacancy = self._vacancy(home, now)
         if vacancy is None and home.owner >> 32 != pkt.job and home.prio <= cfg.priority:
-            vacancy = Verdict.PREEMPT, Event.GUEST_EVICTED  # L4: the owner evicts its guest
+            vacancy = EVICTS_GUEST  # L4: the owner evicts its guest
         if vacancy is not None:
             return self._take_over(pkt, cfg, home, key, now, *vacancy)  # L4
         vacancy = None if guest is None else self._vacancy(guest, now)
@@ -472,15 +486,15 @@ class SwitchModel:
             return self._take_over(pkt, cfg, guest, key, now, *vacancy)
         return self._divert(pkt, home, key)  # L6
 
-    def _vacancy(self, slot: Slot, now: int) -> tuple[Verdict, Event | None] | None:
+    def _vacancy(self, slot: Slot, now: int) -> Vacancy | None:
         """How a first send may take ``slot`` without preempting: CLAIM it
         free (S9), RECLAIM it stale or idle (S10); None while it is held."""
         if slot.owner == 0:
-            return Verdict.CLAIM, None
+            return CLAIMED
         if now - slot.ts > self.stale_us:
-            return Verdict.RECLAIM, Event.STALE_RECLAIMED
+            return STALE
         if self.squat_us > 0 and not slot.state & DONE and now - slot.ts > self.squat_us:
-            return Verdict.RECLAIM, Event.IDLE_RECLAIMED
+            return IDLE
         return None
 
     def _take_over(
@@ -499,9 +513,9 @@ class SwitchModel:
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & DONE:
-                outputs = (Output(TO_PS, self._result(slot, slot.values, PacketType.PARTIAL)),)
+                outputs = (Output(TO_PS, self._result(slot, slot.values, PARTIAL)),)
                 mark_gone(slot, slot.owner)
-        if verdict is Verdict.PREEMPT:
+        if verdict is PREEMPT_V:
             self._count(pkt.job, Event.PREEMPT_WON)
         self._count(pkt.job, AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
@@ -513,15 +527,15 @@ class SwitchModel:
     def _from_ps(self, pkt: Packet, cfg: JobConfig, in_port: int) -> Result:
         if in_port != cfg.ps_port(pkt.seq):
             return self._drop(Drop.BAD_TYPE)
-        if pkt.ptype is PacketType.PULL:
-            return Result(Verdict.PS_PASS, (Output(TO_WORKERS, pkt),))
-        self._count(pkt.job, Event.PS_RESULT)
+        if pkt.ptype is PULL:
+            return Result(PS_PASS_V, (Output(TO_WORKERS, pkt),))
+        self._count(pkt.job, PS_RESULT_E)
         idx = self.holding(pkt.job, pkt.seq, cfg)
-        verdict = Verdict.PS_PASS
+        verdict = PS_PASS_V
         if idx is not None and self.slots[idx].owner == owner_key(pkt.job, pkt.seq):
             self.slots[idx].owner = 0
-            self._count(pkt.job, Event.RELEASED_BY_PS)
-            verdict = Verdict.PS_RELEASE
+            self._count(pkt.job, RELEASED_E)
+            verdict = PS_RELEASE_V
         return Result(verdict, (Output(TO_WORKERS, pkt),))
 
     def _result(self, slot: Slot, values: list[int], ptype: PacketType) -> Packet:
@@ -558,17 +572,22 @@ class SwitchModel:
         return self._fallback(pkt)
 
     def _fallback(self, pkt: Packet) -> Result:
-        self._count(pkt.job, Event.FALLBACK)
-        out = Packet(
-            PacketType.FALLBACK, pkt.job, pkt.seq, pkt.bitmap, pkt.values, pkt.flags, pkt.count
-        )
-        return self._route(Result(Verdict.FALLBACK, (Output(TO_PS, out),)))
+        self._count(pkt.job, FALLBACK_E)
+        out = Packet(FALLBACK, pkt.job, pkt.seq, pkt.bitmap, pkt.values, pkt.flags, pkt.count)
+        return self._route(Result(FALLBACK_V, (Output(TO_PS, out),)))
 
     def _route(self, res: Result) -> Result:
         """Drop outputs to a PS of a chunk that has no PS route (its job was
         removed): the unicast to it and the result to all."""
-        if not res.outputs:
+        outputs = res.outputs
+        if not outputs:
             return res
+        if len(outputs) == 1:  # nearly every result: test its one output alone
+            o = outputs[0]
+            if (o.to is not TO_PS and o.to is not TO_ALL) or route_key(
+                o.packet.job, o.packet.seq
+            ) in self.ps_routes:
+                return res
         kept = []
         for o in res.outputs:
             routed = route_key(o.packet.job, o.packet.seq) in self.ps_routes
@@ -578,7 +597,7 @@ class SwitchModel:
                 kept.append(o)
         if len(kept) == len(res.outputs):
             return res
-        return replace(res, outputs=tuple(kept))
+        return res._replace(outputs=tuple(kept))
 
     def _drop(self, reason: Drop) -> Result:
         self.drops[reason] += 1

@@ -100,6 +100,8 @@ class HostSim:
 
     def __init__(self, jobs: list[JobSpec], scheme: Scheme, net: Net, seed: int) -> None:
         self.net = net
+        self.ps_ns = net.ps_ns
+        """``Net.ps_ns``, a property read for every packet a PS serves."""
         self.scheme = scheme
         self.now = 0.0
         self.queue: list[Event] = []
@@ -423,15 +425,32 @@ class HostSim:
         values it carries.  Returns when it arrives (None: the link lost it).
         A shard's link is FIFO without spread, so its packets arrive in the
         order they are sent and their service is queued as they are sent:
-        one event a packet, not one at arrival and one at service."""
+        one event a packet, not one at arrival and one at service.  Those
+        events come due in the order they are queued, so they wait in the
+        shard's own FIFO, and the event queue holds only its head's, at the
+        key (time, counter) each would have had there (``_ps_next``)."""
         ps = job.shard(pkt.seq)
         arrival = ps.down.arrival(self.now)
         if ps.down.loss > 0 and ps.down.loses():
             return None
-        ps.busy_until = max(arrival, ps.busy_until) + self.net.ps_ns
+        ps.busy_until = max(arrival, ps.busy_until) + self.ps_ns
         ps.served += 1
-        self.at(ps.busy_until, functools.partial(self._ps_serve, job, ps, pkt, workers))
+        ps.fifo.append((ps.busy_until, next(self.counter), pkt, workers))
+        if len(ps.fifo) == 1:
+            self._ps_head(job, ps)
         return arrival
+
+    def _ps_head(self, job: JobRun, ps: PsHost) -> None:
+        """The event of the packet at the head of the shard's FIFO."""
+        due, count, _, _ = ps.fifo[0]
+        self.queue_at((due, count), functools.partial(self._ps_next, job, ps))
+
+    def _ps_next(self, job: JobRun, ps: PsHost) -> None:
+        """The shard serves the packet at the head of its FIFO."""
+        _, _, pkt, workers = ps.fifo.popleft()
+        if ps.fifo:
+            self._ps_head(job, ps)
+        self._ps_serve(job, ps, pkt, workers)
 
     def _ps_serve(self, job: JobRun, ps: PsHost, pkt: Packet, workers: int) -> None:
         if pkt.ptype is RESULT and not pkt.flags & HOLD:
@@ -463,7 +482,7 @@ class HostSim:
             self._pull_soon(job, ps, pkt.seq)
         if stall > 0:
             ps.touched[pkt.seq] = self.now
-            self.at(self.now + stall, functools.partial(self._ps_scan, job, ps, pkt.seq, self.now))
+            self._scan_at(job, ps, pkt.seq, stall)
         elif self._pull_now(job, ps, pkt.seq):
             self._pull(job, ps, pkt.seq)
 
@@ -527,11 +546,9 @@ class HostSim:
         ps.pulls += 1
         self._ps_out(job, ps, Packet(PULL, job.wire, seq, bitmap, ZEROS))
 
-    def _ps_scan(self, job: JobRun, ps: PsHost, seq: int, touched: float) -> None:
+    def _ps_scan(self, job: JobRun, ps: PsHost, seq: int) -> None:
         """``hosts.ps.parameter_server`` pulls a chunk left incomplete and
-        untouched for its stall time."""
-        if seq in ps.done or ps.touched.get(seq) != touched:
-            return
+        untouched for its stall time (a scan not stale: ``_scan_alarm``)."""
         ps.touched[seq] = self.now
         wait = self.net.ps_stall_ns
         if ps.stall is not None:
@@ -539,4 +556,41 @@ class HostSim:
             unanswered = ps.unanswered[seq] = ps.unanswered.get(seq, 0) + 1
             wait = ps.stall.wait(unanswered)
         self._pull(job, ps, seq)
-        self.at(self.now + wait, functools.partial(self._ps_scan, job, ps, seq, self.now))
+        self._scan_at(job, ps, seq, wait)
+
+    # A shard's scans are its own heap, as a worker's timers are: one per
+    # incomplete packet served, and nearly every one finds its chunk touched
+    # again or done.  The event queue holds an alarm at the key of the
+    # shard's earliest scan, the key that scan's event would have had.  A
+    # scan found stale stays stale (a chunk done stays done, and its touch
+    # time only grows), so stale scans are dropped from the top unrun.
+    def _scan_at(self, job: JobRun, ps: PsHost, seq: int, wait: float) -> None:
+        """Scan ``seq``, touched now, in ``wait``."""
+        scan = (self.now + wait, next(self.counter), seq, self.now)
+        heapq.heappush(ps.scans, scan)
+        if ps.scans[0] is scan:
+            self._scan_alarm_at(job, ps, scan)
+
+    def _scan_alarm_at(self, job: JobRun, ps: PsHost, scan: tuple[float, int, int, float]) -> None:
+        """An alarm at ``scan``'s key, unless one at or before it is set."""
+        key = scan[:2]
+        if ps.alarms and min(ps.alarms) <= key:
+            return
+        ps.alarms.add(key)
+        self.queue_at(key, functools.partial(self._scan_alarm, job, ps, key))
+
+    def _scan_alarm(self, job: JobRun, ps: PsHost, key: tuple[float, int]) -> None:
+        ps.alarms.discard(key)
+        self._drop_stale_scans(ps)
+        if ps.scans and ps.scans[0][:2] == key:
+            self._ps_scan(job, ps, heapq.heappop(ps.scans)[2])
+            self._drop_stale_scans(ps)
+        if ps.scans:
+            self._scan_alarm_at(job, ps, ps.scans[0])
+
+    @staticmethod
+    def _drop_stale_scans(ps: PsHost) -> None:
+        """Scans ``_ps_scan`` would pass over: their chunk done, or touched since."""
+        scans, done, touched = ps.scans, ps.done, ps.touched
+        while scans and (scans[0][2] in done or touched.get(scans[0][2]) != scans[0][3]):
+            heapq.heappop(scans)

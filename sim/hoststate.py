@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from esa.job import JobSpec, ps_shard
+from esa.model import Packet
 from hosts.timing.ps_stall import PullStall
 from hosts.timing.rto import RetransmitTimeout
 
@@ -110,10 +111,18 @@ class PsHost:
     port: int
     """the switch port it injects through (the job's ``ps_ports``)."""
     busy_until: float = 0.0
+    fifo: deque[tuple[float, int, Packet, int]] = field(default_factory=deque)
+    """(time, event counter, packet, workers' bitmap) of each packet queued
+    for service, in the order it comes due (``sim.hostsim._to_ps``)."""
     bitmaps: dict[int, int] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
+    scans: list[tuple[float, int, int, float]] = field(default_factory=list)
+    """(time, event counter, seq, touched) of each scan set, a heap
+    (``sim.hostsim``: the scans)."""
+    alarms: set[tuple[float, int]] = field(default_factory=set)
+    """(time, event counter) of the alarms set in the event queue."""
     stall: PullStall | None = None
     """its stall learnt from what it observes (``Net.ps_stall_adapts``);
     None: ``Net.ps_stall_ns``, constant."""

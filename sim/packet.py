@@ -28,7 +28,7 @@ from esa.schemes import Scheme
 from esa.spec import Verdict
 from sim.control import Partitions, priorities
 from sim.hostsim import HostSim
-from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
+from sim.hoststate import JobRun, PsHost, WorkerState
 from sim.params import IDEAL_POOL, Net
 
 SUMMED = frozenset(
@@ -63,6 +63,8 @@ class PacketSim(HostSim):
         self.switch_busy = False
         self.instant = net.switch_pkt_ns <= 0 and net.switch_sum_ns <= 0
         """the switch takes no time: a packet is processed as it arrives."""
+        self._at_switch = self._switch_now if self.instant else self._switch_queue
+        """what a packet's arrival at the switch runs, chosen once."""
         super().__init__(jobs, scheme, net, seed)
 
     def _window(self, spec: JobSpec) -> int:
@@ -107,18 +109,16 @@ class PacketSim(HostSim):
 
     # switch ---------------------------------------------------------------
     def _worker_out(self, job: JobRun, w: WorkerState, pkt: Packet) -> None:
-        self._to_switch(w.up, pkt, w.idx)
+        self.hop(w.up, functools.partial(self._at_switch, pkt, w.idx))
 
     def _ps_out(self, job: JobRun, ps: PsHost, pkt: Packet) -> None:
-        self._to_switch(ps.up, pkt, ps.port)
-
-    def _to_switch(self, link: SimplexLink, pkt: Packet, in_port: int) -> None:
-        at_switch = self._switch_now if self.instant else self._switch_queue
-        self.hop(link, functools.partial(at_switch, pkt, in_port))
+        self.hop(ps.up, functools.partial(self._at_switch, pkt, ps.port))
 
     def _switch_now(self, pkt: Packet, in_port: int) -> None:
         """A switch that takes no time: the packet is processed as it arrives."""
-        self._emit(self._process(pkt, in_port))
+        res = self._process(pkt, in_port)
+        if res.outputs:
+            self._emit(res)
 
     def _switch_queue(self, pkt: Packet, in_port: int) -> None:
         """The switch's one FIFO server: every packet waits its turn, is

@@ -39,7 +39,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from esa.job import JobSpec
 from esa.model import JobConfig, Out, Output, Packet, SwitchModel
@@ -254,7 +254,7 @@ class TierSim(HostSim):
         if self._at_tor(rj.spec.job, r):
             self.hop(w.up, lambda: self._into(self.tors[r], pkt, w.idx))
         elif self.fabric.tor_aggregation:
-            self._up([w.up], replace(pkt, bitmap=1 << rj.used.index(r)), r)
+            self._up([w.up], pkt._replace(bitmap=1 << rj.used.index(r)), r)
         else:
             self._up([w.up], pkt, r)
 
@@ -305,7 +305,7 @@ class TierSim(HostSim):
             if self._at_tor(rj.spec.job, r):
                 down = pkt
                 if pkt.ptype is not PacketType.PULL:
-                    down = replace(pkt, ptype=PacketType.PS_RESULT)
+                    down = pkt._replace(ptype=PacketType.PS_RESULT)
                 into = functools.partial(self._into, self.tors[r], down, TOR_UPLINK)
             else:
                 into = functools.partial(self._to_workers, job, self._local(job, r), pkt)

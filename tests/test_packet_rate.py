@@ -4,15 +4,19 @@ lost its per-chunk timeout events, the links drew their spread in blocks
 and ``esa.model`` skipped the lanes of zero payloads, before a packet
 to a PS shard became one event, and before ``esa.model`` tested a
 contribution first, hashed rule L's borrowed slot only after L1 and read
-its enum members as module constants.  The retransmission
-timers fire in this case (under ``esa-aging`` and ``atp``), so their new
-place in the queue is checked too.  The case gives ESA's jobs homes, so
+its enum members as module constants, and before the packets became
+named tuples and a PS shard's scans of its stalled chunks and its queued
+packets became its own heap and FIFO.  The retransmission timers fire in
+this case (under ``esa-aging`` and ``atp``), and so do the PS's pulls, so
+their new places in the queue are checked too.  The case gives ESA's jobs homes, so
 ``esa-aging``'s JCTs are those of rule L (an idle home lent, at 9a6b519),
 which changed what the switch does, not how fast the model runs."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench import packet_rate
 from esa.schemes import Scheme
@@ -48,3 +52,41 @@ def test_timers_fire_in_the_case() -> None:
     sim = PacketSim(packet_rate.jobs(), packet_rate.POOL, Scheme.ATP, packet_rate.NET)
     sim.run()
     assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) == 361
+
+
+PULLS = {"esa-aging": 79, "atp": 358, "static-bdp": 0}
+"""PULLs the case's PS shards send (at 7bf344c, each scan an event)."""
+
+
+@pytest.mark.parametrize("scheme", sorted(PULLS))
+def test_scans_pull_as_before_and_nothing_is_left_queued(scheme: str) -> None:
+    sim = PacketSim(packet_rate.jobs(), packet_rate.POOL, Scheme(scheme), packet_rate.NET)
+    sim.run()
+    shards = [ps for job in sim.jobs.values() for ps in job.shards]
+    assert sum(ps.pulls for ps in shards) == PULLS[scheme]
+    assert all(not ps.scans and not ps.alarms and not ps.fifo for ps in shards)
+
+
+@given(st.lists(st.floats(0.5, 9.0), min_size=1, max_size=5))
+def test_fastest_keeps_each_schemes_least_cpu_time(cpu: list[float]) -> None:
+    rounds = [{"a": {"cpu_s": c, "jct": [1.0]}, "b": {"cpu_s": 10 - c, "jct": [2.0]}} for c in cpu]
+    best = packet_rate.fastest(rounds)
+    assert best["a"]["cpu_s"] == min(cpu)
+    assert best["b"]["cpu_s"] == 10 - max(cpu)
+
+
+def test_fastest_refuses_rounds_whose_jcts_differ() -> None:
+    rounds = [{"a": {"cpu_s": 1.0, "jct": [1.0]}}, {"a": {"cpu_s": 2.0, "jct": [1.5]}}]
+    with pytest.raises(RuntimeError, match="a: the JCTs differ"):
+        packet_rate.fastest(rounds)
+
+
+def test_the_jct_line_names_the_schemes_that_differ() -> None:
+    schemes = ["esa-aging", "atp", "static-bdp"]
+    assert packet_rate.jct_line(schemes, []) == "JCTs: identical in every scheme"
+    assert packet_rate.jct_line(schemes, ["esa-aging"]) == (
+        "JCTs: identical in atp, static-bdp; DIFFERENT in esa-aging"
+    )
+    assert packet_rate.jct_line(schemes, schemes) == (
+        "JCTs: DIFFERENT in esa-aging, atp, static-bdp"
+    )
