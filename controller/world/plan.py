@@ -198,7 +198,8 @@ def device_entries(
     levels: Mapping[int, int] | None = None,
 ) -> SwitchEntries:
     """The complete entry set of ``device`` for ``state``; ``held`` is what it
-    holds now, whose fixed partitions stay where they are.  Auto priorities
+    holds now, whose fixed partitions, and ESA's homes of running jobs, stay
+    where they are (``partition.esa_homes``).  Auto priorities
     are ranks among all auto jobs of the fabric, so a change of one job can
     move others: the reconciliation rewrites every job entry whose priority
     changed.  The ranks keep, within the swap margin
