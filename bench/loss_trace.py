@@ -29,7 +29,16 @@ and each PS's report, and prints per scheme and job:
 - ``silences``: the times a worker of the job sent nothing that reached the
   switch for more than ``SILENCE_S`` (its ESA packets; a long one is a
   worker waiting on a timer: a lost GO whose CALL resend had backed off
-  left one silent for 1.5 s at 10 % loss), and the longest, in seconds.
+  left one silent for 1.5 s at 10 % loss), and the longest, in seconds;
+- ``paths``: where the chunks' time went: each chunk by the first of
+  ``PATHS`` that fits what left its slot for the PS: a partial that left
+  before any resend of the chunk reached the switch (``evicted``: a
+  preemption, an owner's eviction of a guest, a squat or stale reclaim), one
+  that a resend flushed (``flushed``: a contribution that sat in a slot,
+  S3 and S6), contributions only (``fallback``), or nothing (``switch``);
+  per path the chunks and their mean time in ms from the chunk's first
+  contribution at the switch to its last sum sent to a worker;
+- ``jct s``: the job's completion time in the run (``rounds.json``).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ ETH, UDP = 14, 8
 RESULTS = (PacketType.RESULT, PacketType.PS_RESULT)
 TO_PS = (PacketType.FALLBACK, PacketType.PARTIAL)
 CAUSES = ("sum sent", "to PS, lost", "in slot", "not at switch")
+PATHS = ("evicted", "flushed", "fallback", "switch")
 SILENCE_S = 0.3
 """Seconds without a packet from a worker that count as a silence."""
 
@@ -103,6 +113,10 @@ class JobTrace:
     repair_s: list[float] = field(default_factory=list)
     silences: list[float] = field(default_factory=list)
     """each worker's gaps longer than ``SILENCE_S`` between its packets at the switch."""
+    paths: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in PATHS})
+    """per path (``PATHS``), each chunk's time from its first contribution at
+    the switch to its last sum sent to a worker."""
+    jct_s: float = 0.0
 
 
 def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
@@ -120,6 +134,9 @@ def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
                 if j == job["job"]:
                     chunks[seq].append(Frame(t, who, way == "in", ptype, flags, bitmap))
     out = JobTrace(chunks=len(chunks))
+    for r in json.loads((run / "rounds.json").read_text()):
+        if (r["scheme"], r["job"]) == (scheme, job["job"]):
+            out.jct_s = float(r["jct_s"])
     for ps in range(len(ps_hosts)):
         report = json.loads((logs / f"j{job['job']}ps{ps}.json").read_text())["ps"]
         out.ps_got_sums += report["switch_results"]
@@ -183,16 +200,37 @@ def trace_chunk(frames: list[Frame], mask: int, workers: int, out: JobTrace) -> 
     contribs = [f.t for f in frames if f.inbound and f.ptype == PacketType.CONTRIB]
     if resent and results and contribs:
         out.repair_s.append(max(results) - min(contribs))
+    if results and contribs:
+        out.paths[chunk_path(frames)].append(max(results) - min(contribs))
+
+
+def chunk_path(frames: list[Frame]) -> str:
+    """The first of ``PATHS`` that fits what left the chunk's slot for its
+    PS (``frames`` in time order)."""
+    resent = False
+    fell_back = False
+    for f in frames:
+        if f.inbound and f.ptype == PacketType.CONTRIB and f.flags & Flag.RETX:
+            resent = True
+        elif not f.inbound and f.who == "ps" and f.ptype == PacketType.PARTIAL:
+            return PATHS[1] if resent else PATHS[0]
+        elif not f.inbound and f.who == "ps" and f.ptype == PacketType.FALLBACK:
+            fell_back = True
+    return PATHS[2] if fell_back else PATHS[3]
 
 
 def row(scheme: str, job: int, t: JobTrace) -> str:
     pulls = " / ".join(str(t.pulls[c]) for c in CAUSES)
     repair = f"{statistics.fmean(t.repair_s) * 1e3:.1f}" if t.repair_s else "-"
     longest = f"{max(t.silences):.2f}" if t.silences else "-"
+    paths = " / ".join(
+        f"{len(t.paths[p])}: {statistics.fmean(t.paths[p]) * 1e3:.0f}" if t.paths[p] else "0"
+        for p in PATHS
+    )
     return (
-        f"| {scheme} | {job} | {t.chunks} | {t.lost_up} | {t.resent_after_result} "
+        f"| {scheme} | {job} | {t.jct_s:.2f} | {t.chunks} | {t.lost_up} | {t.resent_after_result} "
         f"| {t.switch_sums} / {t.ps_got_sums} | {t.pulls.total()} | {pulls} | {t.repeat_pulls} "
-        f"| {repair} | {len(t.silences)} / {longest} |"
+        f"| {repair} | {len(t.silences)} / {longest} | {paths} |"
     )
 
 
@@ -202,11 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     scenario = json.loads((args.run / "scenario.json").read_text())
     print(
-        "| scheme | job | chunks | lost up | resent after result | switch sums / PS got "
+        "| scheme | job | jct s | chunks | lost up | resent after result | switch sums / PS got "
         f"| pulls | {' / '.join(CAUSES)} | repeat | repair ms "
-        f"| silences > {SILENCE_S:g} s / longest s |"
+        f"| silences > {SILENCE_S:g} s / longest s | paths {' / '.join(PATHS)}: chunks: mean ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for scheme in scenario["schemes"]:
         for job in scenario["jobs"]:
             print(row(scheme, int(job["job"]), trace_job(args.run, scheme, job)), flush=True)

@@ -44,6 +44,8 @@ def write_run(run: Path, packets: list[tuple[float, str, str, bytes]], got_sums:
     (run / "logs" / "esa").mkdir(parents=True)
     (run / "pcaps" / "esa").mkdir(parents=True)
     (run / "scenario.json").write_text(json.dumps(scenario))
+    rounds = [{"scheme": "esa", "job": 1, "jct_s": 3.25}, {"scheme": "atp", "job": 1, "jct_s": 9.0}]
+    (run / "rounds.json").write_text(json.dumps(rounds))
     hosts = {h: {"switch": "s1", "port": p} for h, p in HOSTS.items()}
     (run / "logs" / "esa" / "topology.json").write_text(json.dumps({"hosts": hosts}))
     report = {"ps": {"switch_results": got_sums}}
@@ -93,8 +95,11 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
     assert dict(t.pulls) == {"sum sent": 1}
     assert [round(s * 1e3) for s in t.repair_s] == [51, 56]
     assert sorted(round(s * 1e3) for s in t.silences) == [951, 1000]
+    assert {p: [round(s * 1e3) for s in v] for p, v in t.paths.items()} == {
+        "evicted": [], "flushed": [], "fallback": [56], "switch": [51]}  # fmt: skip
     assert loss_trace.row("esa", 1, t) == (
-        "| esa | 1 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 | 2 / 1.00 |"
+        "| esa | 1 | 3.25 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 | 2 / 1.00 "
+        "| 0 / 0 / 1: 56 / 1: 51 |"
     )
 
 
@@ -120,3 +125,15 @@ def test_each_pull_takes_the_first_cause_that_fits_its_missing_workers() -> None
         f(3.0, "ps", True, PULL, 0b011),  # w2 missing
     ]
     assert pulled(frames) == {"to PS, lost": 1, "in slot": 1, "not at switch": 1, "repeat": 2}
+
+
+def test_a_chunks_path_is_what_left_its_slot_first() -> None:
+    """A partial that left before any resend of its chunk was evicted; after
+    one, a resend flushed it; a FALLBACK alone is a fallback."""
+    P = PacketType.PARTIAL
+    up, retx = f(0.0, "w0", True, C, 0b001), loss_trace.Frame(0.1, "w1", True, C, RETX, 0b010)
+    partial, fallback = f(0.2, "ps", False, P, 0b001), f(0.3, "ps", False, FB, 0b010)
+    assert loss_trace.chunk_path([up, partial, retx, fallback]) == "evicted"
+    assert loss_trace.chunk_path([up, retx, partial]) == "flushed"
+    assert loss_trace.chunk_path([up, retx, fallback]) == "fallback"
+    assert loss_trace.chunk_path([up, retx]) == "switch"
