@@ -38,6 +38,11 @@ and each PS's report, and prints per scheme and job:
   S3 and S6), contributions only (``fallback``), or nothing (``switch``);
   per path the chunks and their mean time in ms from the chunk's first
   contribution at the switch to its last sum sent to a worker;
+- ``call skew``: over the job's calls, the time from the first worker's
+  first contribution of the call at the switch to the last worker's, summed
+  and the longest, in seconds: a worker that starts a call late is one whose
+  last sum of the previous call was lost, which it repairs only when its
+  timeout fires, while its peers' chunks of the new call wait for it;
 - ``jct s``: the job's completion time in the run (``rounds.json``).
 """
 
@@ -117,6 +122,8 @@ class JobTrace:
     """per path (``PATHS``), each chunk's time from its first contribution at
     the switch to its last sum sent to a worker."""
     jct_s: float = 0.0
+    call_skews: list[float] = field(default_factory=list)
+    """per call, the first worker's first contribution at the switch to the last worker's."""
 
 
 def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
@@ -152,7 +159,36 @@ def trace_job(run: Path, scheme: str, job: dict[str, object]) -> JobTrace:
     for times in sent.values():
         times.sort()
         out.silences += [b - a for a, b in itertools.pairwise(times) if b - a > SILENCE_S]
+    out.call_skews = call_skews(chunks, int(str(job["iterations"])))
     return out
+
+
+def call_skews(chunks: dict[int, list[Frame]], calls: int) -> list[float]:
+    """Per call (the chunks in seq order, from the first sent, split into
+    ``calls`` equal runs), the first worker's first contribution at the
+    switch to the last worker's; seqs may wrap around 2^32."""
+    started: dict[int, dict[str, float]] = {}
+    for seq, frames in chunks.items():
+        at: dict[str, float] = {}
+        for f in frames:
+            if f.inbound and f.ptype == PacketType.CONTRIB:
+                at[f.who] = min(f.t, at.get(f.who, f.t))
+        if at:
+            started[seq] = at
+    if not started:
+        return []
+    base = min(started, key=lambda seq: min(started[seq].values()))
+    seqs = sorted(started, key=lambda seq: (seq - base) % (1 << 32))
+    per = len(seqs) // calls
+    skews = []
+    for c in range(calls):
+        first: dict[str, float] = {}
+        for seq in seqs[c * per : (c + 1) * per]:
+            for who, t in started[seq].items():
+                first[who] = min(t, first.get(who, t))
+        if first:
+            skews.append(max(first.values()) - min(first.values()))
+    return skews
 
 
 def trace_chunk(frames: list[Frame], mask: int, workers: int, out: JobTrace) -> None:
@@ -227,10 +263,11 @@ def row(scheme: str, job: int, t: JobTrace) -> str:
         f"{len(t.paths[p])}: {statistics.fmean(t.paths[p]) * 1e3:.0f}" if t.paths[p] else "0"
         for p in PATHS
     )
+    skew = f"{sum(t.call_skews):.2f} / {max(t.call_skews):.2f}" if t.call_skews else "-"
     return (
         f"| {scheme} | {job} | {t.jct_s:.2f} | {t.chunks} | {t.lost_up} | {t.resent_after_result} "
         f"| {t.switch_sums} / {t.ps_got_sums} | {t.pulls.total()} | {pulls} | {t.repeat_pulls} "
-        f"| {repair} | {len(t.silences)} / {longest} | {paths} |"
+        f"| {repair} | {len(t.silences)} / {longest} | {paths} | {skew} |"
     )
 
 
@@ -242,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| scheme | job | jct s | chunks | lost up | resent after result | switch sums / PS got "
         f"| pulls | {' / '.join(CAUSES)} | repeat | repair ms "
-        f"| silences > {SILENCE_S:g} s / longest s | paths {' / '.join(PATHS)}: chunks: mean ms |"
+        f"| silences > {SILENCE_S:g} s / longest s | paths {' / '.join(PATHS)}: chunks: mean ms "
+        "| call skew s: sum / longest |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for scheme in scenario["schemes"]:
         for job in scenario["jobs"]:
             print(row(scheme, int(job["job"]), trace_job(args.run, scheme, job)), flush=True)

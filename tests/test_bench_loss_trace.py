@@ -89,7 +89,7 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
     ]
     write_run(tmp_path, packets, got_sums=0)
     t = loss_trace.trace_job(tmp_path, "esa", {"job": 1, "worker_hosts": ["h1", "h2"],
-                                               "ps_hosts": ["h3"]})  # fmt: skip
+                                               "ps_hosts": ["h3"], "iterations": 2})  # fmt: skip
     assert (t.chunks, t.lost_up, t.resent_after_result) == (2, 1, 1)
     assert (t.switch_sums, t.ps_got_sums, t.repeat_pulls) == (2, 0, 0)
     assert dict(t.pulls) == {"sum sent": 1}
@@ -99,8 +99,9 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
         "evicted": [], "flushed": [], "fallback": [56], "switch": [51]}  # fmt: skip
     assert loss_trace.row("esa", 1, t) == (
         "| esa | 1 | 3.25 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 | 2 / 1.00 "
-        "| 0 / 0 / 1: 56 / 1: 51 |"
+        "| 0 / 0 / 1: 56 / 1: 51 | 0.05 / 0.05 |"
     )
+    assert [round(s * 1e3) for s in t.call_skews] == [50, 1]
 
 
 def pulled(frames: list[loss_trace.Frame]) -> dict[str, int]:
@@ -137,3 +138,18 @@ def test_a_chunks_path_is_what_left_its_slot_first() -> None:
     assert loss_trace.chunk_path([up, retx, partial]) == "flushed"
     assert loss_trace.chunk_path([up, retx, fallback]) == "fallback"
     assert loss_trace.chunk_path([up, retx]) == "switch"
+
+
+def test_calls_are_split_in_seq_order_from_the_first_sent_across_the_wrap() -> None:
+    """Two calls of two chunks whose seqs wrap around 2^32: w1 starts the
+    second call 40 ms after w0 (it sends 2^32 - 1 and 0 of the first call,
+    1 and 2 of the second); a resend is a start too, a result is none."""
+    top = (1 << 32) - 1
+    chunks = {
+        top: [f(0.000, "w0", True, C, 0b01), f(0.001, "w1", True, C, 0b10)],
+        0: [f(0.002, "w0", True, C, 0b01), f(0.003, "w1", True, C, 0b10)],
+        1: [f(0.100, "w0", True, C, 0b01), f(0.090, "w0", False, R, 0b11)],
+        2: [f(0.110, "w0", True, C, 0b01),
+            loss_trace.Frame(0.140, "w1", True, C, RETX, 0b10)],
+    }  # fmt: skip
+    assert [round(s * 1e3) for s in loss_trace.call_skews(chunks, 2)] == [1, 40]
