@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from bench import loss_trace
-from esa.wire import UDP_PORT, Flag, K, PacketType
+from esa.wire import CONTROL_PORT, UDP_PORT, ControlType, Flag, K, PacketType
 from hosts.net import payload
 
 C, R, FB, PULL = PacketType.CONTRIB, PacketType.RESULT, PacketType.FALLBACK, PacketType.PULL
@@ -17,10 +17,10 @@ HOSTS = {"h1": 1, "h2": 2, "h3": 3}
 """two workers and their PS, on ports 1-3 of s1."""
 
 
-def udp_frame(data: bytes) -> bytes:
+def udp_frame(data: bytes, port: int = UDP_PORT) -> bytes:
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(data), 0, 0, 64, 17, 0,
                      bytes(4), bytes(4))  # fmt: skip
-    udp = struct.pack("!HHHH", UDP_PORT, UDP_PORT, 8 + len(data), 0)
+    udp = struct.pack("!HHHH", 40000, port, 8 + len(data), 0)
     return bytes(12) + b"\x08\x00" + ip + udp + data
 
 
@@ -99,7 +99,7 @@ def test_a_lost_first_send_and_a_lost_result_the_ps_never_got(tmp_path: Path) ->
         "evicted": [], "flushed": [], "fallback": [56], "switch": [51]}  # fmt: skip
     assert loss_trace.row("esa", 1, t) == (
         "| esa | 1 | 3.25 | 2 | 1 | 1 | 2 / 0 | 1 | 1 / 0 / 0 / 0 | 0 | 53.5 | 2 / 1.00 "
-        "| 0 / 0 / 1: 56 / 1: 51 | 0.05 / 0.05 |"
+        "| 0 / 0 / 1: 56 / 1: 51 | 0.05 / 0.05 | 0 / 4 |"
     )
     assert [round(s * 1e3) for s in t.call_skews] == [50, 1]
 
@@ -152,4 +152,34 @@ def test_calls_are_split_in_seq_order_from_the_first_sent_across_the_wrap() -> N
         2: [f(0.110, "w0", True, C, 0b01),
             loss_trace.Frame(0.140, "w1", True, C, RETX, 0b10)],
     }  # fmt: skip
-    assert [round(s * 1e3) for s in loss_trace.call_skews(chunks, 2)] == [1, 40]
+    assert [round(s * 1e3) for s in loss_trace.call_skews(loss_trace.call_starts(chunks, 2))] == [
+        1,
+        40,
+    ]
+
+
+def test_a_late_start_is_counted_from_the_jobs_last_first_call() -> None:
+    """Call 4: w0 announced at 1.00, w1 at 1.01 (last); w0 started at 1.02,
+    w1 at 1.20 after a second CALL at 1.15: late by 190 ms, its CALL sent
+    again.  Call 5: w1 started 50 ms after the last announcement with no
+    second CALL; w0 in time.  A call that a worker's captures show no CALL
+    of is left out."""
+    starts = [{"w0": 1.02, "w1": 1.20}, {"w0": 2.01, "w1": 2.05}, {"w0": 3.0, "w1": 3.5}]
+    announced = {"w0": {4: [1.00], 5: [2.00], 6: [2.9]}, "w1": {4: [1.01, 1.15], 5: [1.99]}}
+    late = loss_trace.late_starts(starts, announced)
+    assert [(round(d * 1e3), again) for d, again in late] == [(190, True), (50, False)]
+
+
+def test_calls_are_read_from_the_control_datagrams_of_a_capture(tmp_path: Path) -> None:
+    """Two CALLs of job 1 (calls 3 and 3 again, then 4), a GO, another
+    job's CALL and a datagram of the wrong length on the control port."""
+
+    def call(ctype: int, job: int, number: int) -> bytes:
+        return payload.encode_control(payload.Control(ctype, job=job, call=number))
+
+    C_ = ControlType
+    frames = [(1.0, call(C_.CALL, 1, 3)), (1.1, call(C_.GO, 1, 3)),
+              (1.2, call(C_.CALL, 2, 3)), (1.3, call(C_.CALL, 1, 3)), (1.4, b"\x00" * 9),
+              (2.0, call(C_.CALL, 1, 4))]  # fmt: skip
+    write_pcap(tmp_path / "c.pcap", [(t, udp_frame(d, CONTROL_PORT)) for t, d in frames])
+    assert loss_trace.call_frames(tmp_path / "c.pcap", 1) == {3: [1.0, 1.3], 4: [2.0]}
