@@ -40,9 +40,9 @@ and each PS's report, and prints per scheme and job:
   contribution at the switch to its last sum sent to a worker;
 - ``call skew``: over the job's calls, the time from the first worker's
   first contribution of the call at the switch to the last worker's, summed
-  and the longest, in seconds: a worker that starts a call late is one whose
-  last sum of the previous call was lost, which it repairs only when its
-  timeout fires, while its peers' chunks of the new call wait for it;
+  and the longest, in seconds: while a worker has not started the call its
+  peers' chunks of it wait for it (it waits for the previous call's last
+  sum, for its peers' announcements, or for a GO that was lost);
 - ``late starts``: of its workers' calls, those a worker started more than
   ``LATE_S`` after the last of the job's workers first announced the call
   (its CALL at the switch), how many of them sent the CALL again first (a
