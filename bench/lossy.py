@@ -4,17 +4,19 @@
 
 Runs each scenario (``lossy.json`` and ``lossy-pool.json`` by default) at
 each loss rate, each direction of every host link, under each scheme,
-``--rounds`` times, one ``runner`` run per round (each round's PS reports
-are kept: ``<out>/<scenario>/loss<L>/r<N>/logs/<scheme>/j<job>ps<shard>.json``).
+``--rounds`` times, one ``runner`` run per round, each round starting with
+the next scheme (``rotated``); each round's PS reports are kept:
+``<out>/<scenario>/loss<L>/r<N>/logs/<scheme>/j<job>ps<shard>.json``.
 Prints one row per scenario, loss and scheme: the mean JCT over rounds
 (each round's mean over jobs), the rounds' spread (slowest less fastest),
-whether every sum was exact in every round, the PULLs each job's PS hosts
-sent (mean over rounds, per job), the workers' retransmissions and
-those that came too early (``retx`` / ``early``, the RTO's check), and
-the frames each host's link dropped (the loss injected, counted by its
-nftables rules: ``logs/<scheme>/links.json``), mean over rounds, on the
-way up (from the host) / down (to it), each host named by its roles:
-``j1w0`` a worker, ``j1ps0`` a PS.
+each job's JCT (mean over rounds: which job a scheme slows), whether every
+sum was exact in every round, the PULLs each job's PS hosts sent (mean over
+rounds, per job), the workers' retransmissions and those that came too
+early (``retx`` / ``early``, the RTO's check), and the frames each host's
+link dropped (the loss injected, counted by its nftables rules:
+``logs/<scheme>/links.json``), mean over rounds, on the way up (from the
+host) / down (to it), each host named by its roles: ``j1w0`` a worker,
+``j1ps0`` a PS.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Cell:
     exact: bool = True
     failed: int = 0
     pulls: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    job_jct: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    """per job, per round: its JCT."""
     retx: int = 0
     early: int = 0
     dropped: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
@@ -56,10 +60,21 @@ def pulls_of(logs: Path, job: int) -> int:
     return sum(json.loads(f.read_text())["ps"]["pulls_sent"] for f in logs.glob(f"j{job}ps*.json"))
 
 
-def one_round(args: argparse.Namespace, scenario: Path, loss: float, out: Path) -> bool:
+def rotated(schemes: list[str], r: int) -> list[str]:
+    """The schemes in the order round ``r`` (from 0) runs them: each round
+    starts one further along, so no scheme always runs first (the load of a
+    shared machine drifts within a round)."""
+    k = r % len(schemes)
+    return schemes[k:] + schemes[:k]
+
+
+def one_round(
+    args: argparse.Namespace, scenario: Path, loss: float, schemes: list[str], out: Path
+) -> bool:
     cmd = [
         sys.executable, "-m", "runner", "--scenario", str(scenario), "--loss", f"{loss:g}",
-        "--schemes", args.schemes, "--repeat", "1", "--switch", args.switch, "--out", str(out),
+        "--schemes", ",".join(schemes), "--repeat", "1", "--switch", args.switch,
+        "--out", str(out),
     ]  # fmt: skip
     log = out.with_suffix(".log")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +104,7 @@ def collect(cells: dict[str, Cell], out: Path) -> None:
         for j in jobs:
             job = int(str(j["job"]))
             cell.pulls[job].append(pulls_of(out / "logs" / scheme, job))
+            cell.job_jct[job].append(float(str(j["jct_s"])))
         for link in json.loads((out / "logs" / scheme / LINKS_FILE).read_text()).values():
             cell.dropped["+".join(link["roles"])].append((link["up"], link["down"]))
 
@@ -115,13 +131,14 @@ def drops(cell: Cell) -> str:
 
 def row(name: str, loss: float, scheme: str, cell: Cell) -> str:
     if not cell.jct:
-        return f"| {name} | {loss:g} | {scheme} | failed | | no | | | |"
+        return f"| {name} | {loss:g} | {scheme} | failed | | | no | | | |"
     mean = statistics.fmean(cell.jct)
     spread = max(cell.jct) - min(cell.jct)
     pulls = " / ".join(f"{statistics.fmean(p):.0f}" for _, p in sorted(cell.pulls.items()))
+    jobs = " / ".join(f"{statistics.fmean(t):.2f}" for _, t in sorted(cell.job_jct.items()))
     exact = "yes" if cell.exact and not cell.failed else f"no ({cell.failed} failed)"
     return (
-        f"| {name} | {loss:g} | {scheme} | {mean:.2f} | {spread:.2f} | {exact} | {pulls} "
+        f"| {name} | {loss:g} | {scheme} | {mean:.2f} | {spread:.2f} | {jobs} | {exact} | {pulls} "
         f"| {cell.retx} / {cell.early} | {drops(cell)} |"
     )
 
@@ -136,19 +153,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "lossy")
     args = ap.parse_args(argv)
     print(
-        "| scenario | loss % | scheme | mean JCT s | rounds' spread s | exact "
+        "| scenario | loss % | scheme | mean JCT s | rounds' spread s | JCT per job s | exact "
         "| PS pulls per job | retx / early | frames dropped per link, up / down |"
     )
-    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    schemes = args.schemes.split(",")
     for name in args.scenario:
         scenario = Path(name) if Path(name).exists() else SCENARIOS / name
         for loss in args.loss:
             cells: dict[str, Cell] = {}
             for r in range(1, args.rounds + 1):
                 out = args.out / args.switch / scenario.stem / f"loss{loss:g}" / f"r{r}"
-                if one_round(args, scenario, loss, out):
+                if one_round(args, scenario, loss, rotated(schemes, r - 1), out):
                     collect(cells, out)
-            for scheme in args.schemes.split(","):
+            for scheme in schemes:
                 print(row(scenario.stem, loss, scheme, cells.get(scheme, Cell())), flush=True)
     return 0
 

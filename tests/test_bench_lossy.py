@@ -35,7 +35,8 @@ def test_a_row_shows_pulls_and_each_links_drops_as_means_over_rounds(tmp_path: P
     for r in ("r1", "r2"):
         lossy.collect(cells, tmp_path / r)
     assert lossy.row("lossy", 5.0, "esa", cells["esa"]) == (
-        "| lossy | 5 | esa | 1.50 | 1.00 | yes | 15 | 6 / 2 | j1w0 2/2, j1w1+j2ps0 1/4, j1ps0 5/7 |"
+        "| lossy | 5 | esa | 1.50 | 1.00 | 1.50 | yes | 15 | 6 / 2 "
+        "| j1w0 2/2, j1w1+j2ps0 1/4, j1ps0 5/7 |"
     )
 
 
@@ -50,3 +51,12 @@ def test_role_order(roles: str, key: tuple[int, bool, int]) -> None:
 def test_role_order_refuses_what_is_no_role() -> None:
     with pytest.raises(ValueError, match="not a role: h1"):
         lossy.role_order("h1")
+
+
+@pytest.mark.parametrize(
+    ("r", "order"),
+    [(0, ["esa", "atp", "static"]), (1, ["atp", "static", "esa"]), (2, ["static", "esa", "atp"]),
+     (3, ["esa", "atp", "static"])],
+)  # fmt: skip
+def test_each_round_starts_with_the_next_scheme(r: int, order: list[str]) -> None:
+    assert lossy.rotated(["esa", "atp", "static"], r) == order

@@ -14,6 +14,7 @@ from esa import wire
 from esa.job import Workers
 from esa.wire import LIVE_TTL, ControlType, Flag, RejectReason, ReportKind
 from hosts.agreement import auth
+from hosts.agreement.desk import GO_COPIES
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.net.transport import Addr, Bytes
@@ -114,6 +115,13 @@ def offset(ps: ParameterServer) -> int:
     return ps.books[1].agreed[-1].offset
 
 
+def as_sent(
+    messages: list[tuple[int, int, int, int, Addr]],
+) -> list[tuple[int, int, int, int, Addr]]:
+    """``messages`` as the PS sends them: each GO ``GO_COPIES`` times."""
+    return [m for m in messages for _ in range(GO_COPIES if m[0] == C.GO else 1)]
+
+
 def dropped(ps: ParameterServer) -> dict[str, int]:
     return {r: n for r, n in ps.counters.dropped.items() if n}
 
@@ -124,9 +132,10 @@ def test_go_only_once_every_worker_announced_the_same_call() -> None:
     send(ps, ctl, (w[0].call(), 0), (w[2].call(), 2))
     assert ctl.take() == []
     send(ps, ctl, (w[1].call(), 1))
-    assert ctl.take() == [(C.GO, 0, i, 0, addr(i)) for i in range(3)]
+    assert ctl.take() == as_sent([(C.GO, 0, i, 0, addr(i)) for i in range(3)])
     send(ps, ctl, (w[2].call(), 7))
-    [(go, to)] = ctl.sent
+    (go, to), copy = ctl.sent
+    assert copy == (go, to) and ctl.raw[-1] == ctl.raw[-2], "the copy is the same datagram"
     assert (go.ctype, go.worker, go.nonce, go.call, go.base, go.chunks, go.length) == (
         C.GO, 2, 1002, 0, 0, 4, 100,
     )  # fmt: skip
@@ -134,7 +143,7 @@ def test_go_only_once_every_worker_announced_the_same_call() -> None:
         "answers go where the CALL came from"
     )
     assert auth.authentic(ctl.raw[-1], KEY)
-    assert ps.counters.calls_agreed == 1 and ps.counters.gos_sent == 4
+    assert ps.counters.calls_agreed == 1 and ps.counters.gos_sent == 4, "a GO, not its copies"
 
 
 def test_mismatches_are_rejected_naming_the_worker_that_differs() -> None:
@@ -207,7 +216,7 @@ def test_a_process_of_another_session_is_challenged() -> None:
     assert ps.books[1].roster.procs == {} and ps.counters.challenges_sent == 2
     w0.session = SESSION
     send(ps, ctl, (w0.call(), 0), (Proc(1).call(), 1))
-    assert [m.ctype for m, _ in ctl.sent[2:]] == [C.GO, C.GO]
+    assert [m.ctype for m, _ in ctl.sent[2:]] == [C.GO] * 2 * GO_COPIES
 
 
 def test_forged_replayed_and_mutated_messages_change_nothing() -> None:
@@ -285,7 +294,7 @@ def test_a_new_run_is_accepted_once_the_old_processes_said_bye() -> None:
     data.sent.clear()
     new = [Proc(0, nonce=7), Proc(1, nonce=8)]
     both(ps, ctl, 0, new, now=0.2)
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
+    assert ctl.take() == as_sent([(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))])
     assert not ps.done, "a new epoch: the old sums do not answer the new calls"
     assert offset(ps) == wire.epoch_offset(1, {0: 7, 1: 8}) != first, "at other seqs"
     assert ctl.raw and payload.decode_control(ctl.raw[-1], wire.CONTROL_BYTES).offset == offset(ps)
@@ -305,7 +314,7 @@ def test_a_killed_processs_index_is_taken_once_it_was_silent_for_the_ttl() -> No
     both(ps, ctl, 0, new, now=LIVE_TTL - 0.5)
     assert ctl.take() == []
     both(ps, ctl, 0, new, now=LIVE_TTL + 0.1)
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
+    assert ctl.take() == as_sent([(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))])
     assert ps.counters.calls_agreed == 2
 
 
@@ -342,7 +351,7 @@ def test_a_dead_workers_announcement_expires() -> None:
     send(ps, ctl, (Proc(0).call(), 0), now=0.0)
     send(ps, ctl, (Proc(0, nonce=42).call(), 3), now=LIVE_TTL)
     send(ps, ctl, (Proc(1).call(), 1), now=LIVE_TTL)
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(3)), (C.GO, 0, 1, 0, addr(1))]
+    assert ctl.take() == as_sent([(C.GO, 0, 0, 0, addr(3)), (C.GO, 0, 1, 0, addr(1))])
 
 
 def test_a_late_worker_learns_who_went_silent() -> None:
@@ -451,7 +460,7 @@ def test_a_restarted_ps_adopts_the_call_in_progress_from_a_resume() -> None:
     ps, data, ctl = server()
     w0, w1 = Proc(0), Proc(1)
     send(ps, ctl, (w0.call(4, base=16), 0), (w1.msg(C.RESUME, 3, base=12, offset=900), 1))
-    assert ctl.take() == [(C.GO, 0, 1, 0, addr(1))]
+    assert ctl.take() == as_sent([(C.GO, 0, 1, 0, addr(1))])
     assert ps.books[1].agreement(3) is not None and ps.counters.calls_agreed == 1
     assert ctl.sent == [] and offset(ps) == 900, "the epoch keeps the offset it had"
     seq = 900 + 12 + 1
@@ -461,7 +470,7 @@ def test_a_restarted_ps_adopts_the_call_in_progress_from_a_resume() -> None:
     send(ps, ctl)
     assert [(h.ptype, h.seq) for h, _, _ in data.sent] == [(T.PS_RESULT, seq)]
     send(ps, ctl, (w1.call(4, base=16), 1))
-    assert ctl.take() == [(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))]
+    assert ctl.take() == as_sent([(C.GO, 0, 0, 0, addr(0)), (C.GO, 0, 1, 0, addr(1))])
     assert [a.call for a in ps.books[1].agreed] == [3, 4], "call 4 continues call 3"
     assert offset(ps) == 900
 
@@ -473,9 +482,9 @@ def test_a_resume_joins_a_call_another_worker_resumed() -> None:
     send(ps, ctl, (w1.msg(C.RESUME, 3, **resume), 1), (w0.msg(C.RESUME, 3, **resume), 0))
     send(ps, ctl, (w0.msg(C.RESUME, 3, base=12, offset=901), 0))
     send(ps, ctl, (w0.msg(C.RESUME, 3, base=12, offset=900, length=99), 0))
-    assert ctl.take() == [(C.GO, 0, 1, 0, addr(1)), (C.GO, 0, 0, 0, addr(0)),
-                          (C.REJECT, R.BASE, 0, 1, addr(0)),
-                          (C.REJECT, R.LENGTH, 0, 1, addr(0))]  # fmt: skip
+    assert ctl.take() == as_sent([(C.GO, 0, 1, 0, addr(1)), (C.GO, 0, 0, 0, addr(0)),
+                                  (C.REJECT, R.BASE, 0, 1, addr(0)),
+                                  (C.REJECT, R.LENGTH, 0, 1, addr(0))])  # fmt: skip
 
 
 def test_status_reports_who_is_missing() -> None:

@@ -23,6 +23,7 @@ from esa.job import Workers
 from esa.spec import Policy
 from esa.wire import ControlType, Flag
 from hosts.agreement import auth
+from hosts.agreement.desk import GO_COPIES
 from hosts.net import payload, quant
 from hosts.net.drops import HostDrop
 from hosts.ps.parameter_server import ParameterServer
@@ -165,7 +166,8 @@ def test_ps_survives_junk_and_sums_the_next_call_exactly(
     data.sent.clear()
     ctl.sent.clear()
     ps_call(ps, ctl, 2, now=1.0)
-    assert [(m.ctype, m.worker) for m, _ in ctl.sent] == [(C.GO, i) for i in range(FAN_IN)]
+    gos = [(C.GO, i) for i in range(FAN_IN) for _ in range(GO_COPIES)]
+    assert [(m.ctype, m.worker) for m, _ in ctl.sent] == gos
     legit = contributions(2)
     rnd.shuffle(legit)
     data.inbox.extend(legit)
