@@ -554,6 +554,22 @@ def test_switch_restart_resyncs(rig: Rig) -> None:
     assert rig.sw.read_entries() == want
 
 
+def test_a_restarted_switch_gets_back_the_homes_it_held(rig: Rig) -> None:
+    """ESA's homes stay where they are when a job leaves, so they are not
+    what a layout from nothing gives; a switch restarted empty is given
+    back the homes it lost, not a new layout."""
+    for job in (1, 2, 3):
+        workers = [f"h{3 * job - 2}", f"h{3 * job - 1}"]
+        rig.call("Admit", job=job, workers=workers, ps=[f"h{3 * job}"], priority=job)
+    rig.call("Remove", job=2)
+    want = rig.sw.read_entries()
+    assert [(want.jobs[j].part_base, want.jobs[j].part_size) for j in (1, 3)] == [(0, 21), (42, 22)]
+    rig.sw.restart()
+    rig.sw.closed = True
+    assert rig.ctl.sync() == want.count()  # the policy ESA is a restart's default
+    assert rig.sw.read_entries() == want
+
+
 def test_controller_restart_reconciles(rig: Rig) -> None:
     rig.call("Admit", job=1, workers=["h1", "h2"], ps=["h3"], priority=1)
     rig.call("Admit", job=2, workers=["h4", "h5"], ps=["h6"], size=1000)

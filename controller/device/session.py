@@ -12,6 +12,7 @@ alone.  Callers serialise access (the controller's lock).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 
 from controller.device.entries import SwitchEntries
@@ -25,6 +26,15 @@ Connector = Callable[[], Switch]
 Planner = Callable[[SwitchEntries], SwitchEntries]
 """The entries the switch should hold, given those it holds (fixed static
 partitions stay where the switch has them)."""
+
+
+def remembered(held: SwitchEntries, applied: SwitchEntries) -> SwitchEntries:
+    """What the switch holds, and for each job it lost (a switch restarted
+    empty) the entry this session last wrote: the plan keeps a job's home
+    where the switch had it before the restart, as it keeps one the switch
+    still holds, so a restart gives back the entries it lost, not a new
+    layout."""
+    return dataclasses.replace(held, jobs=applied.jobs | held.jobs)
 
 
 class SwitchSession:
@@ -44,9 +54,9 @@ class SwitchSession:
         if self.switch is None:
             self.switch = self.connector()
         try:
-            self.applied = self.switch.read_entries()
-            want = plan(self.applied)
-            n = reconcile(self.switch, want, self.applied)
+            held = self.switch.read_entries()
+            want = plan(remembered(held, self.applied))
+            n = reconcile(self.switch, want, held)
         except SwitchUnavailable:
             self.drop()
             raise
