@@ -181,7 +181,7 @@ def run_one(task: Task) -> list[dict[str, object]]:
     if model == "packet":
         sim = PacketSim(specs, red.point.pool, scheme, red.point.net(), seed)
         jct = sim.run()
-        timeouts = sum(w.retransmits for job in sim.jobs.values() for w in job.workers)
+        timeouts = sim.retransmits()
     else:
         jct = run_scenario(specs, red.point.pool, scheme, red.point.net(), model, seed)
     packets = sum(s.workers * s.chunks * s.iterations for s in specs)

@@ -244,6 +244,10 @@ class HostSim:
             jid: (job.finish or 0.0) * 1e-9 - job.spec.arrival_s for jid, job in self.jobs.items()
         }
 
+    def retransmits(self) -> int:
+        """Every worker's retransmission timeouts, summed over the jobs."""
+        return sum(w.retransmits for job in self.jobs.values() for w in job.workers)
+
     def _arrive(self, jid: int) -> None:
         if self._request(jid):
             self._admit([jid])

@@ -52,7 +52,7 @@ def test_same_jcts_as_before(scheme: str) -> None:
 def test_timers_fire_in_the_case() -> None:
     sim = PacketSim(packet_rate.jobs(), packet_rate.POOL, Scheme.ATP, packet_rate.NET)
     sim.run()
-    assert sum(w.retransmits for job in sim.jobs.values() for w in job.workers) == 361
+    assert sim.retransmits() == 361
 
 
 PULLS = {"esa-aging": 80, "atp": 358, "static-bdp": 0}
