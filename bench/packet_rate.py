@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from esa import arguments
 from esa.job import JobSpec
@@ -49,7 +50,7 @@ def jobs() -> list[JobSpec]:
     ]
 
 
-def measure(schemes: list[str]) -> dict[str, dict[str, object]]:
+def measure(*schemes: str) -> dict[str, dict[str, object]]:
     """Per scheme: packets the switch processed, CPU and wall seconds, JCTs."""
     out: dict[str, dict[str, object]] = {}
     for name in schemes:
@@ -80,19 +81,19 @@ def ref_tree(ref: str | None) -> Iterator[str | None]:
         yield tree
 
 
-def at_tree(tree: str, schemes: list[str]) -> dict[str, dict[str, object]]:
-    """``measure`` on another tree: this file run with that tree first on the path."""
-    env = dict(os.environ, PYTHONPATH=tree)
+def on_tree(tree: str, path: str, function: str, *args: str) -> Any:
+    """``function(*args)`` of the module file at ``path`` (of this tree), run
+    in a subprocess with ``tree`` first on the path, so its ``sim`` and
+    ``esa`` are that tree's; its JSON result."""
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, __file__, *schemes],
-        env=env,
+        [sys.executable, "-c", _CHILD, path, function, *args],
+        env=dict(os.environ, PYTHONPATH=tree),
         cwd=tree,
         check=True,
         capture_output=True,
         text=True,
     )
-    result: dict[str, dict[str, object]] = json.loads(done.stdout)
-    return result
+    return json.loads(done.stdout)
 
 
 def fastest(rounds: list[dict[str, dict[str, object]]]) -> dict[str, dict[str, object]]:
@@ -108,12 +109,12 @@ def fastest(rounds: list[dict[str, dict[str, object]]]) -> dict[str, dict[str, o
 
 _CHILD = (
     "import importlib.util, json, sys\n"
-    "spec = importlib.util.spec_from_file_location('packet_rate', sys.argv[1])\n"
+    "spec = importlib.util.spec_from_file_location('on_tree', sys.argv[1])\n"
     "mod = importlib.util.module_from_spec(spec)\n"
     "spec.loader.exec_module(mod)\n"
-    "print(json.dumps(mod.measure(sys.argv[2:])))\n"
+    "print(json.dumps(getattr(mod, sys.argv[2])(*sys.argv[3:])))\n"
 )
-"""Loads this file by path, so its ``sim`` and ``esa`` are the other tree's."""
+"""``on_tree``'s child: loads a module by path and prints a function's result."""
 
 
 def rate(run: dict[str, object]) -> float:
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     with ref_tree(args.ref) as tree:
         for _ in range(args.rounds):
             if tree is not None:
-                befores.append(at_tree(tree, args.schemes))
-            afters.append(measure(args.schemes))
+                befores.append(on_tree(tree, __file__, "measure", *args.schemes))
+            afters.append(measure(*args.schemes))
     before = fastest(befores) if befores else None
     after = fastest(afters)
     if before is not None:

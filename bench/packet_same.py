@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 
 from esa.job import JobSpec
@@ -75,16 +72,6 @@ def outcomes() -> dict[str, object]:
     return out
 
 
-_CHILD = (
-    "import importlib.util, json, sys\n"
-    "spec = importlib.util.spec_from_file_location('packet_same', sys.argv[1])\n"
-    "mod = importlib.util.module_from_spec(spec)\n"
-    "spec.loader.exec_module(mod)\n"
-    "print(json.dumps(mod.outcomes()))\n"
-)
-"""Loads this file by path, so its ``sim`` and ``esa`` are the other tree's."""
-
-
 def differing(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
     """The runs whose outcomes differ, or that only one tree ran."""
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
@@ -96,18 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # here, not at the top: the other tree loads this file, and its
     # bench.packet_rate may have no ref_tree
-    from bench.packet_rate import ref_tree
+    from bench.packet_rate import on_tree, ref_tree
 
     with ref_tree(args.ref) as tree:
-        done = subprocess.run(
-            [sys.executable, "-c", _CHILD, __file__],
-            env=dict(os.environ, PYTHONPATH=str(tree)),
-            cwd=tree,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-    before = json.loads(done.stdout)
+        assert tree is not None  # --ref is required
+        before = on_tree(tree, __file__, "outcomes")
     after = json.loads(json.dumps(outcomes()))
     differ = differing(before, after)
     print(f"{len(after)} runs; {len(after) - len(differ)} the same as at {args.ref}")

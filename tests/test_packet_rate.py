@@ -45,7 +45,7 @@ controller keeps a running job's home in place when another finishes
 
 @pytest.mark.parametrize("scheme", sorted(BEFORE))
 def test_same_jcts_as_before(scheme: str) -> None:
-    runs = packet_rate.measure([scheme])
+    runs = packet_rate.measure(scheme)
     assert runs[scheme]["jct"] == BEFORE[scheme]
 
 
