@@ -9,7 +9,8 @@ ports, links); ``switches`` picks the switch and its program; ``world``
 builds the network, a switch process per switch of the fabric, and the
 controller, ``links`` applies link properties and ``capture`` records the
 ports where the switch does not; ``batch`` runs the schemes and ``prompt`` is
-the mininet> prompt; ``jobs`` launches and follows the PSes and workers, ``faults``
+the mininet> prompt; ``jobs`` launches and follows the PSes and workers
+(``lines`` reads what they write), ``faults``
 and ``inject`` carry out the requested failures, ``timeline`` samples the
 slot pool, ``verify`` checks the sums and ``report`` prints and writes the
 results.

@@ -22,7 +22,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from esa import progress
 from esa.job import JobSpec
@@ -30,6 +30,7 @@ from runner import stall, torchjobs, verify
 from runner.ctl import Ctl
 from runner.faults import Fault
 from runner.inject import FaultEvent, Injector
+from runner.lines import Lines
 from runner.network import JobHosts
 from runner.report import JobResult
 from runner.scenario import TORCH, Scenario
@@ -134,7 +135,9 @@ class Runner:
         self.specs = specs
         self.t0, self.live = t0, live
         self.jobs: dict[int, RunningJob] = {}
-        self.streams: dict[IO[str], tuple[int, int]] = {}
+        self.streams: dict[int, tuple[int, int]] = {}
+        """each worker's stdout descriptor: (job, worker index)."""
+        self.reader = Lines()
         self.events: dict[int, dict[str, int]] = {}
         self.next_draw = 0.0
         self.bar = progress.bar(
@@ -161,7 +164,7 @@ class Runner:
             p = self.world.popen(m.name, cmd, log.name)
             job.workers[m.index] = RunningWorker(m.index, p, log)
             if p.stdout is not None:
-                self.streams[p.stdout] = (spec.job, m.index)
+                self.streams[p.stdout.fileno()] = (spec.job, m.index)
         self.jobs[spec.job] = job
         self._say(f"job {spec.job}: started")
 
@@ -195,8 +198,8 @@ class Runner:
                     self.arrive(pending.pop(0))
                 if self.streams:
                     ready, _, _ = select.select(list(self.streams), [], [], 0.2)
-                    for stream in ready:
-                        self._line(stream)
+                    for fd in ready:
+                        self._read(fd)
                 else:
                     time.sleep(0.2)
                 for job in self.jobs.values():
@@ -209,16 +212,21 @@ class Runner:
         finally:
             self.bar.close()
 
-    def _line(self, stream: IO[str]) -> None:
-        job_id, index = self.streams[stream]
+    def _read(self, fd: int) -> None:
+        """Every line a worker wrote since the last read (``runner.lines``)."""
+        job_id, index = self.streams[fd]
         job = self.jobs[job_id]
         w = job.workers[index]
-        line = stream.readline()
-        if not line:
-            del self.streams[stream]
+        whole, ended = self.reader.take(fd)
+        for line in whole:
+            self._line(job_id, job, w, line)
+        if ended:
+            del self.streams[fd]
             w.open = False
             w.proc.wait()
-        elif line.startswith(("iter ", STEP, EPOCH)):
+
+    def _line(self, job_id: int, job: RunningJob, w: RunningWorker, line: str) -> None:
+        if line.startswith(("iter ", STEP, EPOCH)):
             if line.startswith(EPOCH):
                 w.epochs += 1
             else:

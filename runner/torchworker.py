@@ -43,6 +43,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from runner.lines import Lines
+
 EPOCH = "epoch "
 """how the lines start that the run counts as epochs (``--epochs``)."""
 STEP = "step "
@@ -127,19 +129,15 @@ class Relay:
 
 def pump(handlers: dict[int, Callable[[str], None]]) -> None:
     """Hand every line read from each descriptor to its handler, until all end."""
-    pending = {fd: b"" for fd in handlers}
-    while pending:
-        ready, _, _ = select.select(list(pending), [], [])
+    lines, open_fds = Lines(), set(handlers)
+    while open_fds:
+        ready, _, _ = select.select(list(open_fds), [], [])
         for fd in ready:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                rest = pending.pop(fd)
-                if rest:
-                    handlers[fd](rest.decode(errors="replace"))
-                continue
-            *lines, pending[fd] = (pending[fd] + data).split(b"\n")
-            for line in lines:
-                handlers[fd](line.decode(errors="replace").rstrip("\r"))
+            whole, ended = lines.take(fd)
+            for line in whole:
+                handlers[fd](line)
+            if ended:
+                open_fds.discard(fd)
 
 
 def run(command: Sequence[str], epochs: bool) -> int:

@@ -77,8 +77,11 @@ def test_make_run_without_the_toolchain_completes_on_the_reference_switch(
     with (out / "slots.csv").open() as f:
         samples = list(csv.DictReader(f))
     held = [int(s["slots"]) for s in samples]
-    assert min(held) >= 0, "the reference switch serves its slot registers over P4Runtime"
-    assert max(held) > 0
+    # every sample read the registers; whether one caught a slot held is
+    # the machine's timing (a slot lives microseconds under ESA), so what
+    # the registers hold is checked exactly in tests/test_refswitch.py,
+    # test_the_run_timeline_reads_the_slots_over_p4runtime
+    assert held and min(held) >= 0, "the reference switch serves its slot registers over P4Runtime"
     assert max(int(s["completed"]) for s in samples) > 0
     assert (out / "slots.png").stat().st_size > 0
     switch_log = (out / "logs" / "esa" / "s1.log").read_text()
