@@ -16,8 +16,9 @@ through the switch), sums what reaches it.  The test checks
 
 - **G**: no contribution of a chunk any piece of which went from a slot to
   the PS (a fallback or a partial) starts a partial again in a slot whose
-  marker it reads (its slot; under rule L its home and its borrowed
-  slot), unless a chunk of another job went from that slot to the PS since:
+  marker it reads (its slots, ``SwitchModel.choices``: h; under ESA its
+  second h'; under rule L its borrowed slot g), unless a chunk of another
+  job went from that slot to the PS since:
   the residual case of a shared slot, whose marker keeps one job, and
   under rule L of a guest evicted from a home.  Which slot a piece left is
   the one its chunk held (``SwitchModel.holding``) or, for an evicted
@@ -39,7 +40,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from esa import wire
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel, borrowed_slot
+from esa.model import JobConfig, Out, Packet, Result, SwitchModel
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
@@ -170,14 +171,8 @@ class FaultyNetwork(RuleBasedStateMachine):
 
     def markers(self, job: int, seq: int) -> set[int]:
         """The slots whose markers a contribution of the chunk reads: its
-        slot, and under rule L its borrowed slot."""
-        cfg = self.jobs[job].cfg
-        home = self.sw.slot_index(job, seq, cfg)
-        assert home is not None
-        if not self.sw.lends(cfg):
-            return {home}
-        g = borrowed_slot(job, seq, self.sw.pool_size, cfg.part_base, cfg.part_size)
-        return {home} if g is None else {home, g}
+        ``choices`` (h; under ESA h'; under rule L g)."""
+        return set(self.sw.choices(job, seq, self.jobs[job].cfg))
 
     def went(self, slot: int, job: int, seq: int) -> None:
         """A piece of chunk (job, seq) went from ``slot`` to the PS."""
@@ -226,7 +221,7 @@ class FaultyNetwork(RuleBasedStateMachine):
                     f"G: chunk ({pkt.job}, {pkt.seq}) started a partial in slot {after} "
                     f"({res.verdict.name}) after a piece of it went to the PS from slot {slot}"
                 )
-        lends = self.sw.lends(self.jobs[pkt.job].cfg)
+        one_marker = len(self.markers(pkt.job, pkt.seq)) == 1
         for out in res.outputs:
             p = out.packet
             if out.to is Out.PS and p.ptype in (PacketType.FALLBACK, PacketType.PARTIAL):
@@ -234,10 +229,10 @@ class FaultyNetwork(RuleBasedStateMachine):
                     self.went(after, p.job, p.seq)  # evicted from the slot C took
                 elif p.ptype is PacketType.PARTIAL:
                     self.went(before, p.job, p.seq)  # flushed from its slot
-                elif not lends or self.sw.events(p.job)[Event.FOLLOWED] == followed:
-                    # it falls back, marked at its slot, rule L's home (S8,
-                    # L6), or covered there already (S13; under rule L the
-                    # marker covering it may be at either slot, L3)
+                elif one_marker or self.sw.events(p.job)[Event.FOLLOWED] == followed:
+                    # it falls back, marked at its slot h (S8, L6), or
+                    # covered there already (S13; a chunk of two or three
+                    # slots may find the marker covering it at any, L3)
                     home = self.sw.slot_index(p.job, p.seq, self.jobs[p.job].cfg)
                     assert home is not None
                     self.went(home, p.job, p.seq)
