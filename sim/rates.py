@@ -79,6 +79,12 @@ DAMP_FLOOR = 1 / 1024
 """A flow's rate, share to the PS or slot count whose step turned back
 halves its own step, down to this."""
 BLOCK_CAP = 0.99
+TAIL = 1e-7
+"""``laps_held`` stops where a chunk's odds of still holding its slot fall below this."""
+LAPS_CAP = 100_000
+"""and looks no further than this many chunks ahead."""
+PAIR_EXACT = 256
+"""``pair_blocked`` solves its chain exactly up to this many steps of hold."""
 LINE_RAMP = 0.02
 ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
 """``scipy.optimize.root``'s methods a solve tries, in order, after its
@@ -285,23 +291,87 @@ def blocked_integral(pool: int) -> list[float]:
     return [0.0, *np.cumsum(share).tolist()]
 
 
-def modulo_blocked(home: int, gap: float, hold: float, workers: float, jitter: float) -> float:
-    """Share of a job's chunks that find their slot in its home held by its
-    own chunk ``home`` seqs back, where chunk ``seq`` lands on slot ``seq
-    mod home`` and chunks are sent ``gap`` ns apart: the share whose slot is
-    held longer than ``home * gap``.  A chunk's hold is ``hold`` (the mean
-    of the solve, ``SolveConstants.hold``) less the mean range of its
-    workers' exponential spread, plus that range drawn: the range of
-    ``workers`` exponentials of mean ``jitter`` is distributed as the
-    largest of ``workers - 1`` of them.  Without spread, a step."""
+def held_past(t: np.ndarray, hold: float, workers: float, jitter: float) -> np.ndarray:
+    """Odds that a chunk still holds its slot ``t`` ns after its first
+    contribution.  A chunk's hold is ``hold`` (the mean of the solve,
+    ``SolveConstants.hold``) less the mean range of its workers'
+    exponential spread, plus that range drawn: the range of ``workers``
+    exponentials of mean ``jitter`` is distributed as the largest of
+    ``workers - 1`` of them.  Without spread, a step."""
     k = workers - 1.0
     if jitter <= 0.0 or k < 1.0:
-        return 1.0 if hold > home * gap else 0.0
-    fixed = hold - spread_range_ns(jitter, int(workers))
-    room = home * gap - (fixed if fixed > 0.0 else 0.0)
-    if room <= 0.0:
-        return 1.0
-    return 1.0 - math.pow(-math.expm1(-room / jitter), k)
+        return (hold > t).astype(float)
+    fixed = max(hold - spread_range_ns(jitter, int(workers)), 0.0)
+    room = np.maximum(t - fixed, 0.0)
+    return 1.0 - np.power(-np.expm1(-room / jitter), k)
+
+
+def laps_held(step: float, hold: float, workers: float, jitter: float) -> np.ndarray:
+    """``out[n]``: the odds that a chunk holds its slot past exactly ``n``
+    of the instants ``step``, ``2 step``, ... after its first contribution
+    (the chunks that come to its slots in that time), up to where the
+    odds fall below ``TAIL``; the last entry takes the rest."""
+    k = max(workers - 1.0, 1.0)
+    reach = hold if jitter <= 0.0 or workers < 2.0 else hold + jitter * math.log(k / TAIL)
+    top = min(int(reach / step) + 1, LAPS_CAP)
+    past = held_past(step * np.arange(1, top + 1), hold, workers, jitter)
+    past[-1] = 0.0
+    return -np.diff(past, prepend=1.0)
+
+
+def modulo_blocked(
+    home: int, gap: float, hold: float, workers: float, jitter: float, free: float = 1.0
+) -> float:
+    """Share of a job's chunks, sent ``gap`` ns apart, kept out of both
+    their slots in its home: chunk ``seq``'s slot h is ``seq mod home`` and
+    its second slot h' is ``(seq + home // 2) mod home``
+    (``esa.model.home_second``), so the chunks ``home / 2`` apart share a
+    pair of slots, one of which each takes if it is free: a loss system of
+    two slots, a chunk every ``home / 2 * gap`` ns (``pair_blocked``); a
+    home of one slot has no h', a loss system of one (``lap_blocked``).
+    Another job's chunks hold each slot but ``free`` of the time,
+    independently; a chunk kept out by its own takes no slot."""
+    if home < 2:
+        own = lap_blocked(laps_held(home * gap, hold, workers, jitter))
+    else:
+        own = pair_blocked(laps_held(home * gap / 2, hold, workers, jitter))
+    return 1.0 - free * (1.0 - own)
+
+
+def lap_blocked(laps: np.ndarray) -> float:
+    """One slot, a chunk every step, each chunk's hold past ``n`` steps with
+    odds ``laps[n]`` (``laps_held``): a taken slot keeps out the next ``n``
+    chunks, so of ``1 + E[n]`` chunks one takes the slot (a renewal)."""
+    kept = float(np.arange(len(laps)) @ laps)
+    return kept / (1.0 + kept)
+
+
+def pair_blocked(laps: np.ndarray) -> float:
+    """Two slots, a chunk every step, each chunk's hold past ``n`` steps with
+    odds ``laps[n]``: exact on the lattice of arrivals.  When a chunk takes a
+    slot, the other stays held for ``b`` more chunks; the next ``min(n, b)``
+    are kept out and the one after takes the slot freed first, the other
+    then held ``|n - b| - 1`` more (none if that is negative).  Over the
+    stationary ``b`` of that chain, ``min(n, b)`` of every ``1 + min(n,
+    b)`` chunks are kept out.  Past ``PAIR_EXACT`` steps the chain is too
+    large to solve and the slots too busy to be free together: each taken
+    slot keeps out ``n`` chunks, two slots ``1 - 2 / (1 + E[n])``."""
+    top = len(laps) - 1
+    n = np.arange(top + 1)
+    if top > PAIR_EXACT:
+        return max(0.0, 1.0 - 2.0 / (1.0 + float(n @ laps)))
+    b = n[:, None]
+    nxt = np.maximum(np.abs(n[None, :] - b) - 1, 0)
+    step = np.bincount(
+        (b * (top + 1) + nxt).ravel(), np.broadcast_to(laps, nxt.shape).ravel(), (top + 1) ** 2
+    ).reshape(top + 1, top + 1)
+    system = step.T - np.eye(top + 1)
+    system[-1, :] = 1.0
+    rhs = np.zeros(top + 1)
+    rhs[-1] = 1.0
+    stationary = np.linalg.solve(system, rhs)
+    kept = float(stationary @ (np.minimum(n[None, :], b) @ laps))
+    return kept / (1.0 + kept)
 
 
 def self_blocked_mean(pool: int, held: float) -> float:
@@ -889,13 +959,15 @@ def fallback_shares(
     lent, f_b, new_to_ps, span = s.lent, s.f_b, s.new_to_ps, s.span
     for i in range(len(rate)):
         t_blk, t_idle, _, span[i] = s.holds[i]
+        free = math.exp(log_free[i] - logs[i])
         if unlimited:
-            own = 0.0
+            b = 1 - free
         elif modulo:
-            own = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter)
+            b = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter, free)
         else:
-            own = self_blocked_mean(int(pool), rate[i] * t_blk)
-        b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
+            b = 1 - free * (1 - self_blocked_mean(int(pool), rate[i] * t_blk))
+            if not atp:  # ESA's second hash: an independent second slot
+                b *= b
         b = b if b < BLOCK_CAP else BLOCK_CAP
         # kept out, and a guest elsewhere
         lent[i] = b * lent_share(s.offers[i], b, rate[i] * t_blk)

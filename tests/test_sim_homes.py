@@ -13,6 +13,7 @@ from runner import scenario as scn
 from sim import fluid, homes, packet
 from sim.calibrate import SPREAD
 from sim.control import Partitions
+from sim.headroom import placement_loss, spread_holds
 from sim.params import spread_max_ns, spread_range_ns
 from sim.rates import (
     CONVERGED,
@@ -83,10 +84,12 @@ def test_with_lagging_workers_homes_beat_the_equal_split_and_hashing_loses() -> 
     home, so ESA places chunks as the equal split does until a job
     finishes, where the equal split recuts the others' partitions (their
     chunks in flight strand) and ESA's homes stay put; hashing lets the
-    jobs' held slots collide."""
+    jobs' held slots collide, which a chunk's second hashed slot makes
+    rarer (6.37 s against the homes' 6.10 s, where one slot was 20 %
+    behind)."""
     avg = homes.compare(ROOMY, 10.0)
     assert avg["esa homes"] < avg["static-equal"]
-    assert avg["esa hashed"] > 1.2 * avg["esa homes"]
+    assert avg["esa hashed"] > 1.03 * avg["esa homes"]
 
 
 def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
@@ -104,13 +107,33 @@ def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
     assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.9 * lagging["esa hashed"]
 
 
-def test_modulo_blocked_is_a_step_without_spread_and_falls_with_the_home() -> None:
-    # 100 chunks 10 ns apart: a home of 100 slots is held 1 us per lap
+def test_modulo_blocked_without_spread_counts_the_chunks_each_hold_keeps_out() -> None:
+    # 100 chunks 10 ns apart: chunks 50 apart share a pair of slots, one
+    # every 500 ns; a hold under 1 us leaves the other slot free
     assert modulo_blocked(100, 10.0, 999.0, 8, 0.0) == 0.0
-    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0) == 1.0
+    # held past two of them: of every three chunks at the pair, one is kept out
+    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0) == pytest.approx(1 / 3)
+    # a home of one slot: a chunk every 10 ns, each held 25 ns, keeps two out
+    assert modulo_blocked(1, 10.0, 25.0, 8, 0.0) == pytest.approx(2 / 3)
+    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0, free=0.5) == pytest.approx(1 - 0.5 * 2 / 3)
     shares = [modulo_blocked(h, 15.0, 2600.0, 8, 1000.0) for h in (64, 128, 256, 512, 1024)]
     assert shares == sorted(shares, reverse=True)
-    assert shares[0] > 0.9 and 0.0 < shares[-1] < 1e-3
+    assert shares[0] > 0.6 and 0.0 < shares[-1] < 1e-3
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8, 32])
+@pytest.mark.parametrize("laps", [0.1, 0.5, 1.0, 1.5, 2.0])
+def test_modulo_blocked_is_the_placement_of_h_then_h_prime(workers: int, laps: float) -> None:
+    """Against ``sim.headroom.placement_loss``, which places 100,000 chunks
+    one by one on ``seq mod s``, else ``(seq + s // 2) mod s``, each held
+    for the range of its workers' spread: an even home of ``laps`` mean
+    holds (the model's chain is exact there, up to the draws)."""
+    jitter, gap = 1000.0, 14.64
+    holds = spread_holds(workers, jitter, 100_000)
+    mean = float(holds.mean())
+    home = max(2, 2 * round(laps * mean / gap / 2))
+    _, _, placed = placement_loss(holds, gap, home)
+    assert modulo_blocked(home, gap, mean, workers, jitter) == pytest.approx(placed, abs=0.005)
 
 
 @settings(max_examples=200, deadline=None)
