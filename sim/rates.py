@@ -85,6 +85,9 @@ LAPS_CAP = 100_000
 """and looks no further than this many chunks ahead."""
 PAIR_EXACT = 256
 """``pair_blocked`` solves its chain exactly up to this many steps of hold."""
+RESTART = 1e-6
+"""``pair_blocked``'s odds per chunk that its chain starts again from two free slots."""
+"""``pair_blocked`` solves its chain exactly up to this many steps of hold."""
 LINE_RAMP = 0.02
 ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
 """``scipy.optimize.root``'s methods a solve tries, in order, after its
@@ -365,6 +368,11 @@ def pair_blocked(laps: np.ndarray) -> float:
     step = np.bincount(
         (b * (top + 1) + nxt).ravel(), np.broadcast_to(laps, nxt.shape).ravel(), (top + 1) ** 2
     ).reshape(top + 1, top + 1)
+    # a chance in a million per chunk of starting again from both slots
+    # free: without spread the chain may have several closed classes (and
+    # cycle), and the run starts from free slots
+    step = (1.0 - RESTART) * step
+    step[:, 0] += RESTART
     system = step.T - np.eye(top + 1)
     system[-1, :] = 1.0
     rhs = np.zeros(top + 1)
