@@ -15,6 +15,7 @@ from sim.calibrate import SPREAD
 from sim.control import Partitions
 from sim.headroom import placement_loss, spread_holds
 from sim.params import spread_max_ns, spread_range_ns
+from sim.placement import modulo_blocked
 from sim.rates import (
     CONVERGED,
     Flow,
@@ -22,7 +23,6 @@ from sim.rates import (
     SolveConstants,
     lend_offers,
     lent_share,
-    modulo_blocked,
     solve,
 )
 from sim.sweep import REGIMES

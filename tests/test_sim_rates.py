@@ -13,15 +13,13 @@ from esa.model import slot_hash
 from esa.schemes import Scheme
 from sim import rates
 from sim.params import Net
+from sim.placement import reuse_distances, self_blocked, self_blocked_mean
 from sim.rates import (
     CONVERGED,
     Flow,
     NotConverged,
     Parked,
     SolveConstants,
-    reuse_distances,
-    self_blocked,
-    self_blocked_mean,
     solve,
 )
 
