@@ -230,8 +230,13 @@ class Slot:
     state: int = 0
     gone: int = 0
     """the marker: owner key of the highest-seq chunk of a job that went
-    from this slot to the PS; it covers that job's seqs up to
-    ``GONE_SPAN - 1`` behind it (``mark_gone``, ``esa.spec.gone_covers``)."""
+    from this slot to the PS by a packet of its own; it covers that job's
+    seqs up to ``GONE_SPAN - 1`` behind it (``mark_gone``,
+    ``esa.spec.gone_covers``)."""
+    evicted: int = 0
+    """the victims' marker, kept as ``gone`` is: the chunks whose partial a
+    chunk of another job took this slot from (S10, S11, L4;
+    ``mark_evicted``), so that the taker's own markings never replace it."""
     values: list[int] = field(default_factory=lambda: [0] * wire.K)
 
 
@@ -241,6 +246,18 @@ def mark_gone(slot: Slot, key: int) -> None:
     marker that already covers ``key`` stays; any other is replaced."""
     if not gone_covers(slot.gone, key):
         slot.gone = key
+
+
+def mark_evicted(slot: Slot, key: int) -> None:
+    """``mark_gone`` in the victims' marker: a chunk of another job took
+    ``slot`` from chunk ``key``, whose partial went to its PS."""
+    if not gone_covers(slot.evicted, key):
+        slot.evicted = key
+
+
+def covered(slot: Slot, key: int) -> bool:
+    """Either marker of ``slot`` covers chunk ``key`` (S13, L3)."""
+    return gone_covers(slot.gone, key) or gone_covers(slot.evicted, key)
 
 
 class Result(NamedTuple):
@@ -421,7 +438,7 @@ class SwitchModel:
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
-        if gone_covers(slot.gone, key):
+        if covered(slot, key):
             self._count(pkt.job, FOLLOWED_E)
             return self._fallback(pkt)
         return self._other(pkt, cfg, slot, key, now)
@@ -512,7 +529,7 @@ class SwitchModel:
             return self._own(pkt, cfg, first, key, now)
         if second.owner == key:
             return self._own(pkt, cfg, second, key, now)
-        if gone_covers(first.gone, key) or gone_covers(second.gone, key):
+        if covered(first, key) or covered(second, key):
             self._count(pkt.job, FOLLOWED_E)
             return self._fallback(pkt)
         if pkt.flags & RETX:
@@ -549,9 +566,9 @@ class SwitchModel:
         if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
         if (
-            gone_covers(home.gone, key)
-            or (half is not None and gone_covers(half.gone, key))
-            or (guest is not None and gone_covers(guest.gone, key))
+            covered(home, key)
+            or (half is not None and covered(half, key))
+            or (guest is not None and covered(guest, key))
         ):
             self._count(pkt.job, FOLLOWED_E)  # L3
             return self._fallback(pkt)
@@ -599,13 +616,18 @@ class SwitchModel:
         victim_event: Event | None,
     ) -> Result:
         """S9-S11, L4-L5: C starts the slot; a holder's partial (unless DONE)
-        goes to its PS, its chunk marked."""
+        goes to its PS, its chunk marked: in the victims' marker when C is
+        of another job, whose own markings there would replace ``gone``."""
         outputs: tuple[Output, ...] = ()
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & DONE:
                 outputs = (Output(TO_PS, self._result(slot, slot.values, PARTIAL)),)
-                mark_gone(slot, slot.owner)
+                victim = slot.owner
+                if victim >> 32 != pkt.job:
+                    mark_evicted(slot, victim)
+                else:
+                    mark_gone(slot, victim)
         if verdict is PREEMPT_V:
             self._count(pkt.job, Event.PREEMPT_WON)
         self._count(pkt.job, AGGREGATED)

@@ -601,8 +601,34 @@ def test_a_chunk_without_a_home_preempts_at_its_second_hash_and_follows_its_mark
     assert [(o.to, o.packet.ptype, o.packet.job, o.packet.seq) for o in res.outputs] == [
         (Out.PS, PacketType.PARTIAL, LOW, low)
     ]
-    assert sw.slots[h2].gone == owner_key(LOW, low)
+    assert (sw.slots[h2].gone, sw.slots[h2].evicted) == (0, owner_key(LOW, low))
     assert sw.process(contrib(HIGH, seq, 1), 2).verdict is Verdict.COMPLETE
     res = sw.process(contrib(LOW, low, 1), 3)
     assert res.verdict is Verdict.FALLBACK
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
+
+
+def test_a_preempted_chunk_follows_after_the_preempting_job_marks_its_slot() -> None:
+    """S11's victim is marked in the victims' marker, which the preempting
+    job's own markings never replace: HIGH's chunk preempts LOW's at h' and
+    completes; a retransmission of HIGH's chunk of slot h' falls back
+    there (S8), marking h''s marker; LOW's chunk, its one slot h' free
+    again, follows its partial instead of claiming a partial that could
+    never complete."""
+    sw = switch()
+    seq, h, h2 = two_slots(HIGH)
+    mine, low = seq_in(HIGH, h), seq_in(LOW, h2)
+    sw.process(contrib(HIGH, mine, 0), 0)
+    sw.process(contrib(LOW, low, 0, 5), 0)
+    assert sw.process(contrib(HIGH, seq, 0), 1).verdict is Verdict.PREEMPT
+    assert sw.process(contrib(HIGH, seq, 1), 2).verdict is Verdict.COMPLETE
+    other = seq_in(HIGH, h2)
+    assert sw.process(contrib(HIGH, other, 0, flags=Flag.RETX), 3).verdict is Verdict.FALLBACK
+    slot = sw.slots[h2]
+    assert (slot.owner, slot.gone, slot.evicted) == (0, owner_key(HIGH, other), owner_key(LOW, low))
+    res = sw.process(contrib(LOW, low, 1, 6), 4)
+    assert [(o.to, o.packet.ptype, o.packet.job, o.packet.seq) for o in res.outputs] == [
+        (Out.PS, PacketType.FALLBACK, LOW, low)
+    ]
+    assert sw.slots[h2].owner == 0
     assert sw.events(LOW)[Event.FOLLOWED] == 1

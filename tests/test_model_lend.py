@@ -72,6 +72,11 @@ def busy(sw: SwitchModel, job: int, slot: int, now: int = 0) -> None:
     assert sw.process(contrib(job, seq_at(job, slot), 0), now).verdict is Verdict.CLAIM
 
 
+def markers(sw: SwitchModel, idx: int) -> tuple[int, int]:
+    """The slot's marker and its victims' marker (``Slot.gone``, ``Slot.evicted``)."""
+    return sw.slots[idx].gone, sw.slots[idx].evicted
+
+
 def owner(sw: SwitchModel, idx: int) -> tuple[int, int] | None:
     o = sw.slots[idx].owner
     return (o >> 32, o & 0xFFFFFFFF) if o else None
@@ -149,7 +154,7 @@ def test_a_home_of_the_whole_pool_evicts_its_guests_and_never_lends() -> None:
     res = sw.process(contrib(A, busy, 0, 3), 2)
     assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, busy, 0b01, vals(3))]
     assert [owner(sw, i) for i in range(POOL)].count(None) == POOL - 2
-    assert sw.slots[idx].gone == owner_key(A, busy)
+    assert markers(sw, idx) == (owner_key(A, busy), owner_key(B, hashed))
     assert counts(sw, A) == {Event.AGGREGATED: 2, Event.PREEMPT_WON: 1, Event.FALLBACK: 1}
     assert counts(sw, B) == {Event.AGGREGATED: 1, Event.GUEST_EVICTED: 1}
 
@@ -247,7 +252,7 @@ def test_l4_the_owner_evicts_a_guest_of_no_higher_priority_and_the_guest_follows
     assert res.verdict is Verdict.PREEMPT
     assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, guest, 0b01, vals(7))]
     assert owner(sw, 5) == (B, owner_seq)
-    assert sw.slots[5].gone == owner_key(A, guest)
+    assert markers(sw, 5) == (0, owner_key(A, guest))
     # L3 at g: A's chunk finds neither its piece nor its home free, and follows
     res = sw.process(contrib(A, guest, 1, 9), 3)
     assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, guest, 0b10, vals(9))]
@@ -259,6 +264,35 @@ def test_l4_the_owner_evicts_a_guest_of_no_higher_priority_and_the_guest_follows
         Event.FOLLOWED: 1,
     }
     assert counts(sw, B) == {Event.AGGREGATED: 2, Event.PREEMPT_WON: 1}
+
+
+def test_an_evicted_guest_follows_after_the_owner_falls_back_at_its_slot() -> None:
+    """The guest's marker outlives the owner's own markings: B evicts A's
+    guest from slot 5 (L4), marked in slot 5's victims' marker; B's next
+    chunk of home slot 5 finds 5 and 7 busy and its g (slot 3) held, and
+    falls back marked in slot 5's marker (L6); A's home frees.  The guest
+    chunk's next contribution follows its partial (L3) instead of claiming
+    its free home slot, where it could never complete."""
+    sw = switch()
+    held, guest = seq_at(A, 1, 12), seq_at(A, 1, 5)
+    sw.process(contrib(A, held, 0), 0)
+    busy(sw, A, 3)
+    assert sw.process(contrib(A, guest, 0, 7), 1).verdict is Verdict.CLAIM
+    busy(sw, B, 7)
+    evicting = seq_at(B, 5)
+    assert sw.process(contrib(B, evicting, 0), 2).verdict is Verdict.PREEMPT
+    fell = seq_at(B, 5, 3)
+    res = sw.process(contrib(B, fell, 0, 8), 3)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, B, fell, 0b01, vals(8))]
+    assert markers(sw, 5) == (owner_key(B, fell), owner_key(A, guest))
+    for seq in (held, seq_at(A, 3)):
+        ps = Packet(PacketType.PS_RESULT, A, seq, 0b11, vals(0), count=2)
+        assert sw.process(ps, 4, in_port=PS_PORT).verdict is Verdict.PS_RELEASE
+    assert (owner(sw, 1), owner(sw, 3)) == (None, None)
+    res = sw.process(contrib(A, guest, 1, 9), 5)
+    assert outs(res) == [(Out.PS, PacketType.FALLBACK, A, guest, 0b10, vals(9))]
+    assert (owner(sw, 1), owner(sw, 3), owner(sw, 5)) == (None, None, (B, evicting))
+    assert counts(sw, A)[Event.FOLLOWED] == 1
 
 
 def test_l5_a_higher_ranked_guest_stays_and_the_owner_borrows_in_turn() -> None:
@@ -311,7 +345,7 @@ def test_l5_a_guest_reclaims_a_stale_slot_outside_its_home() -> None:
     assert res.verdict is Verdict.RECLAIM
     assert outs(res) == [(Out.PS, PacketType.PARTIAL, A, a_lent, 0b01, vals(3))]
     assert owner(sw, 10) == (B, b_seq)
-    assert sw.slots[10].gone == owner_key(A, a_lent)
+    assert markers(sw, 10) == (0, owner_key(A, a_lent))
     assert counts(sw, B) == {Event.AGGREGATED: 3, Event.LENT: 1}
     assert counts(sw, A) == {Event.AGGREGATED: 3, Event.LENT: 1, Event.STALE_RECLAIMED: 1}
 
@@ -476,7 +510,7 @@ def test_a_home_takes_a_free_second_slot_before_evicting_a_guest_at_h() -> None:
     assert res.verdict is Verdict.PREEMPT
     assert outs(res) == [(Out.PS, PacketType.PARTIAL, B, b_guest, 0b01, vals(4))]
     assert (owner(sw, 1), owner(sw, 3)) == ((A, 5), (A, 1))
-    assert sw.slots[1].gone == owner_key(B, b_guest)
+    assert markers(sw, 1) == (0, owner_key(B, b_guest))
     assert counts(sw, B) == {Event.AGGREGATED: 3, Event.LENT: 1, Event.GUEST_EVICTED: 1}
 
 

@@ -701,9 +701,9 @@ def partials() -> tuple[list[tuple[int, bytes, int]], dict[str, list[int]], int]
     ]
     want = {name: [0] * POOL for name in SLOT_REGISTER_NAMES}
 
-    def held(slot: int, owner: int, bitmap: int, prio: int, ts: int, gone: int, x: int) -> None:
+    def held(slot: int, owner: int, bitmap: int, prio: int, ts: int, evicted: int, x: int) -> None:
         fields = {"slot_owner": owner, "slot_bitmap": bitmap, "slot_count": 1}
-        fields |= {"slot_prio": prio, "slot_ts": ts, "slot_gone": gone}
+        fields |= {"slot_prio": prio, "slot_ts": ts, "slot_evicted": evicted}
         fields |= {f"slot_v{i}": v & 0xFFFFFFFF for i, v in enumerate(vals(x))}
         for name, value in fields.items():
             want[p4names.register(name)][slot] = value

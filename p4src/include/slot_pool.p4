@@ -12,14 +12,17 @@
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
-// The marker `gone` (a slot_gone entry) covers chunk `c`: the same job, and
-// c's seq at most GONE_SPAN - 1 behind the marker's, modulo 2^32 (S13).
+// The marker `gone` (a slot_gone or slot_evicted entry) covers chunk `c`:
+// the same job, and c's seq at most GONE_SPAN - 1 behind the marker's, modulo
+// 2^32 (S13).
 bool covers(in chunk_key_t gone, in chunk_key_t c) {
     return gone[47:32] == c[47:32] && gone[31:0] - c[31:0] < GONE_SPAN;
 }
 
 // What a rule does to the slot and the packet.  "Mark" is the marking of
-// docs/dataplane.md: slot_gone := the chunk, unless it covers the chunk.
+// docs/dataplane.md: slot_gone := the chunk, unless it covers the chunk; a
+// holder whose slot a chunk of another job takes (TAKE) is marked the same
+// way in slot_evicted, which that job's own markings never replace.
 enum SlotOp {
     NONE,              // nothing (S4; S12 sets its outcome directly)
     PASS_SUM,          // S0: the contribution alone is the complete sum
@@ -212,10 +215,12 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     apply {
         chunk_key_t key = esa.job ++ esa.seq;
         SlotOp op = SlotOp.NONE;
-        // The slot's marker, once read, and the chunk to mark, if any.
+        // The slot's markers, once read, and the chunk to mark, if any.
         chunk_key_t gone = 0;
+        chunk_key_t evicted = 0;
         bool gone_read = false;
         chunk_key_t mark = 0;
+        bool victim = false;  // mark in slot_evicted
         // S5: a complete sum goes to the device above as one contribution,
         // or, where the job completes, as the result.
         ptype_t complete = PTYPE_RESULT;
@@ -305,19 +310,27 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 read_sum_state();
                 own_chunk.apply(esa, job, slot, outcome, op);
             } else {
-                // S13, L3: a marker at h, h' (or, under rule L, at g)
-                // covering the chunk sends it after its piece at the PS.
+                // S13, L3: a marker (slot_gone or slot_evicted) at h, h'
+                // (or, under rule L, at g) covering the chunk sends it after
+                // its piece at the PS.
                 chunk_key_t second_gone = 0;
                 chunk_key_t guest_gone = 0;
+                chunk_key_t second_evicted = 0;
+                chunk_key_t guest_evicted = 0;
                 slot_gone.read(gone, home_idx);
+                slot_evicted.read(evicted, home_idx);
                 gone_read = true;
                 if (slot.has_second) {
                     slot_gone.read(second_gone, slot.second_idx);
+                    slot_evicted.read(second_evicted, slot.second_idx);
                 }
                 if (slot.borrows) {
                     slot_gone.read(guest_gone, slot.guest_idx);
+                    slot_evicted.read(guest_evicted, slot.guest_idx);
                 }
-                if (covers(gone, key) || covers(second_gone, key) || covers(guest_gone, key)) {
+                if (covers(gone, key) || covers(evicted, key) || covers(second_gone, key) ||
+                    covers(second_evicted, key) || covers(guest_gone, key) ||
+                    covers(guest_evicted, key)) {
                     op = SlotOp.FALLBACK;  // S13: follow the chunk's partial to the PS.
                     outcome.ev2 = event_t.FOLLOWED;
                 } else {
@@ -367,6 +380,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                         slot.owner = second.owner;
                         slot.state = second.state;
                         gone = second_gone;
+                        evicted = second_evicted;
                     }
                     bool retx = (esa.flags & FLAG_RETX) != 0;
                     if (slot.borrows && op == SlotOp.DIVERT && !retx) {
@@ -390,6 +404,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                             slot.owner = guest.owner;
                             slot.state = guest.state;
                             gone = guest_gone;
+                            evicted = guest_evicted;
                             outcome.ev2 = event_t.LENT;
                         }
                     }
@@ -451,12 +466,19 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             } else {
                 lanes_swap();
                 mark = slot.owner;
+                victim = slot.owner[47:32] != esa.job;
                 take_slot();
                 sum_header(PTYPE_PARTIAL);
                 outcome.dest = dest_t.PS;
             }
         }
-        if (mark != 0) {
+        if (mark != 0 && victim) {
+            // The holder's chunk went to its PS for a chunk of another job
+            // (TAKE, whose markers were read above): the victims' marker.
+            if (!covers(evicted, mark)) {
+                slot_evicted.write(slot.idx, mark);
+            }
+        } else if (mark != 0) {
             // The chunk went from this slot to its PS: the marker keeps its
             // job's highest such seq, so a marker that covers it stays.
             if (!gone_read) {
