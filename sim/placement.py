@@ -133,13 +133,13 @@ def pair_blocked(laps: np.ndarray) -> float:
         return max(0.0, 1.0 - 2.0 / (1.0 + float(n @ laps)))
     b = n[:, None]
     nxt = np.maximum(np.abs(n[None, :] - b) - 1, 0)
-    step = np.bincount(
+    moves = np.bincount(
         (b * (top + 1) + nxt).ravel(), np.broadcast_to(laps, nxt.shape).ravel(), (top + 1) ** 2
     ).reshape(top + 1, top + 1)
     # a chance in a million per chunk of starting again from both slots
     # free: without spread the chain may have several closed classes (and
     # cycle), and the run starts from free slots
-    step = (1.0 - RESTART) * step
+    step: np.ndarray = (1.0 - RESTART) * moves
     step[:, 0] += RESTART
     system = step.T - np.eye(top + 1)
     system[-1, :] = 1.0

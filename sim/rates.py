@@ -37,12 +37,8 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   contribution came, and that contribution finds the slot free, it claims
   it and the chunk is **stranded**: its partial waits for the squat
   timeout and the next chunk to land there, or for the PS's pull
-  (``stranded``).  The model counts every marking of the others against
-  either marker, where the switch replaces a marker only by one of its
-  kind (a fallback's, an eviction's): counted apart, the fluid JCTs of
-  the calibrated cases of tests/test_sim_homes.py and
-  tests/test_sim_fluid.py fell by 0.7 % or less, away from the packet
-  model's;
+  (``stranded``), each marker replaced only by the others' markings of
+  its kind (a fallback's, an eviction's);
 * every completed chunk's result reaches its PS shard too (ESA and STATIC
   multicast a copy to the PS; ATP holds the slot until the PS answers);
 * the rate is the least of the worker link, the PS shard's link and CPU,
@@ -225,31 +221,36 @@ class SolveConstants:
         chunk waits before its partial leaves the slot, and of that the ns
         it keeps other chunks out).
 
-        Every chunk that goes to the PS marks its slot (S8 on a fallback,
-        S10/S11 on an eviction); a flow's marker is lost only to the
-        markings of the other flows' chunks (a job's own keep its earlier
-        chunks covered; both markers alike, the module's docstring says
-        why), at ``sum(rate * to_ps) / pool`` per slot and ns
-        less the flow's own.  A blocked chunk is marked at its first
-        contribution and needs the marker for its whole ``span``; an evicted
-        one, on average, for half of it.  A lost marker strands the chunk
-        when its next contribution finds the slot free (``1 - occupied``)."""
-        own = rate * to_ps
-        others = np.maximum(float(own.sum()) - own, 0.0) / self.pool
+        Every chunk that goes to the PS marks its slot: a blocked one (S8)
+        in ``slot_gone``, an evicted one (S10/S11) in ``slot_evicted``; a
+        flow's marker is lost only to the other flows' markings of the same
+        kind (a job's own keep its earlier chunks covered), at
+        ``sum(rate * blocked) / pool`` and ``sum(rate * (to_ps - blocked))
+        / pool`` per slot and ns less the flow's own.  A blocked chunk is
+        marked at its first contribution and needs the marker for its whole
+        ``span``; an evicted one, on average, for half of it.  A lost
+        marker strands the chunk when its next contribution finds the slot
+        free (``1 - occupied``)."""
+        fell = rate * np.minimum(blocked, to_ps)
+        evicted = rate * to_ps - fell
+        fell_others = np.maximum(float(fell.sum()) - fell, 0.0) / self.pool
+        evicted_others = np.maximum(float(evicted.sum()) - evicted, 0.0) / self.pool
         vacant = 1 - min(1.0, occupied)
         share = [
-            self.strand_share(float(m), float(p), float(b), float(s), vacant)
-            for m, p, b, s in zip(others, to_ps, blocked, span, strict=True)
+            self.strand_share(float(f), float(e), float(p), float(b), float(s), vacant)
+            for f, e, p, b, s in zip(fell_others, evicted_others, to_ps, blocked, span, strict=True)
         ]
         return np.array(share), *self.strand_wait(float(rate.sum()))
 
     def strand_share(
-        self, marks: float, to_ps: float, blocked: float, span: float, vacant: float
+        self, fell: float, evicted: float, to_ps: float, blocked: float, span: float, vacant: float
     ) -> float:
         """``stranded``'s share of one flow, given the other flows' markings
-        per slot and ns (``marks``) and the share of slots free (``vacant``)."""
-        exposed = span * (blocked + (to_ps - blocked) / 2)
-        lost = -math.expm1(-marks * exposed / (1e-12 if to_ps < 1e-12 else to_ps))
+        per slot and ns, of their blocked chunks (``fell``) and of their
+        evicted ones (``evicted``), and the share of slots free
+        (``vacant``)."""
+        exposed = span * (fell * blocked + evicted * (to_ps - blocked) / 2)
+        lost = -math.expm1(-exposed / (1e-12 if to_ps < 1e-12 else to_ps))
         return to_ps * lost * vacant
 
     def strand_wait(self, total_rate: float) -> tuple[float, float]:
@@ -828,10 +829,8 @@ def fallback_shares(
             b = 1 - free
         elif modulo:
             b = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter, free)
-        else:
+        else:  # one slot, though ESA's hashed chunks have two (docs/sim-models.md)
             b = 1 - free * (1 - self_blocked_mean(int(pool), rate[i] * t_blk))
-            if not atp:  # ESA's second hash: an independent second slot
-                b *= b
         b = b if b < BLOCK_CAP else BLOCK_CAP
         # kept out, and a guest elsewhere
         lent[i] = b * lent_share(s.offers[i], b, rate[i] * t_blk)
@@ -848,16 +847,20 @@ def move_flows(s: SharedState, rate_sum: float, damped: bool) -> float:
     largest step asked for."""
     paths, rate, to_ps = s.paths, s.rate, s.to_ps
     vacant = 1 - min(1.0, (array_sum(s.held) + s.parked_slots) / paths.pool)
-    # each flow's markings, and all of them: a flow loses its markers
-    # only to the others' (a job's own keep its earlier chunks covered)
-    own_marks = [rate[i] * to_ps[i] for i in range(len(rate))]
-    marks = array_sum(own_marks)
+    # each flow's markings of each marker, and all of them: a flow loses
+    # its markers only to the others' of the same marker (a job's own keep
+    # its earlier chunks covered): its blocked chunks' (slot_gone) and its
+    # evicted ones' (slot_evicted)
+    fell = [rate[i] * (s.f_b[i] if s.f_b[i] < to_ps[i] else to_ps[i]) for i in range(len(rate))]
+    evicted = [rate[i] * to_ps[i] - fell[i] for i in range(len(rate))]
+    all_fell, all_evicted = array_sum(fell), array_sum(evicted)
     wait, keep = paths.strand_wait(rate_sum)
     moved = 0.0
     for i in range(len(rate)):
         step = move_to_ps(s, i, damped)
         moved = step if step > moved else moved
-        blocked, strand = strand_and_latency(s, i, marks - own_marks[i], vacant, wait)
+        others = (all_fell - fell[i], all_evicted - evicted[i])
+        blocked, strand = strand_and_latency(s, i, others, vacant, wait)
         step = move_rate(s, i, damped)
         moved = step if step > moved else moved
         step = move_held(s, i, blocked, strand, keep, damped)
@@ -889,15 +892,16 @@ def move_to_ps(s: SharedState, i: int, damped: bool) -> float:
 
 
 def strand_and_latency(
-    s: SharedState, i: int, others: float, vacant: float, wait: float
+    s: SharedState, i: int, others: tuple[float, float], vacant: float, wait: float
 ) -> tuple[float, float]:
     """Flow ``i``'s share stranded and its mean latency, given its share to
-    the PS, the others' markings (``others``, per ns) and the share of
-    slots free; returns (its share blocked, its share stranded)."""
+    the PS, the others' markings per ns (``others``: of their blocked
+    chunks, of their evicted ones) and the share of slots free; returns
+    (its share blocked, its share stranded)."""
     paths, p = s.paths, s.to_ps[i]
     blocked = s.f_b[i] if s.f_b[i] < p else p
-    others = others / paths.pool if others > 0.0 else 0.0
-    s.strands[i] = strand = paths.strand_share(others, p, blocked, s.span[i], vacant)
+    fell, evicted = (m / paths.pool if m > 0.0 else 0.0 for m in others)
+    s.strands[i] = strand = paths.strand_share(fell, evicted, p, blocked, s.span[i], vacant)
     s.lat[i] = (1 - p) * paths.lat_ok + p * s.lat_ps[i] + strand * wait + s.lag_max[i]
     return blocked, strand
 

@@ -164,12 +164,20 @@ def test_the_fluid_model_runs_esa_homes_and_never_gives_ideal_one() -> None:
     )
 
 
-HOMES_TOLERANCE = 0.05
-"""Issue 35's bound on the fluid model's error, which the next case meets
-since a job's own guests are solved with it (``sim.rates.lent_share``):
--2.6 % (docs/sim-calibration.md, "Lending"); +15.3 % before, when they
-were taken from its last state and its lending swung between all and
-little from one round of ``solve_pool`` to the next."""
+HOMES_OPTIMISM = (0.08, 0.15)
+"""The fluid model's error on the next case, a listed exception to issue
+35's 5 % (docs/sim-calibration.md, "Homes with one PS host"): it was
+within 1 % while its homes kept a chunk out whenever the chunk one lap back
+still held its slot, which overstated the share kept out (0.89 of an
+8-worker job's chunks where 0.60 are, at a home of half the mean hold) and
+so made up for what it leaves out.  With a home's two slots solved exactly
+(``sim.placement.modulo_blocked``) it is 11.3 % optimistic: a PS-bound
+job's window lets its first sends run ahead of the PS's rate (0.81 of the
+line on packets against the fluid model's solved 0.63), so its chunks
+come closer together, find their slots held more often (0.30 of them to
+the PS against 0.21) and the PS link's queue drains after the stream (38
+us an iteration after the last first send, against 13).  Pinned, so a
+change to either model that moves the error shows here."""
 
 
 def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
@@ -188,7 +196,8 @@ def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
     }
     assert exact["homes"] < 0.8 * exact["equal"]
     assert coarse["homes"] < 0.8 * coarse["equal"]
-    assert abs(coarse["homes"] / exact["homes"] - 1) < HOMES_TOLERANCE
+    low, high = HOMES_OPTIMISM
+    assert low < 1 - coarse["homes"] / exact["homes"] < high
 
 
 LONE = replace(SPREAD.net, barrier=True, ps_shards=1, esa_homes=True)
