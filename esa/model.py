@@ -108,6 +108,23 @@ def slot_hash(job: int, seq: int, pool: int) -> int:
     return chunk_crc(job, seq) % pool
 
 
+def home_second(seq: int, part_base: int, part_size: int) -> int | None:
+    """The chunk's second slot h' in its home of ``part_size`` slots from
+    ``part_base``: half the home away from h, ``(seq + part_size // 2)``
+    summed in 32 bits (as the P4 program sums it) modulo the home; None in a
+    home of one slot, where h' would be h."""
+    if part_size < 2:
+        return None
+    return part_base + ((seq + (part_size >> 1)) & 0xFFFFFFFF) % part_size
+
+
+def second_hash(job: int, seq: int, pool: int) -> int:
+    """The second slot of an ESA chunk whose job has no home: the high 16
+    bits of ``chunk_crc`` modulo the pool, nearly independent of
+    ``slot_hash``'s choice."""
+    return (chunk_crc(job, seq) >> 16) % pool
+
+
 def borrowed_slot(job: int, seq: int, pool: int, part_base: int, part_size: int) -> int | None:
     """Rule L's slot g for a chunk whose home is ``part_size`` slots from
     ``part_base``: ``chunk_crc`` modulo the slots outside the home, counted
@@ -213,8 +230,13 @@ class Slot:
     state: int = 0
     gone: int = 0
     """the marker: owner key of the highest-seq chunk of a job that went
-    from this slot to the PS; it covers that job's seqs up to
-    ``GONE_SPAN - 1`` behind it (``mark_gone``, ``esa.spec.gone_covers``)."""
+    from this slot to the PS by a packet of its own; it covers that job's
+    seqs up to ``GONE_SPAN - 1`` behind it (``mark_gone``,
+    ``esa.spec.gone_covers``)."""
+    evicted: int = 0
+    """the victims' marker, kept as ``gone`` is: the chunks whose partial a
+    chunk of another job took this slot from (S10, S11, L4;
+    ``mark_evicted``), so that the taker's own markings never replace it."""
     values: list[int] = field(default_factory=lambda: [0] * wire.K)
 
 
@@ -224,6 +246,18 @@ def mark_gone(slot: Slot, key: int) -> None:
     marker that already covers ``key`` stays; any other is replaced."""
     if not gone_covers(slot.gone, key):
         slot.gone = key
+
+
+def mark_evicted(slot: Slot, key: int) -> None:
+    """``mark_gone`` in the victims' marker: a chunk of another job took
+    ``slot`` from chunk ``key``, whose partial went to its PS."""
+    if not gone_covers(slot.evicted, key):
+        slot.evicted = key
+
+
+def covered(slot: Slot, key: int) -> bool:
+    """Either marker of ``slot`` covers chunk ``key`` (S13, L3)."""
+    return gone_covers(slot.gone, key) or gone_covers(slot.evicted, key)
 
 
 class Result(NamedTuple):
@@ -293,16 +327,36 @@ class SwitchModel:
         """Rule L applies to the job: ESA, and the job has a home."""
         return self.policy is ESA and cfg.part_size != 0
 
+    def choices(self, job: int, seq: int, cfg: JobConfig) -> tuple[int, ...]:
+        """The chunk's slots in the order a first send tries them: h
+        (``slot_index``); under ESA its second slot h' (rule L: in the home,
+        ``home_second``; a job without a home: ``second_hash``) unless it is
+        h; under rule L then g (``borrowed_slot``).  Empty for a STATIC job
+        without a home."""
+        h = self.slot_index(job, seq, cfg)
+        if h is None:
+            return ()
+        if self.lends(cfg):
+            base, size = cfg.part_base, cfg.part_size
+            h2 = home_second(seq, base, size)
+            g = borrowed_slot(job, seq, self.pool_size, base, size)
+            return tuple(i for i in (h, h2, g) if i is not None)
+        if self.policy is ESA:
+            h2 = second_hash(job, seq, self.pool_size)
+            return (h,) if h2 == h else (h, h2)
+        return (h,)
+
     def holding(self, job: int, seq: int, cfg: JobConfig) -> int | None:
         """The slot the chunk's rules act on when nothing claims one (T2,
-        S12, and L1-L2 of a contribution): its ``slot_index`` h, or, for a
-        job that lends (rule L), its borrowed slot g when g and not h holds
-        the chunk."""
-        h = self.slot_index(job, seq, cfg)
-        if h is None or not self.lends(cfg) or self.slots[h].owner == owner_key(job, seq):
-            return h
-        g = borrowed_slot(job, seq, self.pool_size, cfg.part_base, cfg.part_size)
-        return g if g is not None and self.slots[g].owner == owner_key(job, seq) else h
+        S12): the first of its ``choices`` that holds the chunk, else h."""
+        slots = self.choices(job, seq, cfg)
+        if not slots:
+            return None
+        key = owner_key(job, seq)
+        for i in slots:
+            if self.slots[i].owner == key:
+                return i
+        return slots[0]
 
     def process(self, pkt: Packet, now_us: int, in_port: int = 0) -> Result:
         cfg = self.jobs.get(pkt.job)
@@ -335,12 +389,21 @@ class SwitchModel:
         if spoofed:
             self._count(pkt.job, Event.SPOOFED)
             return self._drop(Drop.SPOOFED_WORKER)
-        idx = self.slot_index(pkt.job, pkt.seq, cfg)
-        if idx is None:
-            return self._fallback(pkt)
+        hashed = self.policy is ESA and cfg.part_size == 0
+        if hashed:  # slot_hash and second_hash of one CRC
+            crc = chunk_crc(pkt.job, pkt.seq)
+            idx: int | None = crc % self.pool_size
+            h2 = (crc >> 16) % self.pool_size
+        else:
+            idx = self.slot_index(pkt.job, pkt.seq, cfg)
+            if idx is None:
+                return self._fallback(pkt)
         if cfg.fan_in == 1 and not pkt.flags & RETX:
             return self._alone(pkt, cfg)
-        if self.lends(cfg):
+        assert idx is not None
+        if hashed and h2 != idx:
+            res = self._hashed(pkt, cfg, self.slots[idx], self.slots[h2], now)
+        elif self.policy is ESA and not hashed:
             res = self._lending(pkt, cfg, idx, now)
         else:
             res = self._contrib(pkt, cfg, self.slots[idx], now)
@@ -375,7 +438,7 @@ class SwitchModel:
         key = owner_key(pkt.job, pkt.seq)
         if slot.owner == key:
             return self._own(pkt, cfg, slot, key, now)
-        if gone_covers(slot.gone, key):
+        if covered(slot, key):
             self._count(pkt.job, FOLLOWED_E)
             return self._fallback(pkt)
         return self._other(pkt, cfg, slot, key, now)
@@ -449,42 +512,87 @@ class SwitchModel:
         """S8-S11: the slot is free or holds another chunk."""
         retx = pkt.flags & RETX
         vacancy = self._vacancy(slot, now)
-        if vacancy is None and self.policy is ESA and cfg.priority > slot.prio:
+        if vacancy is None and self._preempts(cfg, slot, now):
             vacancy = PREEMPTS
         if vacancy is None or retx:
             return self._divert(pkt, slot, key)
         return self._take_over(pkt, cfg, slot, key, now, *vacancy)
 
+    def _hashed(self, pkt: Packet, cfg: JobConfig, first: Slot, second: Slot, now: int) -> Result:
+        """S8-S11 over an ESA chunk's two hashed slots h and h' (a job
+        without a home): the chunk at either first, then a marker at either
+        (S13), before a first send takes h or h' free, stale or idle (S9,
+        S10), else preempts a lower priority at h or h' (S11); otherwise it
+        falls back marked at h (S8)."""
+        key = owner_key(pkt.job, pkt.seq)
+        if first.owner == key:
+            return self._own(pkt, cfg, first, key, now)
+        if second.owner == key:
+            return self._own(pkt, cfg, second, key, now)
+        if covered(first, key) or covered(second, key):
+            self._count(pkt.job, FOLLOWED_E)
+            return self._fallback(pkt)
+        if pkt.flags & RETX:
+            return self._divert(pkt, first, key)
+        for slot in (first, second):
+            vacancy = self._vacancy(slot, now)
+            if vacancy is not None:
+                return self._take_over(pkt, cfg, slot, key, now, *vacancy)
+        for slot in (first, second):
+            if self._preempts(cfg, slot, now):
+                return self._take_over(pkt, cfg, slot, key, now, *PREEMPTS)
+        return self._divert(pkt, first, key)
+
     def _lending(self, pkt: Packet, cfg: JobConfig, h: int, now: int) -> Result:
-        """Rule L (ESA, a job with a home h): a busy home borrows the chunk's
-        slot g outside the home (``borrowed_slot``; none when the home is
-        the whole pool) when g is free, stale or idle.  L1-L2 look for the
-        chunk at h and g, and L3 for a marker covering it at either, before
-        anything is claimed, so every piece of a chunk meets the first
-        one's slot, or follows it to the PS."""
+        """Rule L (ESA, a job with a home): a busy home slot h tries the
+        chunk's second home slot h' (``home_second``), then borrows its slot
+        g outside the home (``borrowed_slot``; none when the home is the
+        whole pool) when g is free, stale or idle.  L1-L2 look for the chunk
+        at h, h' and g, and L3 for a marker covering it at any of them,
+        before anything is claimed, so every piece of a chunk meets the
+        first one's slot, or follows it to the PS."""
         key = owner_key(pkt.job, pkt.seq)
         home = self.slots[h]
         if home.owner == key:
             return self._own(pkt, cfg, home, key, now)  # L1
+        size = cfg.part_size
+        half = None
+        if size > 1:  # home_second, inline: every busy home slot reads it
+            half = self.slots[cfg.part_base + ((pkt.seq + (size >> 1)) & 0xFFFFFFFF) % size]
+        if half is not None and half.owner == key:
+            return self._own(pkt, cfg, half, key, now)  # L1 at h'
         g = borrowed_slot(pkt.job, pkt.seq, self.pool_size, cfg.part_base, cfg.part_size)
         guest = None if g is None else self.slots[g]
         if guest is not None and guest.owner == key:
             return self._own(pkt, cfg, guest, key, now)  # L2
-        if gone_covers(home.gone, key) or (guest is not None and gone_covers(guest.gone, key)):
+        if (
+            covered(home, key)
+            or (half is not None and covered(half, key))
+            or (guest is not None and covered(guest, key))
+        ):
             self._count(pkt.job, FOLLOWED_E)  # L3
             return self._fallback(pkt)
         if pkt.flags & RETX:
             return self._divert(pkt, home, key)  # L4, L6: a RETX never starts a slot
-        vacancy = self._vacancy(home, now)
-        if vacancy is None and home.owner >> 32 != pkt.job and home.prio <= cfg.priority:
-            vacancy = EVICTS_GUEST  # L4: the owner evicts its guest
-        if vacancy is not None:
-            return self._take_over(pkt, cfg, home, key, now, *vacancy)  # L4
+        homes = (home,) if half is None else (home, half)
+        for slot in homes:
+            vacancy = self._vacancy(slot, now)
+            if vacancy is not None:
+                return self._take_over(pkt, cfg, slot, key, now, *vacancy)  # L4
+        for slot in homes:
+            if slot.owner >> 32 != pkt.job and slot.prio <= cfg.priority:
+                return self._take_over(pkt, cfg, slot, key, now, *EVICTS_GUEST)  # L4
         vacancy = None if guest is None else self._vacancy(guest, now)
         if guest is not None and vacancy is not None:
             self._count(pkt.job, Event.LENT)  # L5: a guest at g
             return self._take_over(pkt, cfg, guest, key, now, *vacancy)
         return self._divert(pkt, home, key)  # L6
+
+    def _preempts(self, cfg: JobConfig, slot: Slot, now: int) -> bool:
+        """S11: a first send of C's job takes ``slot``, held and neither
+        stale nor idle, from its holder: ESA, and C's job ranks above it.
+        (``sim.evictions`` weighs other rules by overriding this.)"""
+        return self.policy is ESA and cfg.priority > slot.prio
 
     def _vacancy(self, slot: Slot, now: int) -> Vacancy | None:
         """How a first send may take ``slot`` without preempting: CLAIM it
@@ -508,13 +616,18 @@ class SwitchModel:
         victim_event: Event | None,
     ) -> Result:
         """S9-S11, L4-L5: C starts the slot; a holder's partial (unless DONE)
-        goes to its PS, its chunk marked."""
+        goes to its PS, its chunk marked: in the victims' marker when C is
+        of another job, whose own markings there would replace ``gone``."""
         outputs: tuple[Output, ...] = ()
         if victim_event is not None:
             self._count(slot.owner >> 32, victim_event)
             if not slot.state & DONE:
                 outputs = (Output(TO_PS, self._result(slot, slot.values, PARTIAL)),)
-                mark_gone(slot, slot.owner)
+                victim = slot.owner
+                if victim >> 32 != pkt.job:
+                    mark_evicted(slot, victim)
+                else:
+                    mark_gone(slot, victim)
         if verdict is PREEMPT_V:
             self._count(pkt.job, Event.PREEMPT_WON)
         self._count(pkt.job, AGGREGATED)

@@ -261,6 +261,13 @@ SLOT_REGISTERS: tuple[Register, ...] = (
         "a job and the highest seq of its chunks that went from this slot to "
         "the PS; their later contributions follow them there (S13)",
     ),
+    Register(
+        "slot_evicted",
+        CHUNK_KEY_T,
+        "the same marker for a chunk whose partial another job's contribution "
+        "took this slot from (S10, S11, L4), which that job's own markings "
+        "never replace (S13)",
+    ),
     *(Register(f"slot_v{i}", VALUE_T, f"value lane {i}") for i in range(wire.K)),
 )
 """One register array per row, each ``pool size`` entries long."""

@@ -59,6 +59,7 @@ SLOT_FIELDS: dict[str, Callable[[Slot], int]] = {
     register("slot_ts"): lambda slot: slot.ts,
     register("slot_state"): lambda slot: slot.state,
     register("slot_gone"): lambda slot: slot.gone,
+    register("slot_evicted"): lambda slot: slot.evicted,
     **{register(f"slot_v{i}"): functools.partial(_lane, i) for i in range(wire.K)},
 }
 """The field of ``esa.model.Slot`` each slot register holds."""

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from esa import arguments
 from esa.model import JobConfig, Packet, Result, Slot, SwitchModel
 from esa.schemes import Scheme
-from esa.spec import Event, Policy, Verdict
-from esa.wire import Flag, PacketType
+from esa.spec import Event, Verdict
+from esa.wire import PacketType
 from sim.calibrate import US_SKEW
 from sim.entry import mean_jct
 from sim.packet import PacketSim
@@ -60,22 +60,8 @@ class BelowHalf(SwitchModel):
         victim = self.jobs.get(slot.owner >> 32)
         return victim is not None and 2 * slot.count >= victim.fan_in
 
-    def _other(self, pkt: Packet, cfg: JobConfig, slot: Slot, key: int, now: int) -> Result:
-        if self._would_preempt(pkt, cfg, slot, now) and self._spared(slot, now):
-            return self._divert(pkt, slot, key)
-        return super()._other(pkt, cfg, slot, key, now)
-
-    def _would_preempt(self, pkt: Packet, cfg: JobConfig, slot: Slot, now: int) -> bool:
-        """The P4 rule's PREEMPT condition (``SwitchModel._other``)."""
-        idle = self.squat_us > 0 and now - slot.ts > self.squat_us
-        return (
-            self.policy is Policy.ESA
-            and slot.owner != 0
-            and now - slot.ts <= self.stale_us
-            and not idle
-            and not pkt.flags & Flag.RETX
-            and cfg.priority > slot.prio
-        )
+    def _preempts(self, cfg: JobConfig, slot: Slot, now: int) -> bool:
+        return super()._preempts(cfg, slot, now) and not self._spared(slot, now)
 
 
 class Waited(BelowHalf):

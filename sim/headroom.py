@@ -163,14 +163,15 @@ def study(point: sweep.Point, seeds: int) -> Gap:
     )
 
 
-def placement_loss(holds: np.ndarray, gap: float, slots: int) -> tuple[float, float]:
-    """(Any free slot, ``seq mod slots``): the share of chunks, sent ``gap``
-    ns apart and chunk ``i`` holding its slot ``holds[i]`` ns, that find no
-    slot to take; a chunk kept out holds none, and a slot is free again at
-    the instant its hold ends."""
+def placement_loss(holds: np.ndarray, gap: float, slots: int) -> tuple[float, float, float]:
+    """(Any free slot, ``seq mod slots``, ``seq mod slots`` then its second
+    slot ``(seq + slots // 2) mod slots`` as ESA's homes place a chunk):
+    the share of chunks, sent ``gap`` ns apart and chunk ``i`` holding its
+    slot ``holds[i]`` ns, that find no slot to take; a chunk kept out
+    holds none, and a slot is free again at the instant its hold ends."""
     busy: list[float] = []
-    ends = np.zeros(slots)
-    pooled = modulo = 0
+    ends, ends2 = np.zeros(slots), np.zeros(slots)
+    pooled = modulo = second = 0
     for i, hold in enumerate(holds.tolist()):
         t = i * gap
         while busy and busy[0] <= t:
@@ -184,7 +185,14 @@ def placement_loss(holds: np.ndarray, gap: float, slots: int) -> tuple[float, fl
             modulo += 1
         else:
             ends[k] = t + hold
-    return pooled / len(holds), modulo / len(holds)
+        for j in (k, (i + slots // 2) % slots):
+            if ends2[j] <= t:
+                ends2[j] = t + hold
+                break
+        else:
+            second += 1
+    n = len(holds)
+    return pooled / n, modulo / n, second / n
 
 
 def spread_holds(workers: int, jitter_ns: float, n: int, seed: int = 0) -> np.ndarray:
@@ -228,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         mean = float(holds.mean()) / net.pkt_ns
         cells = []
         for m in HOME_SIZES:
-            pooled, modulo = placement_loss(holds, net.pkt_ns, round(m * mean))
-            cells.append(f"any free {pooled:.3f}, seq mod s {modulo:.3f}")
+            pooled, modulo, second = placement_loss(holds, net.pkt_ns, round(m * mean))
+            cells.append(f"any free {pooled:.3f}, seq mod s {modulo:.3f}, and h' {second:.3f}")
         print(f"| {w} | {mean:.0f} | " + " | ".join(cells) + " |", flush=True)
     return 0
 

@@ -114,8 +114,8 @@ class HostSim:
         self.wire_seq: dict[int, int] = {}
         """wire id -> the first seq of the next job to take it: ``GONE_SPAN``
         past its last holder's seqs, so that the markers that job left in
-        the slots (``slot_gone``) cover none of the next one's chunks.  Real
-        hosts start each epoch at a random 32-bit seq
+        the slots (``slot_gone``, ``slot_evicted``) cover none of the next
+        one's chunks.  Real hosts start each epoch at a random 32-bit seq
         (``esa.wire.epoch_offset``), which a marker covers with odds of
         ``GONE_SPAN / 2^32``; seqs from 0 on every lease would have the
         next job's first chunks fall back wherever its predecessor left a

@@ -27,16 +27,18 @@ model's mechanisms (docs/simulator.md, "Fluid"):
   rank or below;
 * a chunk that found no slot or lost it completes at its PS shard: its N
   contributions cross that shard's one link and the shard serves each, no
-  timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13) and
-  sends its later contributions after it;
-* that memory is one job per slot, with the highest seq of it gone
+  timer: the slot remembers the chunk (``slot_gone``, rules S8 and S13;
+  ``slot_evicted`` for a chunk evicted by another job's) and sends its
+  later contributions after it;
+* that memory is one job per marker, with the highest seq of it gone
   (docs/dataplane.md, "Gone is gone"): a later chunk of the same job that
   goes to the PS keeps the earlier ones covered, but when another job's
-  fallback or eviction at the same slot replaces the marker before the
-  chunk's last contribution came, and that contribution finds the slot
-  free, it claims it and the chunk is **stranded**: its partial waits for
-  the squat timeout and the next chunk to land there, or for the PS's pull
-  (``stranded``);
+  marking at the same slot replaces the marker before the chunk's last
+  contribution came, and that contribution finds the slot free, it claims
+  it and the chunk is **stranded**: its partial waits for the squat
+  timeout and the next chunk to land there, or for the PS's pull
+  (``stranded``), each marker replaced only by the others' markings of
+  its kind (a fallback's, an eviction's);
 * every completed chunk's result reaches its PS shard too (ESA and STATIC
   multicast a copy to the PS; ATP holds the slot until the PS answers);
 * the rate is the least of the worker link, the PS shard's link and CPU,
@@ -54,7 +56,6 @@ window of at most the partition.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -64,9 +65,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize
 
-from esa.model import slot_hash
 from esa.schemes import Scheme
-from sim.params import Net, spread_range_ns
+from sim.params import Net
+from sim.placement import modulo_blocked, self_blocked_mean
 
 ROUNDS = 2000
 """Most damped rounds of one shared-pool solve; a solve still moving then
@@ -79,6 +80,7 @@ DAMP_FLOOR = 1 / 1024
 """A flow's rate, share to the PS or slot count whose step turned back
 halves its own step, down to this."""
 BLOCK_CAP = 0.99
+"""``pair_blocked`` solves its chain exactly up to this many steps of hold."""
 LINE_RAMP = 0.02
 ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
 """``scipy.optimize.root``'s methods a solve tries, in order, after its
@@ -219,30 +221,36 @@ class SolveConstants:
         chunk waits before its partial leaves the slot, and of that the ns
         it keeps other chunks out).
 
-        Every chunk that goes to the PS marks its slot (S8 on a fallback,
-        S10/S11 on an eviction); a flow's marker is lost only to the
-        markings of the other flows' chunks (a job's own keep its earlier
-        chunks covered), at ``sum(rate * to_ps) / pool`` per slot and ns
-        less the flow's own.  A blocked chunk is marked at its first
-        contribution and needs the marker for its whole ``span``; an evicted
-        one, on average, for half of it.  A lost marker strands the chunk
-        when its next contribution finds the slot free (``1 - occupied``)."""
-        own = rate * to_ps
-        others = np.maximum(float(own.sum()) - own, 0.0) / self.pool
+        Every chunk that goes to the PS marks its slot: a blocked one (S8)
+        in ``slot_gone``, an evicted one (S10/S11) in ``slot_evicted``; a
+        flow's marker is lost only to the other flows' markings of the same
+        kind (a job's own keep its earlier chunks covered), at
+        ``sum(rate * blocked) / pool`` and ``sum(rate * (to_ps - blocked))
+        / pool`` per slot and ns less the flow's own.  A blocked chunk is
+        marked at its first contribution and needs the marker for its whole
+        ``span``; an evicted one, on average, for half of it.  A lost
+        marker strands the chunk when its next contribution finds the slot
+        free (``1 - occupied``)."""
+        fell = rate * np.minimum(blocked, to_ps)
+        evicted = rate * to_ps - fell
+        fell_others = np.maximum(float(fell.sum()) - fell, 0.0) / self.pool
+        evicted_others = np.maximum(float(evicted.sum()) - evicted, 0.0) / self.pool
         vacant = 1 - min(1.0, occupied)
         share = [
-            self.strand_share(float(m), float(p), float(b), float(s), vacant)
-            for m, p, b, s in zip(others, to_ps, blocked, span, strict=True)
+            self.strand_share(float(f), float(e), float(p), float(b), float(s), vacant)
+            for f, e, p, b, s in zip(fell_others, evicted_others, to_ps, blocked, span, strict=True)
         ]
         return np.array(share), *self.strand_wait(float(rate.sum()))
 
     def strand_share(
-        self, marks: float, to_ps: float, blocked: float, span: float, vacant: float
+        self, fell: float, evicted: float, to_ps: float, blocked: float, span: float, vacant: float
     ) -> float:
         """``stranded``'s share of one flow, given the other flows' markings
-        per slot and ns (``marks``) and the share of slots free (``vacant``)."""
-        exposed = span * (blocked + (to_ps - blocked) / 2)
-        lost = -math.expm1(-marks * exposed / (1e-12 if to_ps < 1e-12 else to_ps))
+        per slot and ns, of their blocked chunks (``fell``) and of their
+        evicted ones (``evicted``), and the share of slots free
+        (``vacant``)."""
+        exposed = span * (fell * blocked + evicted * (to_ps - blocked) / 2)
+        lost = -math.expm1(-exposed / (1e-12 if to_ps < 1e-12 else to_ps))
         return to_ps * lost * vacant
 
     def strand_wait(self, total_rate: float) -> tuple[float, float]:
@@ -252,79 +260,6 @@ class SolveConstants:
             return self.pull, self.pull
         wait = min(self.pull, self.squat + self.pool / max(total_rate, 1e-12))
         return wait, min(wait, self.squat)
-
-
-@functools.cache
-def reuse_distances(pool: int) -> np.ndarray:
-    """Sorted, for each of ``8 * pool`` seqs of a job, how many seqs back the
-    last one that hashes to the same slot is (looking back at most
-    ``8 * pool``, beyond which it counts as never): the switch's CRC-32 is
-    affine, so the distribution is every job's."""
-    n = 16 * pool
-    slots = np.array([slot_hash(1, s, pool) for s in range(n)])
-    order = np.argsort(slots, kind="stable")
-    dist = np.full(n, n)
-    same = slots[order[1:]] == slots[order[:-1]]
-    dist[order[1:][same]] = (order[1:] - order[:-1])[same]
-    return np.sort(dist[n // 2 :])
-
-
-def self_blocked(pool: int, held: np.ndarray) -> np.ndarray:
-    """Share of a job's chunks whose slot one of its own last ``held``
-    chunks still holds."""
-    dist = reuse_distances(pool)
-    return np.searchsorted(dist, held, side="right") / len(dist)
-
-
-@functools.cache
-def blocked_integral(pool: int) -> list[float]:
-    """``out[k]``: the integral of ``self_blocked(pool, h)`` over ``h`` from 0
-    to ``k``, for every whole ``k`` up to the largest reuse distance."""
-    dist = reuse_distances(pool)
-    share = np.searchsorted(dist, np.arange(int(dist[-1]) + 1), side="right") / len(dist)
-    return [0.0, *np.cumsum(share).tolist()]
-
-
-def modulo_blocked(home: int, gap: float, hold: float, workers: float, jitter: float) -> float:
-    """Share of a job's chunks that find their slot in its home held by its
-    own chunk ``home`` seqs back, where chunk ``seq`` lands on slot ``seq
-    mod home`` and chunks are sent ``gap`` ns apart: the share whose slot is
-    held longer than ``home * gap``.  A chunk's hold is ``hold`` (the mean
-    of the solve, ``SolveConstants.hold``) less the mean range of its
-    workers' exponential spread, plus that range drawn: the range of
-    ``workers`` exponentials of mean ``jitter`` is distributed as the
-    largest of ``workers - 1`` of them.  Without spread, a step."""
-    k = workers - 1.0
-    if jitter <= 0.0 or k < 1.0:
-        return 1.0 if hold > home * gap else 0.0
-    fixed = hold - spread_range_ns(jitter, int(workers))
-    room = home * gap - (fixed if fixed > 0.0 else 0.0)
-    if room <= 0.0:
-        return 1.0
-    return 1.0 - math.pow(-math.expm1(-room / jitter), k)
-
-
-def self_blocked_mean(pool: int, held: float) -> float:
-    """``self_blocked`` averaged over the chunks a job has in flight: ``held``
-    is a mean, the count around it Poisson, taken as uniform with the same
-    variance (``held`` +- sqrt(3 held)).  The exact share is a step function
-    of the count (the CRC's reuse distances cluster), and a solve that sat on
-    a step would flip between its two sides."""
-    table = blocked_integral(pool)
-    top = len(table) - 1
-
-    def integral(x: float) -> float:
-        if x <= 0.0:
-            return 0.0
-        if x >= top:
-            return table[top] + (x - top) * (table[top] - table[top - 1])
-        k = int(x)
-        return table[k] + (x - k) * (table[k + 1] - table[k])
-
-    half = math.sqrt(3.0 * held) if held > 1.0 / 3.0 else 1.0
-    return (integral(held + half) - integral(held - half if held > half else 0.0)) / (
-        held + half - (held - half if held > half else 0.0)
-    )
 
 
 def array_sum(xs: Sequence[float]) -> float:
@@ -889,13 +824,13 @@ def fallback_shares(
     lent, f_b, new_to_ps, span = s.lent, s.f_b, s.new_to_ps, s.span
     for i in range(len(rate)):
         t_blk, t_idle, _, span[i] = s.holds[i]
+        free = math.exp(log_free[i] - logs[i])
         if unlimited:
-            own = 0.0
+            b = 1 - free
         elif modulo:
-            own = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter)
-        else:
-            own = self_blocked_mean(int(pool), rate[i] * t_blk)
-        b = 1 - math.exp(log_free[i] - logs[i]) * (1 - own)
+            b = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter, free)
+        else:  # one slot, though ESA's hashed chunks have two (docs/sim-models.md)
+            b = 1 - free * (1 - self_blocked_mean(int(pool), rate[i] * t_blk))
         b = b if b < BLOCK_CAP else BLOCK_CAP
         # kept out, and a guest elsewhere
         lent[i] = b * lent_share(s.offers[i], b, rate[i] * t_blk)
@@ -912,16 +847,20 @@ def move_flows(s: SharedState, rate_sum: float, damped: bool) -> float:
     largest step asked for."""
     paths, rate, to_ps = s.paths, s.rate, s.to_ps
     vacant = 1 - min(1.0, (array_sum(s.held) + s.parked_slots) / paths.pool)
-    # each flow's markings, and all of them: a flow loses its markers
-    # only to the others' (a job's own keep its earlier chunks covered)
-    own_marks = [rate[i] * to_ps[i] for i in range(len(rate))]
-    marks = array_sum(own_marks)
+    # each flow's markings of each marker, and all of them: a flow loses
+    # its markers only to the others' of the same marker (a job's own keep
+    # its earlier chunks covered): its blocked chunks' (slot_gone) and its
+    # evicted ones' (slot_evicted)
+    fell = [rate[i] * (s.f_b[i] if s.f_b[i] < to_ps[i] else to_ps[i]) for i in range(len(rate))]
+    evicted = [rate[i] * to_ps[i] - fell[i] for i in range(len(rate))]
+    all_fell, all_evicted = array_sum(fell), array_sum(evicted)
     wait, keep = paths.strand_wait(rate_sum)
     moved = 0.0
     for i in range(len(rate)):
         step = move_to_ps(s, i, damped)
         moved = step if step > moved else moved
-        blocked, strand = strand_and_latency(s, i, marks - own_marks[i], vacant, wait)
+        others = (all_fell - fell[i], all_evicted - evicted[i])
+        blocked, strand = strand_and_latency(s, i, others, vacant, wait)
         step = move_rate(s, i, damped)
         moved = step if step > moved else moved
         step = move_held(s, i, blocked, strand, keep, damped)
@@ -953,15 +892,16 @@ def move_to_ps(s: SharedState, i: int, damped: bool) -> float:
 
 
 def strand_and_latency(
-    s: SharedState, i: int, others: float, vacant: float, wait: float
+    s: SharedState, i: int, others: tuple[float, float], vacant: float, wait: float
 ) -> tuple[float, float]:
     """Flow ``i``'s share stranded and its mean latency, given its share to
-    the PS, the others' markings (``others``, per ns) and the share of
-    slots free; returns (its share blocked, its share stranded)."""
+    the PS, the others' markings per ns (``others``: of their blocked
+    chunks, of their evicted ones) and the share of slots free; returns
+    (its share blocked, its share stranded)."""
     paths, p = s.paths, s.to_ps[i]
     blocked = s.f_b[i] if s.f_b[i] < p else p
-    others = others / paths.pool if others > 0.0 else 0.0
-    s.strands[i] = strand = paths.strand_share(others, p, blocked, s.span[i], vacant)
+    fell, evicted = (m / paths.pool if m > 0.0 else 0.0 for m in others)
+    s.strands[i] = strand = paths.strand_share(fell, evicted, p, blocked, s.span[i], vacant)
     s.lat[i] = (1 - p) * paths.lat_ok + p * s.lat_ps[i] + strand * wait + s.lag_max[i]
     return blocked, strand
 

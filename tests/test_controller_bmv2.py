@@ -24,7 +24,7 @@ from controller.world.fabric import one_switch
 from controller.world.state import Store
 from controller.world.topology import Host, Topology
 from esa import wire
-from esa.model import slot_hash
+from esa.model import second_hash, slot_hash
 from esa.spec import Policy
 from esa.toolchain import compile_p4
 from esa.wire import Flag, PacketType
@@ -166,9 +166,14 @@ def read_back(c: Controller) -> SwitchEntries:
 
 
 def colliding_seq(job: int, seq: int, other: int) -> int:
-    """A seq of job ``other`` whose chunk hashes to the slot of (job, seq)."""
+    """A seq of job ``other`` whose chunk hashes to the slot of (job, seq),
+    its second hash too: a chunk of one slot, with no other to take."""
     target = slot_hash(job, seq, POOL)
-    return next(s for s in range(100_000) if slot_hash(other, s, POOL) == target)
+    return next(
+        s
+        for s in range(100_000)
+        if slot_hash(other, s, POOL) == target and second_hash(other, s, POOL) == target
+    )
 
 
 def test_admit_installs_entries_and_aggregates(ctl: Controller, bmv2: Bmv2Switch) -> None:
@@ -223,8 +228,13 @@ def test_reprioritise_changes_who_preempts(ctl: Controller, bmv2: Bmv2Switch) ->
     parts = {j: (e.part_base, e.part_size) for j, e in read_back(ctl).jobs.items()}
     assert parts == {1: (0, 0), 2: (0, 0), 3: (0, POOL)}
     seq2 = colliding_seq(1, 0, 2)
-    # job 1's next chunk in the same slot (chunk 0, once evicted, follows it to the PS)
-    seq1 = next(s for s in range(1, 100_000) if slot_hash(1, s, POOL) == slot_hash(1, 0, POOL))
+    # job 1's next chunk of the same one slot (chunk 0, once evicted, follows it to the PS)
+    home = slot_hash(1, 0, POOL)
+    seq1 = next(
+        s
+        for s in range(1, 100_000)
+        if slot_hash(1, s, POOL) == home and second_hash(1, s, POOL) == home
+    )
     bmv2.send(1, frame("h1", "h3", 1, 0, 0b01, [7] * wire.K))
     until(lambda: events(ctl, 1) == {"aggregated": 1}, "job 1's chunk in its slot")
     bmv2.send(4, frame("h4", "h6", 2, seq2, 0b01, [9] * wire.K))

@@ -14,7 +14,7 @@ import pytest
 from controller.world.plan import JobPlan
 from controller.world.topology import Host
 from esa import spec, wire
-from esa.model import INT32_MAX, Packet, slot_hash
+from esa.model import INT32_MAX, Packet, second_hash, slot_hash
 from esa.spec import Drop, Event, Policy
 from esa.wire import Flag, PacketType
 from tests.dataplane import FOUR, HIGH, LOW, POOL, TWO, Rig
@@ -31,13 +31,20 @@ def contrib(job: JobPlan, seq: int, w: int, x: int = 1, flags: int = 0) -> tuple
     return pkt, job.workers[w]
 
 
+def one_slot(job: int, seq: int) -> bool:
+    """The chunk's second hash is its first: under ESA it has one slot."""
+    return second_hash(job, seq, POOL) == slot_hash(job, seq, POOL)
+
+
 def colliding() -> tuple[int, int]:
-    """A LOW seq and a HIGH seq that share a slot."""
+    """A LOW seq and a HIGH seq of one slot each that share it."""
     return next(
         (s, t)
-        for s in range(100)
-        for t in range(100)
+        for s in range(400)
+        for t in range(400)
         if slot_hash(LOW.job, s, POOL) == slot_hash(HIGH.job, t, POOL)
+        and one_slot(LOW.job, s)
+        and one_slot(HIGH.job, t)
     )
 
 
@@ -219,13 +226,17 @@ def test_esa_partitions_keep_jobs_apart_and_a_job_without_one_shares_by_priority
     rig: Rig,
 ) -> None:
     """LOW (priority 1) and HIGH (5) stream through partitions of 4 slots;
-    FOUR (2) has none and hashes: into LOW's partition it preempts, into
-    HIGH's it falls back."""
+    FOUR (2) has none and hashes (chunks of one slot): into LOW's partition
+    it preempts, into HIGH's it falls back."""
     rig.reset(Policy.ESA, parts=(LOW.job, HIGH.job))
     assert rig.run([contrib(LOW, 2, 0), contrib(HIGH, 2, 0)]) == []
     assert (rig.model.slots[2].owner >> 32, rig.model.slots[6].owner >> 32) == (LOW.job, HIGH.job)
-    into_low = next(s for s in range(400) if slot_hash(FOUR.job, s, POOL) == 2)
-    into_high = next(s for s in range(400) if slot_hash(FOUR.job, s, POOL) == 6)
+    into_low, into_high = (
+        next(
+            s for s in range(10_000) if slot_hash(FOUR.job, s, POOL) == i and one_slot(FOUR.job, s)
+        )
+        for i in (2, 6)
+    )
     got = rig.run([contrib(FOUR, into_low, 0), contrib(FOUR, into_high, 0)])
     assert sorted((g.packet.job, g.packet.ptype, g.packet.seq) for g in got) == [
         (LOW.job, PacketType.PARTIAL, 2),
@@ -250,7 +261,7 @@ def test_float_and_pull_pass_through(rig: Rig) -> None:
 
 def evictable(job: JobPlan, shards: list[int]) -> list[tuple[int, int]]:
     """For each shard in ``shards``, a seq of ``job`` of that shard and a seq
-    of HIGH sharing its slot; every pair in a slot of its own."""
+    of HIGH of one slot sharing its slot; every pair in a slot of its own."""
     out: list[tuple[int, int]] = []
     for shard in shards:
         taken = {slot_hash(job.job, s, POOL) for s, _ in out}
@@ -258,8 +269,9 @@ def evictable(job: JobPlan, shards: list[int]) -> list[tuple[int, int]]:
             next(
                 (s, t)
                 for s in range(shard, 400, len(job.ps))
-                for t in range(400)
+                for t in range(2000)
                 if slot_hash(job.job, s, POOL) == slot_hash(HIGH.job, t, POOL)
+                and one_slot(HIGH.job, t)
                 and slot_hash(job.job, s, POOL) not in taken
             )
         )

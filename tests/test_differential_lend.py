@@ -17,8 +17,8 @@ import pytest
 
 from controller.world.topology import Host
 from esa import wire
-from esa.model import Out, Packet, Result, borrowed_slot
-from esa.spec import Event, Policy, Verdict
+from esa.model import Out, Packet, Result, borrowed_slot, second_hash, slot_hash
+from esa.spec import Event, Policy, Verdict, owner_key
 from esa.wire import Flag, PacketType
 from tests.dataplane import JOBS, POOL, QUAD_HIGH, TRIO_LOW, TRIO_MID, WIDE_JOBS, Jobs, Rig
 from tests.test_differential import stream
@@ -119,8 +119,9 @@ def ranked(rig: Rig, priority: int | None) -> AbstractContextManager[None]:
 def test_the_owners_come_back_and_evict_their_guests(wide_rig: Rig, priority: int | None) -> None:
     """Job 5's workers 0 and 1 open chunks 0-11, borrowing slots in the homes
     of jobs 6 (priority 5) and 7 (3), or of the same priority as job 5;
-    those jobs start chunks whose home slots hold job 5's guests and evict
-    them (their partials to job 5's PS); job 5's last worker then completes
+    those jobs claim their free home slots, then start chunks whose home
+    slots hold job 5's guests and evict them (their partials to job 5's
+    PS); job 5's last worker then completes
     its chunks at home and at the slots still lent, and follows its evicted
     chunks to the PS."""
     with ranked(wide_rig, priority):
@@ -139,6 +140,17 @@ def owners_evict(wide_rig: Rig) -> None:
         if plan.part_base <= slot < plan.part_base + plan.part_size
     ]
     assert owners, "no guest in another job's home"
+    # the owners first claim their home slots no guest holds, so that a
+    # chunk whose home slot holds a guest finds its second home slot busy
+    # too, and evicts (L4)
+    free = [
+        (plan.job, slot - plan.part_base)
+        for plan in (QUAD_HIGH, TRIO_MID)
+        for slot in range(plan.part_base, plan.part_base + plan.part_size)
+        if slot not in guests
+    ]
+    wide_rig.run([c(job, seq, 0) for job, seq in free])
+    assert [res.verdict for _, res in wide_rig.results[-len(free) :]] == [Verdict.CLAIM] * len(free)
     wide_rig.run([c(job, seq, 0) for job, seq in owners])
     evicting = [res for _, res in wide_rig.results[-len(owners) :]]
     assert [r.verdict for r in evicting] == [Verdict.PREEMPT] * len(owners)
@@ -213,13 +225,15 @@ def test_lossy_streams_around_lent_slots(rig: Rig, seed: int) -> None:
 
 
 def test_duplicated_resent_and_late_contributions_at_a_lent_slot(wide_rig: Rig) -> None:
-    """Job 5's chunk borrows a slot; a duplicate first send there is not
-    added (S4), a resend of another worker adds itself (S7), the same
-    resend again flushes the partial from the lent slot (S3), and the
-    chunk's last contribution, late, follows it to the PS."""
+    """Job 5's chunk, its home slots 0 and 2 held, borrows a slot; a
+    duplicate first send there is not added (S4), a resend of another
+    worker adds itself (S7), the same resend again flushes the partial from
+    the lent slot (S3), and the chunk's last contribution, late, follows it
+    to the PS."""
     wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
-    lent, busy = 4, 0
+    lent, busy, second = 4, 0, 2
     trace = [
+        c(5, second, 0),
         c(5, busy, 0),
         c(5, lent, 0),
         c(5, lent, 0),
@@ -228,9 +242,12 @@ def test_duplicated_resent_and_late_contributions_at_a_lent_slot(wide_rig: Rig) 
         c(5, busy, 1),
         c(5, busy, 2),
         c(5, lent, 2),
+        c(5, second, 1),
+        c(5, second, 2),
     ]
     wide_rig.run(trace)
     assert [res.verdict for _, res in wide_rig.results] == [
+        Verdict.CLAIM,
         Verdict.CLAIM,
         Verdict.CLAIM,
         Verdict.DUPLICATE,
@@ -239,7 +256,43 @@ def test_duplicated_resent_and_late_contributions_at_a_lent_slot(wide_rig: Rig) 
         Verdict.ADD,
         Verdict.COMPLETE,
         Verdict.FALLBACK,
+        Verdict.ADD,
+        Verdict.COMPLETE,
     ]
     ev = wide_rig.model.events(5)
     assert (ev[Event.LENT], ev[Event.FLUSHED], ev[Event.FOLLOWED]) == (1, 1, 1)
+    assert_whole(wide_rig.results, WIDE_JOBS)
+
+
+def test_a_chunk_takes_its_second_slot_in_its_home_and_by_its_second_hash(wide_rig: Rig) -> None:
+    """Job 5 (home 0-3) opens chunks 0 and 4, whose home slot is 0: chunk
+    4 takes its second home slot 2, and both complete.  Then, no job with
+    a home, job 6 opens chunks 0-7 over the pool and job 7 (lower ranked)
+    chunks 0-15, so some of job 7's find their first hashed slot held by
+    job 6 and take their second; every worker sends every chunk, and each
+    ends whole, BMv2 and esa.model alike, frame for frame."""
+    wide_rig.reset(Policy.ESA, parts=(5, 6, 7))
+    wide_rig.run([c(5, 0, 0), c(5, 4, 0)])
+    assert [wide_rig.model.slots[i].owner for i in (0, 2)] == [owner_key(5, 0), owner_key(5, 4)]
+    wide_rig.run([c(5, seq, w) for w in (1, 2) for seq in (0, 4)])
+    assert [res.verdict for _, res in wide_rig.results] == [
+        Verdict.CLAIM,
+        Verdict.CLAIM,
+        Verdict.ADD,
+        Verdict.ADD,
+        Verdict.COMPLETE,
+        Verdict.COMPLETE,
+    ]
+    assert_whole(wide_rig.results, WIDE_JOBS)
+    wide_rig.reset(Policy.ESA, parts=())
+    wide_rig.run([c(6, seq, 0) for seq in range(8)] + [c(7, seq, 0) for seq in range(16)])
+    second = [
+        seq
+        for seq in range(16)
+        if second_hash(7, seq, POOL) != slot_hash(7, seq, POOL)
+        and wide_rig.model.slots[second_hash(7, seq, POOL)].owner == owner_key(7, seq)
+    ]
+    assert second, "no chunk took its second hashed slot"
+    wide_rig.run([c(6, seq, w) for w in (1, 2, 3) for seq in range(8)])
+    wide_rig.run([c(7, seq, w) for w in (1, 2) for seq in range(16)])
     assert_whole(wide_rig.results, WIDE_JOBS)

@@ -18,7 +18,9 @@ from esa.model import (
     Packet,
     SwitchModel,
     borrowed_slot,
+    chunk_crc,
     route_key,
+    second_hash,
     slot_hash,
 )
 from esa.spec import DEFAULT_SQUAT_US, GONE_SPAN, Drop, Event, Policy, Verdict, owner_key
@@ -37,19 +39,33 @@ def contrib(job: int, seq: int, worker: int, x: int = 1, flags: int = 0) -> Pack
     return Packet(PacketType.CONTRIB, job, seq, 1 << worker, vals(x), flags=flags, count=1)
 
 
+def one_slot(job: int, seq: int) -> bool:
+    """The chunk's second hash is its first: under ESA it has one slot."""
+    return second_hash(job, seq, POOL) == slot_hash(job, seq, POOL)
+
+
 def colliding_seqs() -> tuple[int, int]:
-    """A LOW seq and a HIGH seq that map to the same slot."""
+    """A LOW seq and a HIGH seq that map to the same slot, each of one slot
+    (``one_slot``), so that neither has a second to go to."""
     for s in range(1000):
         for t in range(1000):
-            if slot_hash(LOW, s, POOL) == slot_hash(HIGH, t, POOL):
+            if (
+                slot_hash(LOW, s, POOL) == slot_hash(HIGH, t, POOL)
+                and one_slot(LOW, s)
+                and one_slot(HIGH, t)
+            ):
                 return s, t
     raise AssertionError("no collision")
 
 
 def next_in_slot(job: int, seq: int) -> int:
-    """The next seq of ``job`` whose chunk shares the slot of (job, seq)."""
+    """The next seq of ``job`` whose chunk has only the slot of (job, seq)."""
     idx = slot_hash(job, seq, POOL)
-    return next(t for t in range(seq + 1, seq + 10**6) if slot_hash(job, t, POOL) == idx)
+    return next(
+        t
+        for t in range(seq + 1, seq + 10**6)
+        if slot_hash(job, t, POOL) == idx and one_slot(job, t)
+    )
 
 
 def switch(policy: Policy = Policy.ESA, fan_in: int = 2, parts: bool | None = None) -> SwitchModel:
@@ -190,10 +206,12 @@ def test_static_uses_own_partition_only() -> None:
 
 
 def test_esa_jobs_with_partitions_stream_through_them() -> None:
-    """Each job in its home; a busy home borrows (rule L, tests/test_model_lend.py)
-    a free slot outside it, so seq 17, which shares LOW's slot 1 with seq 1
-    and whose borrowed slot 5 HIGH holds, falls back."""
+    """Each job in its home; a busy home slot tries the chunk's second home
+    slot, then borrows (rule L, tests/test_model_lend.py) a free slot outside
+    the home, so seq 17, which shares LOW's slot 1 with seq 1, whose second
+    slot 3 seq 3 holds and whose borrowed slot 5 HIGH holds, falls back."""
     sw = switch(Policy.ESA, parts=True)
+    assert sw.process(contrib(LOW, 3, 0), 0).verdict is Verdict.CLAIM
     assert sw.process(contrib(LOW, 1, 0), 0).verdict is Verdict.CLAIM
     assert sw.process(contrib(HIGH, 1, 0), 0).verdict is Verdict.CLAIM
     assert (sw.slots[1].owner >> 32, sw.slots[5].owner >> 32) == (LOW, HIGH)
@@ -205,8 +223,9 @@ def test_esa_jobs_with_partitions_stream_through_them() -> None:
 
 
 def hashed_into(job: int, slots: range) -> int:
-    """The first seq of ``job`` whose hash lands in ``slots``."""
-    return next(s for s in range(1000) if slot_hash(job, s, POOL) in slots)
+    """The first seq of ``job`` of one slot (``one_slot``) whose hash lands
+    in ``slots``."""
+    return next(s for s in range(1000) if slot_hash(job, s, POOL) in slots and one_slot(job, s))
 
 
 def test_esa_a_job_without_a_partition_shares_the_pool_by_priority() -> None:
@@ -215,6 +234,8 @@ def test_esa_a_job_without_a_partition_shares_the_pool_by_priority() -> None:
     high = hashed_into(HIGH, range(4))
     idx = slot_hash(HIGH, high, POOL)
     assert sw.process(contrib(LOW, idx, 0), 0).verdict is Verdict.CLAIM
+    second = (idx + 2) % 4
+    assert sw.process(contrib(LOW, second, 0), 0).verdict is Verdict.CLAIM
     # HIGH hashes into LOW's partition and preempts LOW's partial there
     res = sw.process(contrib(HIGH, high, 0), 1)
     assert res.verdict is Verdict.PREEMPT
@@ -222,8 +243,8 @@ def test_esa_a_job_without_a_partition_shares_the_pool_by_priority() -> None:
         (Out.PS, LOW, PacketType.PARTIAL)
     ]
     assert sw.slots[idx].owner >> 32 == HIGH
-    # LOW's next chunk there finds HIGH's higher priority: it borrows its
-    # slot outside its home (rule L, L5)
+    # LOW's next chunk there finds HIGH's higher priority, and its own chunk
+    # at its second home slot: it borrows its slot outside its home (rule L, L5)
     lent = idx + 4
     res = sw.process(contrib(LOW, lent, 0), 2)
     assert (res.verdict, res.outputs) == (Verdict.CLAIM, ())
@@ -366,11 +387,13 @@ def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:
 
 
 def walled_in() -> SwitchModel:
-    """ESA, each job in its home, HIGH's home held by HIGH's chunks: a
-    busy slot of LOW's home has nowhere to borrow (rule L) and falls back."""
+    """ESA, each job in its home, HIGH's home held by HIGH's chunks and
+    LOW's slot 2 by LOW's chunk 2: a busy slot 0 of LOW's home has neither
+    its second home slot (2) nor a slot to borrow (rule L) and falls back."""
     sw = switch(parts=True)
     for seq in range(4):
         assert sw.process(contrib(HIGH, seq, 0), 0).verdict is Verdict.CLAIM
+    assert sw.process(contrib(LOW, 2, 0), 0).verdict is Verdict.CLAIM
     return sw
 
 
@@ -481,7 +504,9 @@ def test_an_evicted_partial_is_addressed_by_its_own_chunk() -> None:
         (s, t)
         for s in range(1, 1000)
         for t in range(1000)
-        if s % 4 == 3 and slot_hash(SHARDED, s, POOL) == slot_hash(HIGH, t, POOL)
+        if s % 4 == 3
+        and slot_hash(SHARDED, s, POOL) == slot_hash(HIGH, t, POOL)
+        and one_slot(HIGH, t)
     )
     sw.process(contrib(SHARDED, seq, 0, 5), 0)
     (out,) = sw.process(contrib(HIGH, high, 0), 1).outputs
@@ -517,3 +542,93 @@ def test_routes_follow_the_job() -> None:
 def test_a_job_has_1_2_4_or_8_ps_hosts(ports: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match=rf"^{len(ports)} PS ports: a job has 1, 2, 4 or 8"):
         JobConfig(2, 0b11, 1, ps_ports=ports)
+
+
+@pytest.mark.parametrize(
+    ("job", "seq", "pool", "h", "h2"),
+    [
+        (1, 0, 1024, 19, 162),  # CRC 0x8ca28813: 0x8ca2 mod 1024
+        (2, 7, 16, 0, 6),  # CRC 0x55666760: 0x5566 mod 16
+        (3, 2**32 - 1, 8, 0, 1),  # CRC 0x28d9fb90: 0x28d9 mod 8
+    ],
+)
+def test_the_second_hash_is_the_crcs_high_half_modulo_the_pool(
+    job: int, seq: int, pool: int, h: int, h2: int
+) -> None:
+    assert (slot_hash(job, seq, pool), second_hash(job, seq, pool)) == (h, h2)
+    assert second_hash(job, seq, pool) == (chunk_crc(job, seq) >> 16) % pool
+
+
+def two_slots(job: int) -> tuple[int, int, int]:
+    """The first seq of ``job`` with two slots, and its slots h and h'."""
+    seq = next(s for s in range(1000) if not one_slot(job, s))
+    return seq, slot_hash(job, seq, POOL), second_hash(job, seq, POOL)
+
+
+def seq_in(job: int, idx: int) -> int:
+    """A seq of ``job`` of one slot, ``idx``."""
+    return next(s for s in range(10**5) if slot_hash(job, s, POOL) == idx and one_slot(job, s))
+
+
+def test_a_chunk_without_a_home_claims_its_second_hash_when_its_first_is_held() -> None:
+    """HIGH's chunk finds h held by LOW (lower priority) and h' free: it
+    claims h' (free before preempting), adds there, and its PS result
+    releases h'."""
+    sw = switch()
+    seq, h, h2 = two_slots(HIGH)
+    low = seq_in(LOW, h)
+    sw.process(contrib(LOW, low, 0), 0)
+    res = sw.process(contrib(HIGH, seq, 0, 3), 1)
+    assert (res.verdict, res.outputs) == (Verdict.CLAIM, ())
+    assert (sw.slots[h].owner, sw.slots[h2].owner) == (owner_key(LOW, low), owner_key(HIGH, seq))
+    assert sw.process(contrib(HIGH, seq, 1, 4), 2).verdict is Verdict.COMPLETE
+    sw.process(contrib(HIGH, seq, 0, 3), 3)
+    ps = Packet(PacketType.PS_RESULT, HIGH, seq, 0b11, vals(0), count=2)
+    assert sw.process(ps, 4, in_port=PS_PORT).verdict is Verdict.PS_RELEASE
+    assert (sw.slots[h].owner, sw.slots[h2].owner) == (owner_key(LOW, low), 0)
+
+
+def test_a_chunk_without_a_home_preempts_at_its_second_hash_and_follows_its_marker() -> None:
+    """Both slots held: HIGH's chunk preempts LOW's at h' (h holds HIGH's
+    own); LOW's chunk, marked at h', follows its partial."""
+    sw = switch()
+    seq, h, h2 = two_slots(HIGH)
+    mine, low = seq_in(HIGH, h), seq_in(LOW, h2)
+    sw.process(contrib(HIGH, mine, 0), 0)
+    sw.process(contrib(LOW, low, 0, 5), 0)
+    res = sw.process(contrib(HIGH, seq, 0), 1)
+    assert res.verdict is Verdict.PREEMPT
+    assert [(o.to, o.packet.ptype, o.packet.job, o.packet.seq) for o in res.outputs] == [
+        (Out.PS, PacketType.PARTIAL, LOW, low)
+    ]
+    assert (sw.slots[h2].gone, sw.slots[h2].evicted) == (0, owner_key(LOW, low))
+    assert sw.process(contrib(HIGH, seq, 1), 2).verdict is Verdict.COMPLETE
+    res = sw.process(contrib(LOW, low, 1), 3)
+    assert res.verdict is Verdict.FALLBACK
+    assert sw.events(LOW)[Event.FOLLOWED] == 1
+
+
+def test_a_preempted_chunk_follows_after_the_preempting_job_marks_its_slot() -> None:
+    """S11's victim is marked in the victims' marker, which the preempting
+    job's own markings never replace: HIGH's chunk preempts LOW's at h' and
+    completes; a retransmission of HIGH's chunk of slot h' falls back
+    there (S8), marking h''s marker; LOW's chunk, its one slot h' free
+    again, follows its partial instead of claiming a partial that could
+    never complete."""
+    sw = switch()
+    seq, h, h2 = two_slots(HIGH)
+    mine, low = seq_in(HIGH, h), seq_in(LOW, h2)
+    sw.process(contrib(HIGH, mine, 0), 0)
+    sw.process(contrib(LOW, low, 0, 5), 0)
+    assert sw.process(contrib(HIGH, seq, 0), 1).verdict is Verdict.PREEMPT
+    assert sw.process(contrib(HIGH, seq, 1), 2).verdict is Verdict.COMPLETE
+    other = seq_in(HIGH, h2)
+    assert sw.process(contrib(HIGH, other, 0, flags=Flag.RETX), 3).verdict is Verdict.FALLBACK
+    slot = sw.slots[h2]
+    assert (slot.owner, slot.gone, slot.evicted) == (0, owner_key(HIGH, other), owner_key(LOW, low))
+    res = sw.process(contrib(LOW, low, 1, 6), 4)
+    assert [(o.to, o.packet.ptype, o.packet.job, o.packet.seq) for o in res.outputs] == [
+        (Out.PS, PacketType.FALLBACK, LOW, low)
+    ]
+    assert sw.slots[h2].owner == 0
+    assert sw.events(LOW)[Event.FOLLOWED] == 1

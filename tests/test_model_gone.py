@@ -16,12 +16,14 @@ through the switch), sums what reaches it.  The test checks
 
 - **G**: no contribution of a chunk any piece of which went from a slot to
   the PS (a fallback or a partial) starts a partial again in a slot whose
-  marker it reads (its slot; under rule L its home and its borrowed
-  slot), unless a chunk of another job went from that slot to the PS since:
-  the residual case of a shared slot, whose marker keeps one job, and
-  under rule L of a guest evicted from a home.  Which slot a piece left is
-  the one its chunk held (``SwitchModel.holding``) or, for an evicted
-  partial, the one the evicting contribution took;
+  markers it reads (its slots, ``SwitchModel.choices``: h; under ESA its
+  second h'; under rule L its borrowed slot g), unless a chunk of another
+  job went from that slot to the PS since in the same way: by its own
+  packet (the slot's marker), or, for a partial that a chunk of another
+  job took the slot from, as such a partial (the victims' marker): the
+  residual case of a slot shared by jobs, each marker keeping one.  Which
+  slot a piece left is the one its chunk held (``SwitchModel.holding``)
+  or, for an evicted partial, the one the evicting contribution took;
 - every sum, in the switch or at the PS, is exact;
 - once every packet has arrived: a chunk all of whose workers sent it, none
   of its packets lost, has completed without a timer, in the switch or
@@ -33,13 +35,14 @@ through the switch), sums what reaches it.  The test checks
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from esa import wire
-from esa.model import JobConfig, Out, Packet, Result, SwitchModel, borrowed_slot
+from esa.model import JobConfig, Out, Packet, Result, SwitchModel
 from esa.spec import Event, Policy, Verdict
 from esa.wire import Flag, PacketType
 
@@ -129,14 +132,15 @@ class FaultyNetwork(RuleBasedStateMachine):
         self.done: dict[tuple[int, int], tuple[int, ...]] = {}
         """chunk -> its complete sum, wherever it completed."""
         self.lost: set[tuple[int, int]] = set()
-        self.gone: dict[int, tuple[int, set[int]]] = {}
-        """slot -> a job and its seqs any piece of which went from the slot
-        to the PS since a chunk of another job last did."""
+        self.gone: dict[tuple[int, bool], tuple[int, set[int]]] = {}
+        """(slot, evicted) -> a job and its seqs any piece of which went
+        from the slot to the PS since a chunk of another job last did in the
+        same way: evicted (``Slot.evicted``: a partial that a chunk of
+        another job took the slot from) or not (``Slot.gone``)."""
         self.exposed: set[tuple[int, int]] = set()
         """chunks a piece of which went from a slot to the PS, and then a
-        chunk of another job went from that slot: its marker forgot them
-        (the residual case of a shared slot, and rule L's guest evicted
-        from a home)."""
+        chunk of another job went from that slot in the same way: the
+        marker forgot them (the residual case of a slot shared by jobs)."""
         self.retx_sent = False
 
     # the network ------------------------------------------------------------
@@ -170,21 +174,17 @@ class FaultyNetwork(RuleBasedStateMachine):
 
     def markers(self, job: int, seq: int) -> set[int]:
         """The slots whose markers a contribution of the chunk reads: its
-        slot, and under rule L its borrowed slot."""
-        cfg = self.jobs[job].cfg
-        home = self.sw.slot_index(job, seq, cfg)
-        assert home is not None
-        if not self.sw.lends(cfg):
-            return {home}
-        g = borrowed_slot(job, seq, self.sw.pool_size, cfg.part_base, cfg.part_size)
-        return {home} if g is None else {home, g}
+        ``choices`` (h; under ESA h'; under rule L g)."""
+        return set(self.sw.choices(job, seq, self.jobs[job].cfg))
 
-    def went(self, slot: int, job: int, seq: int) -> None:
-        """A piece of chunk (job, seq) went from ``slot`` to the PS."""
-        was, seqs = self.gone.get(slot, (0, set()))
+    def went(self, slot: int, job: int, seq: int, evicted: bool = False) -> None:
+        """A piece of chunk (job, seq) went from ``slot`` to the PS, as a
+        partial a chunk of another job took the slot from (``evicted``) or
+        not."""
+        was, seqs = self.gone.get((slot, evicted), (0, set()))
         if was != job:
             self.exposed |= {(was, s) for s in seqs}
-            self.gone[slot] = was, seqs = job, set()
+            self.gone[slot, evicted] = was, seqs = job, set()
         seqs.add(seq)
 
     def complete(self, key: tuple[int, int], values: tuple[int, ...]) -> None:
@@ -220,24 +220,25 @@ class FaultyNetwork(RuleBasedStateMachine):
         res: Result = self.sw.process(pkt, self.now, in_port)
         after = self.slot_of(pkt.job, pkt.seq) if contrib else 0
         if contrib and res.verdict in STARTS:
-            for slot in self.markers(pkt.job, pkt.seq):
-                job, seqs = self.gone.get(slot, (0, set()))
+            for slot, evicted in product(self.markers(pkt.job, pkt.seq), (False, True)):
+                job, seqs = self.gone.get((slot, evicted), (0, set()))
                 assert not (job == pkt.job and pkt.seq in seqs), (
                     f"G: chunk ({pkt.job}, {pkt.seq}) started a partial in slot {after} "
                     f"({res.verdict.name}) after a piece of it went to the PS from slot {slot}"
                 )
-        lends = self.sw.lends(self.jobs[pkt.job].cfg)
+        one_marker = len(self.markers(pkt.job, pkt.seq)) == 1
         for out in res.outputs:
             p = out.packet
             if out.to is Out.PS and p.ptype in (PacketType.FALLBACK, PacketType.PARTIAL):
                 if (p.job, p.seq) != (pkt.job, pkt.seq):
-                    self.went(after, p.job, p.seq)  # evicted from the slot C took
+                    # evicted from the slot C took
+                    self.went(after, p.job, p.seq, evicted=p.job != pkt.job)
                 elif p.ptype is PacketType.PARTIAL:
                     self.went(before, p.job, p.seq)  # flushed from its slot
-                elif not lends or self.sw.events(p.job)[Event.FOLLOWED] == followed:
-                    # it falls back, marked at its slot, rule L's home (S8,
-                    # L6), or covered there already (S13; under rule L the
-                    # marker covering it may be at either slot, L3)
+                elif one_marker or self.sw.events(p.job)[Event.FOLLOWED] == followed:
+                    # it falls back, marked at its slot h (S8, L6), or
+                    # covered there already (S13; a chunk of two or three
+                    # slots may find the marker covering it at any, L3)
                     home = self.sw.slot_index(p.job, p.seq, self.jobs[p.job].cfg)
                     assert home is not None
                     self.went(home, p.job, p.seq)

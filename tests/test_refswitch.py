@@ -59,7 +59,7 @@ from controller.world.plan import JobPlan, desired
 from controller.world.topology import Host, Topology, ip_to_int
 from esa import p4names, wire
 from esa.jobrow import JobEntry
-from esa.model import FROM_PS, Packet, slot_hash
+from esa.model import FROM_PS, Packet, second_hash, slot_hash
 from esa.p4names import JOB_EVENTS, SLOT_OWNER
 from esa.spec import DEFAULT_POOL_SIZE, SLOT_REGISTERS, Drop, Event, Policy, owner_key
 from esa.target import device_config
@@ -270,12 +270,15 @@ class Step:
 
 
 def colliding_seqs() -> tuple[int, int]:
-    """A seq of job 1 and one of job 2 that share a slot."""
+    """A seq of job 1 and one of job 2 that share a slot, each of one slot
+    (its second hash on its first), so neither has another to take."""
     return next(
         (s, t)
         for s in range(100)
         for t in range(100)
         if slot_hash(1, s, POOL) == slot_hash(2, t, POOL)
+        and second_hash(1, s, POOL) == slot_hash(1, s, POOL)
+        and second_hash(2, t, POOL) == slot_hash(2, t, POOL)
     )
 
 
@@ -698,9 +701,9 @@ def partials() -> tuple[list[tuple[int, bytes, int]], dict[str, list[int]], int]
     ]
     want = {name: [0] * POOL for name in SLOT_REGISTER_NAMES}
 
-    def held(slot: int, owner: int, bitmap: int, prio: int, ts: int, gone: int, x: int) -> None:
+    def held(slot: int, owner: int, bitmap: int, prio: int, ts: int, evicted: int, x: int) -> None:
         fields = {"slot_owner": owner, "slot_bitmap": bitmap, "slot_count": 1}
-        fields |= {"slot_prio": prio, "slot_ts": ts, "slot_gone": gone}
+        fields |= {"slot_prio": prio, "slot_ts": ts, "slot_evicted": evicted}
         fields |= {f"slot_v{i}": v & 0xFFFFFFFF for i, v in enumerate(vals(x))}
         for name, value in fields.items():
             want[p4names.register(name)][slot] = value

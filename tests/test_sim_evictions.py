@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from esa import wire
-from esa.model import JobConfig, Packet, SwitchModel, slot_hash
+from esa.model import JobConfig, Packet, SwitchModel, second_hash, slot_hash
 from esa.schemes import Scheme
 from esa.spec import Event, Policy, Verdict
 from esa.wire import PacketType
@@ -27,11 +27,15 @@ def switch(model: type[SwitchModel], low_fan_in: int) -> SwitchModel:
 
 
 def colliding() -> tuple[int, int]:
+    """A LOW seq and a HIGH seq of one slot each (their second hash on
+    their first, so neither has another slot), the same slot."""
     return next(
         (s, t)
         for s in range(1000)
         for t in range(1000)
         if slot_hash(LOW, s, POOL) == slot_hash(HIGH, t, POOL)
+        and second_hash(LOW, s, POOL) == slot_hash(LOW, s, POOL)
+        and second_hash(HIGH, t, POOL) == slot_hash(HIGH, t, POOL)
     )
 
 

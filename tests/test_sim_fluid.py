@@ -186,14 +186,15 @@ def test_fluid_lends_idle_homes_as_the_packet_model_does(scheme: Scheme) -> None
 def test_the_stall_table_shows_where_the_fluid_model_agrees_and_where_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``python -m sim.calibrate --stall-us``: with a PS stall of 20 us or
-    5 us the fluid model charges ESA's stranded chunks their stall at the
-    end of an iteration as the packet model pays it, within the tolerance;
-    pulling at once, the packet model's PS pulls chunks whose contributions
-    are on their way, a storm of resends the fluid model leaves out
-    (docs/simulator.md, "Calibration").  The stall the PS learns
-    (``learnt``) agrees as the best constants do, and pulls less than
-    pulling at once or after 5 us."""
+    """``python -m sim.calibrate --stall-us``: at a PS stall of 20 us, 5 us,
+    none (pulling at once) and the stall the PS learns (``learnt``), the
+    fluid model is within its tolerance (+14 %, +8 %, -2 %, +9 %).  Pulling
+    at once the packet model's PS pulls chunks whose contributions are on
+    their way (1,252 pulls, 121 us against 113), a storm the fluid model
+    leaves out; it was 5,600 pulls and 18 % beyond the fluid model before
+    a victim's marker (``slot_evicted``) stopped the evicted chunks'
+    later contributions from claiming slots again.  The learnt stall
+    pulls less than pulling at once or after 5 us."""
     assert calibrate.main(["--stall-us", "20", "5", "0"]) == 0
     head, rule, *rows = capsys.readouterr().out.splitlines()
     assert head == "| PS stall us | packet us | fluid us | fluid's error | PS pulls |"
@@ -202,9 +203,7 @@ def test_the_stall_table_shows_where_the_fluid_model_agrees_and_where_not(
     assert [c[0] for c in cells] == ["20", "5", "0", "learnt"]
     error = {c[0]: int(c[2]) / int(c[1]) - 1 for c in cells}
     pulls = {c[0]: int(c[4]) for c in cells}
-    assert abs(error["20"]) <= TOLERANCE and abs(error["5"]) <= TOLERANCE
-    assert abs(error["learnt"]) <= TOLERANCE
-    assert error["0"] < -TOLERANCE
+    assert all(abs(e) <= TOLERANCE for e in error.values()), error
     assert pulls["learnt"] < min(pulls["5"], pulls["0"])
 
 

@@ -51,9 +51,10 @@ def test_taken_is_the_share_of_the_gap() -> None:
 
 def test_placement_with_every_hold_three_chunks_long_in_two_slots() -> None:
     # any free slot: chunks 0, 1 taken, 2 kept out, then every third kept
-    # out; seq mod 2: each slot is free again only every other lap
-    pooled, modulo = placement_loss(np.full(3000, 30.0), 10.0, 2)
-    assert pooled == 1000 / 3000
+    # out; seq mod 2: each slot is free again only every other lap; then
+    # the other slot of the two: as any free slot
+    pooled, modulo, second = placement_loss(np.full(3000, 30.0), 10.0, 2)
+    assert pooled == second == 1000 / 3000
     assert modulo == 1 / 2
 
 
@@ -66,7 +67,7 @@ def test_no_chunk_kept_out_while_every_hold_fits_a_lap(
     shares: list[float], slots: int, gap: float
 ) -> None:
     holds = np.array(shares) * slots * gap
-    assert placement_loss(holds, gap, slots) == (0.0, 0.0)
+    assert placement_loss(holds, gap, slots) == (0.0, 0.0, 0.0)
 
 
 def test_spread_holds_are_ranges_of_the_draws() -> None:

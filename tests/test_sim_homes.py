@@ -13,7 +13,9 @@ from runner import scenario as scn
 from sim import fluid, homes, packet
 from sim.calibrate import SPREAD
 from sim.control import Partitions
+from sim.headroom import placement_loss, spread_holds
 from sim.params import spread_max_ns, spread_range_ns
+from sim.placement import modulo_blocked
 from sim.rates import (
     CONVERGED,
     Flow,
@@ -21,7 +23,6 @@ from sim.rates import (
     SolveConstants,
     lend_offers,
     lent_share,
-    modulo_blocked,
     solve,
 )
 from sim.sweep import REGIMES
@@ -83,10 +84,12 @@ def test_with_lagging_workers_homes_beat_the_equal_split_and_hashing_loses() -> 
     home, so ESA places chunks as the equal split does until a job
     finishes, where the equal split recuts the others' partitions (their
     chunks in flight strand) and ESA's homes stay put; hashing lets the
-    jobs' held slots collide."""
+    jobs' held slots collide, which a chunk's second hashed slot makes
+    rarer (6.37 s against the homes' 6.10 s, where one slot was 20 %
+    behind)."""
     avg = homes.compare(ROOMY, 10.0)
     assert avg["esa homes"] < avg["static-equal"]
-    assert avg["esa hashed"] > 1.2 * avg["esa homes"]
+    assert avg["esa hashed"] > 1.03 * avg["esa homes"]
 
 
 def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
@@ -104,13 +107,33 @@ def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
     assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.9 * lagging["esa hashed"]
 
 
-def test_modulo_blocked_is_a_step_without_spread_and_falls_with_the_home() -> None:
-    # 100 chunks 10 ns apart: a home of 100 slots is held 1 us per lap
+def test_modulo_blocked_without_spread_counts_the_chunks_each_hold_keeps_out() -> None:
+    # 100 chunks 10 ns apart: chunks 50 apart share a pair of slots, one
+    # every 500 ns; a hold under 1 us leaves the other slot free
     assert modulo_blocked(100, 10.0, 999.0, 8, 0.0) == 0.0
-    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0) == 1.0
+    # held past two of them: of every three chunks at the pair, one is kept out
+    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0) == pytest.approx(1 / 3)
+    # a home of one slot: a chunk every 10 ns, each held 25 ns, keeps two out
+    assert modulo_blocked(1, 10.0, 25.0, 8, 0.0) == pytest.approx(2 / 3)
+    assert modulo_blocked(100, 10.0, 1001.0, 8, 0.0, free=0.5) == pytest.approx(1 - 0.5 * 2 / 3)
     shares = [modulo_blocked(h, 15.0, 2600.0, 8, 1000.0) for h in (64, 128, 256, 512, 1024)]
     assert shares == sorted(shares, reverse=True)
-    assert shares[0] > 0.9 and 0.0 < shares[-1] < 1e-3
+    assert shares[0] > 0.6 and 0.0 < shares[-1] < 1e-3
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8, 32])
+@pytest.mark.parametrize("laps", [0.1, 0.5, 1.0, 1.5, 2.0])
+def test_modulo_blocked_is_the_placement_of_h_then_h_prime(workers: int, laps: float) -> None:
+    """Against ``sim.headroom.placement_loss``, which places 100,000 chunks
+    one by one on ``seq mod s``, else ``(seq + s // 2) mod s``, each held
+    for the range of its workers' spread: an even home of ``laps`` mean
+    holds (the model's chain is exact there, up to the draws)."""
+    jitter, gap = 1000.0, 14.64
+    holds = spread_holds(workers, jitter, 100_000)
+    mean = float(holds.mean())
+    home = max(2, 2 * round(laps * mean / gap / 2))
+    _, _, placed = placement_loss(holds, gap, home)
+    assert modulo_blocked(home, gap, mean, workers, jitter) == pytest.approx(placed, abs=0.005)
 
 
 @settings(max_examples=200, deadline=None)
@@ -141,12 +164,20 @@ def test_the_fluid_model_runs_esa_homes_and_never_gives_ideal_one() -> None:
     )
 
 
-HOMES_TOLERANCE = 0.05
-"""Issue 35's bound on the fluid model's error, which the next case meets
-since a job's own guests are solved with it (``sim.rates.lent_share``):
--2.6 % (docs/sim-calibration.md, "Lending"); +15.3 % before, when they
-were taken from its last state and its lending swung between all and
-little from one round of ``solve_pool`` to the next."""
+HOMES_OPTIMISM = (0.08, 0.15)
+"""The fluid model's error on the next case, a listed exception to issue
+35's 5 % (docs/sim-calibration.md, "Homes with one PS host"): it was
+within 1 % while its homes kept a chunk out whenever the chunk one lap back
+still held its slot, which overstated the share kept out (0.89 of an
+8-worker job's chunks where 0.60 are, at a home of half the mean hold) and
+so made up for what it leaves out.  With a home's two slots solved exactly
+(``sim.placement.modulo_blocked``) it is 11.3 % optimistic: a PS-bound
+job's window lets its first sends run ahead of the PS's rate (0.81 of the
+line on packets against the fluid model's solved 0.63), so its chunks
+come closer together, find their slots held more often (0.30 of them to
+the PS against 0.21) and the PS link's queue drains after the stream (38
+us an iteration after the last first send, against 13).  Pinned, so a
+change to either model that moves the error shows here."""
 
 
 def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
@@ -165,7 +196,8 @@ def test_with_one_ps_host_homes_beat_the_equal_split_in_both_models() -> None:
     }
     assert exact["homes"] < 0.8 * exact["equal"]
     assert coarse["homes"] < 0.8 * coarse["equal"]
-    assert abs(coarse["homes"] / exact["homes"] - 1) < HOMES_TOLERANCE
+    low, high = HOMES_OPTIMISM
+    assert low < 1 - coarse["homes"] / exact["homes"] < high
 
 
 LONE = replace(SPREAD.net, barrier=True, ps_shards=1, esa_homes=True)

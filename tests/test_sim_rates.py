@@ -13,15 +13,13 @@ from esa.model import slot_hash
 from esa.schemes import Scheme
 from sim import rates
 from sim.params import Net
+from sim.placement import reuse_distances, self_blocked, self_blocked_mean
 from sim.rates import (
     CONVERGED,
     Flow,
     NotConverged,
     Parked,
     SolveConstants,
-    reuse_distances,
-    self_blocked,
-    self_blocked_mean,
     solve,
 )
 
@@ -227,21 +225,24 @@ def test_self_collisions_are_the_switchs_hash() -> None:
 
 
 def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
-    """S8 and S13 keep one job's marker per slot: a chunk that went to the
-    PS is stranded when another job's chunk replaces the marker before its
-    last contribution came and that contribution finds the slot free; the
-    job's own later chunks keep it covered.  Nothing is stranded when a
-    chunk's contributions arrive together, nor in a job alone."""
+    """A slot keeps one job's marker of each kind (``slot_gone`` for a
+    chunk that fell back, ``slot_evicted`` for one evicted): a chunk that
+    went to the PS is stranded when another job's chunk of the same kind
+    replaces the marker before its last contribution came and that
+    contribution finds the slot free; the job's own later chunks keep it
+    covered.  Here the other job's chunks only fall back, so the evicted
+    third of the second job's keeps its marker.  Nothing is stranded when
+    a chunk's contributions arrive together, nor in a job alone."""
     pool = 1024
     rate = np.array([LINE, 0.5 * LINE])
     to_ps, blocked = np.array([0.2, 0.3]), np.array([0.2, 0.1])
     span = np.array([0.0, 2000.0])
     esa = SolveConstants.of(Scheme.ESA_EQUAL, NET, pool)
     share, wait, keep = esa.stranded(rate, to_ps, blocked, span, occupied=0.25)
-    others = LINE * 0.2 / pool
-    exposed = 2000.0 * (0.1 + 0.2 / 2) / 0.3
+    fell = LINE * 0.2 / pool
+    exposed = 2000.0 * fell * 0.1 / 0.3
     assert share[0] == 0
-    assert share[1] == pytest.approx(0.3 * -np.expm1(-others * exposed) * 0.75)
+    assert share[1] == pytest.approx(0.3 * -np.expm1(-exposed) * 0.75)
     alone, _, _ = esa.stranded(rate[1:], to_ps[1:], blocked[1:], span[1:], occupied=0.25)
     assert list(alone) == [0]
     claim = pool / (1.5 * LINE)

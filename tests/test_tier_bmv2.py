@@ -111,10 +111,16 @@ def exact(seq: int, workers: range) -> tuple[int, ...]:
     return tuple(sum(v) for v in zip(*(values(w, seq) for w in workers), strict=True))
 
 
-def colliding(hashing: int) -> tuple[int, int]:
+def colliding(hashing: int) -> tuple[int, int, int]:
     """A seq of job ``hashing`` (without a home) and one of the job whose
-    home is the whole pool, whose chunks share a slot."""
-    return POOL, POOL + slot_hash(hashing, POOL, POOL)
+    home is the whole pool, whose chunks share a slot h; and a seq of
+    ``hashing`` hashed to the home chunk's second slot h', half the pool
+    away, which a test fills first so that the home's chunk finds both its
+    slots held and evicts at h."""
+    h = slot_hash(hashing, POOL, POOL)
+    half = (h + POOL // 2) % POOL
+    filler = next(s for s in range(POOL + 1, 100_000) if slot_hash(hashing, s, POOL) == half)
+    return POOL, POOL + h, filler
 
 
 def ps_sum(job: int, fan_in: int, packets: list[Packet]) -> Packet:
@@ -212,7 +218,7 @@ LOW_HIGH = (("h1", "h2", "h5"), ("h3", "h4", "h6"))
 """Two jobs across the racks, two workers each on t1 and one on t2."""
 
 
-def admit_low_high(net: Net) -> tuple[int, int]:
+def admit_low_high(net: Net) -> tuple[int, int, int]:
     """One home per switch, the whole pool: HIGH outranks LOW and holds it;
     LOW has none and hashes into it, a guest that HIGH evicts (rule L:
     GUEST_EVICTED on LOW, PREEMPT_WON on HIGH)."""
@@ -224,9 +230,10 @@ def admit_low_high(net: Net) -> tuple[int, int]:
 
 
 def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
-    low, high = admit_low_high(net)
+    low, high, filler = admit_low_high(net)
     net.send("h1", contrib(4, low, 0), "h9")  # t1 claims for LOW
-    net.reached("t1", 4, Event.AGGREGATED)
+    net.send("h1", contrib(4, filler, 0), "h9")  # and HIGH's h' there
+    net.reached("t1", 4, Event.AGGREGATED, 2)
     net.send("h3", contrib(5, high, 0), "h10")  # t1: HIGH preempts, LOW's bit 0 to h9
     net.send("h4", contrib(5, high, 1), "h10")  # HIGH complete on t1, up
     net.send("h6", contrib(5, high, 2), "h10")  # t2's only worker: up; spine completes
@@ -245,7 +252,7 @@ def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
     done = ps_sum(4, 3, at_ps)
     assert (done.bitmap, done.count, done.values) == (0b111, 3, exact(low, range(3)))
     assert net.events("t1", 4) == {
-        Event.AGGREGATED: 1,
+        Event.AGGREGATED: 2,
         Event.GUEST_EVICTED: 1,
         Event.FALLBACK: 1,
         Event.FOLLOWED: 1,
@@ -255,10 +262,12 @@ def test_a_preemption_at_a_tor_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
 
 
 def test_a_preemption_at_the_spine_ends_in_an_exact_sum_at_the_ps(net: Net) -> None:
-    low, high = admit_low_high(net)
+    low, high, filler = admit_low_high(net)
     net.send("h1", contrib(4, low, 0), "h9")
     net.send("h2", contrib(4, low, 1), "h9")  # t1's sum of LOW waits at the spine
-    net.reached("s1", 4, Event.AGGREGATED)
+    net.send("h1", contrib(4, filler, 0), "h9")
+    net.send("h2", contrib(4, filler, 1), "h9")  # and holds HIGH's h' there
+    net.reached("s1", 4, Event.AGGREGATED, 2)
     net.send("h3", contrib(5, high, 0), "h10")
     net.send("h4", contrib(5, high, 1), "h10")  # t1's sum of HIGH preempts it there
     net.send("h6", contrib(5, high, 2), "h10")
@@ -273,7 +282,7 @@ def test_a_preemption_at_the_spine_ends_in_an_exact_sum_at_the_ps(net: Net) -> N
     done = ps_sum(4, 3, at_ps)
     assert (done.bitmap, done.values) == (0b111, exact(low, range(3)))
     assert net.events("s1", 4) == {
-        Event.AGGREGATED: 1,
+        Event.AGGREGATED: 2,
         Event.GUEST_EVICTED: 1,
         Event.FALLBACK: 1,
         Event.FOLLOWED: 1,
@@ -328,9 +337,10 @@ def test_a_job_inside_a_rack_reaches_its_ps_on_the_spine_through_a_transit(net: 
     assert net.events("s1", 7) == {}
     # a preemption at t1: the partial and the chunk's rest cross the spine
     net.ctl.admit(AdmitRequest(job=8, workers=("h3", "h4"), ps=("h5",), priority=9))
-    low, high = colliding(7)
+    low, high, filler = colliding(7)
     net.send("h1", contrib(7, low, 0), "h9")
-    net.reached("t1", 7, Event.AGGREGATED, 7)
+    net.send("h1", contrib(7, filler, 0), "h9")  # holds job 8's h'
+    net.reached("t1", 7, Event.AGGREGATED, 8)
     net.send("h3", contrib(8, high, 0), "h5")  # preempts: job 7's bit 0 to h9
     net.reached("t1", 7, Event.GUEST_EVICTED)
     net.send("h2", contrib(7, low, 1), "h9")  # follows its partial (S13)

@@ -65,6 +65,24 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         hash(slot.idx, HashAlgorithm.identity, job.part_base, { esa.seq }, job.part_size);
     }
 
+    // The chunk's second home slot h': half the home away, the sum taken
+    // in 32 bits, modulo the home (home_second in esa/model.py).
+    action second_home_index() {
+        bit<32> half_away = esa.seq + (bit<32>)(job.part_size >> 1);
+        hash(slot.second_idx, HashAlgorithm.identity, job.part_base, { half_away },
+             job.part_size);
+    }
+
+    // The second slot of a chunk of a job without a home: the CRC's high
+    // half modulo the pool (second_hash in esa/model.py).
+    action second_hash_index() {
+        bit<32> crc;
+        hash(crc, HashAlgorithm.crc32, (bit<32>)0, { esa.job, esa.seq }, (bit<64>)0x100000000);
+        bit<16> high = crc[31:16];
+        hash(slot.second_idx, HashAlgorithm.identity, (slot_idx_t)0, { high },
+             (bit<32>)POOL_SIZE);
+    }
+
     // Rule L's slot g before it is counted past the home: the CRC modulo
     // the slots outside the home (borrowed_slot in esa/model.py).
     action outside_index() {
@@ -152,14 +170,19 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
         if (slot.to_pool) {
             // A7: the chunk's slot (CONTRIB, PS_RESULT, T2).  STATIC: in the
             // job's own partition; a job without one has no slot.  ESA: in
-            // the job's partition when it has one (and, rule L, a slot
-            // outside it, hashed over the rest of the pool, which a busy
-            // home may borrow), else a hash over the whole pool.  ATP:
+            // the job's partition when it has one (with a second slot h'
+            // half the home away, and, rule L, a slot outside it, hashed
+            // over the rest of the pool, which a busy home may borrow),
+            // else a hash over the whole pool (and a second hash).  ATP:
             // always the hash.
             if (job.part_size != 0 && job.policy != policy_t.ATP) {
                 partition_index();
                 if (job.policy == policy_t.ESA) {
                     slot.lends = true;
+                    if (job.part_size > 1) {
+                        slot.has_second = true;
+                        second_home_index();
+                    }
                     if (job.part_size < (slot_idx_t)POOL_SIZE) {
                         slot.borrows = true;
                         outside_index();
@@ -172,6 +195,10 @@ control Admission(in esa_h esa, in port_t ingress_port, inout job_meta_t job,
                 slot.no_slot = true;
             } else {
                 hash_index(slot.idx);
+                if (job.policy == policy_t.ESA) {
+                    second_hash_index();
+                    slot.has_second = slot.second_idx != slot.idx;
+                }
             }
         }
     }

@@ -101,6 +101,7 @@ enum bit<32> drop_t {
     register<usec_t>(POOL_SIZE) slot_ts; \
     register<slot_state_t>(POOL_SIZE) slot_state; \
     register<chunk_key_t>(POOL_SIZE) slot_gone; \
+    register<chunk_key_t>(POOL_SIZE) slot_evicted; \
 
 #define ESA_LANE_REGISTERS \
     register<value_t>(POOL_SIZE) slot_v0; \

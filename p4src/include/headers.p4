@@ -64,7 +64,9 @@ struct slot_meta_t {
     bool transit;        // a fallback or partial from another switch, bound for its PS
     bool lends;          // rule L: ESA, a job with a home
     bool borrows;        // rule L, and the home leaves slots outside it: guest_idx is set
+    bool has_second;     // ESA: the chunk has a second slot h' (second_idx), not h
     slot_idx_t idx;
+    slot_idx_t second_idx; // ESA: h', half the home away, or a job without a home's second hash
     slot_idx_t guest_idx; // rule L: the slot outside the home a busy home borrows (g)
     chunk_key_t owner;
     bitmap_t bitmap;

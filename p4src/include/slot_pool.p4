@@ -1,20 +1,28 @@
 // The slot pool: its registers, and rules S0-S13, L1-L6 (rule L: a busy home
 // borrows a slot outside it, hashed over the rest of the pool), T2 and T3 of docs/dataplane.md for
-// contributions, PS results and packets passing through.  A contribution goes through three steps: read what the rules
+// contributions, PS results and packets passing through.  Under ESA a chunk
+// has a second slot h' (half its home away, or a second hash without a
+// home): every packet looks for its chunk at h, h' and g, and reads their
+// markers, before anything is claimed; h', g and their registers are read
+// at their indices in the one pass, as h is.  A contribution goes through
+// three steps: read what the rules
 // need of its slot, decide the rule (OwnChunkRules, OtherChunkRules: no
 // register access), then carry the rule out as one SlotOp of register and
 // header actions.
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
-// The marker `gone` (a slot_gone entry) covers chunk `c`: the same job, and
-// c's seq at most GONE_SPAN - 1 behind the marker's, modulo 2^32 (S13).
+// The marker `gone` (a slot_gone or slot_evicted entry) covers chunk `c`:
+// the same job, and c's seq at most GONE_SPAN - 1 behind the marker's, modulo
+// 2^32 (S13).
 bool covers(in chunk_key_t gone, in chunk_key_t c) {
     return gone[47:32] == c[47:32] && gone[31:0] - c[31:0] < GONE_SPAN;
 }
 
 // What a rule does to the slot and the packet.  "Mark" is the marking of
-// docs/dataplane.md: slot_gone := the chunk, unless it covers the chunk.
+// docs/dataplane.md: slot_gone := the chunk, unless it covers the chunk; a
+// holder whose slot a chunk of another job takes (TAKE) is marked the same
+// way in slot_evicted, which that job's own markings never replace.
 enum SlotOp {
     NONE,              // nothing (S4; S12 sets its outcome directly)
     PASS_SUM,          // S0: the contribution alone is the complete sum
@@ -138,6 +146,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     ESA_SLOT_REGISTERS
     OwnChunkRules() own_chunk;
     OtherChunkRules() other_chunk;
+    OtherChunkRules() second_chunk;
     OtherChunkRules() guest_chunk;
 
     action lanes_claim() { ESA_FOR_EACH_LANE(LANE_CLAIM) }
@@ -206,10 +215,12 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
     apply {
         chunk_key_t key = esa.job ++ esa.seq;
         SlotOp op = SlotOp.NONE;
-        // The slot's marker, once read, and the chunk to mark, if any.
+        // The slot's markers, once read, and the chunk to mark, if any.
         chunk_key_t gone = 0;
+        chunk_key_t evicted = 0;
         bool gone_read = false;
         chunk_key_t mark = 0;
+        bool victim = false;  // mark in slot_evicted
         // S5: a complete sum goes to the device above as one contribution,
         // or, where the job completes, as the result.
         ptype_t complete = PTYPE_RESULT;
@@ -243,17 +254,25 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 outcome.dest = dest_t.PS;
             }
         } else {
-            // The chunk's slot: under rule L its home h (slot.idx) or, when g
-            // and not h holds the chunk, its borrowed slot g (L1, L2; T2 and
-            // S12 look there too).
+            // The chunk's slot: h (slot.idx), else its second slot h', else
+            // under rule L its borrowed slot g, whichever holds the chunk
+            // (L1, L2; T2 and S12 look there too); h when none does.
+            slot_idx_t home_idx = slot.idx;
             slot_owner.read(slot.owner, slot.idx);
+            chunk_key_t second_owner = 0;
             chunk_key_t guest_owner = 0;
-            if (slot.borrows && slot.owner != key) {
+            if (slot.has_second) {
+                slot_owner.read(second_owner, slot.second_idx);
+            }
+            if (slot.borrows) {
                 slot_owner.read(guest_owner, slot.guest_idx);
-                if (guest_owner == key) {
-                    slot.idx = slot.guest_idx;
-                    slot.owner = key;
-                }
+            }
+            if (slot.owner != key && slot.has_second && second_owner == key) {
+                slot.idx = slot.second_idx;
+                slot.owner = key;
+            } else if (slot.owner != key && slot.borrows && guest_owner == key) {
+                slot.idx = slot.guest_idx;
+                slot.owner = key;
             }
             if (slot.transit) {
                 // T2: a fallback or partial of another switch passes through
@@ -291,30 +310,81 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                 read_sum_state();
                 own_chunk.apply(esa, job, slot, outcome, op);
             } else {
-                // S13, L3: a marker at h (or, under rule L, at g) covering the
-                // chunk sends it after its piece at the PS.
+                // S13, L3: a marker (slot_gone or slot_evicted) at h, h'
+                // (or, under rule L, at g) covering the chunk sends it after
+                // its piece at the PS.
+                chunk_key_t second_gone = 0;
                 chunk_key_t guest_gone = 0;
-                slot_gone.read(gone, slot.idx);
+                chunk_key_t second_evicted = 0;
+                chunk_key_t guest_evicted = 0;
+                slot_gone.read(gone, home_idx);
+                slot_evicted.read(evicted, home_idx);
                 gone_read = true;
+                if (slot.has_second) {
+                    slot_gone.read(second_gone, slot.second_idx);
+                    slot_evicted.read(second_evicted, slot.second_idx);
+                }
                 if (slot.borrows) {
                     slot_gone.read(guest_gone, slot.guest_idx);
+                    slot_evicted.read(guest_evicted, slot.guest_idx);
                 }
-                if (covers(gone, key) || covers(guest_gone, key)) {
+                if (covers(gone, key) || covers(evicted, key) || covers(second_gone, key) ||
+                    covers(second_evicted, key) || covers(guest_gone, key) ||
+                    covers(guest_evicted, key)) {
                     op = SlotOp.FALLBACK;  // S13: follow the chunk's partial to the PS.
                     outcome.ev2 = event_t.FOLLOWED;
                 } else {
+                    // The rules at h and at h', each on its own copy of the
+                    // outcome: h free, stale or idle first, then h', then a
+                    // preemption (L4: an eviction) at h, then at h'.
                     usec_t ts = 0;
                     prio_t holder_prio = 0;
                     if (slot.owner != 0) {
-                        slot_ts.read(ts, slot.idx);
-                        slot_state.read(slot.state, slot.idx);
-                        slot_prio.read(holder_prio, slot.idx);
+                        slot_ts.read(ts, home_idx);
+                        slot_state.read(slot.state, home_idx);
+                        slot_prio.read(holder_prio, home_idx);
                     }
+                    outcome_t home_out = outcome;
+                    SlotOp home_op;
                     other_chunk.apply(esa, job, slot, now - ts, holder_prio, slot.lends,
-                                      !slot.lends, outcome, op);
+                                      !slot.lends, home_out, home_op);
+                    slot_meta_t second = slot;
+                    second.idx = slot.second_idx;
+                    second.owner = second_owner;
+                    second.state = 0;
+                    outcome_t second_out = outcome;
+                    SlotOp second_op = SlotOp.DIVERT;
+                    if (slot.has_second) {
+                        usec_t second_ts = 0;
+                        prio_t second_prio = 0;
+                        if (second_owner != 0) {
+                            slot_ts.read(second_ts, second.idx);
+                            slot_state.read(second.state, second.idx);
+                            slot_prio.read(second_prio, second.idx);
+                        }
+                        second_chunk.apply(esa, job, second, now - second_ts, second_prio,
+                                           slot.lends, !slot.lends, second_out, second_op);
+                    }
+                    bool home_vacant = home_op != SlotOp.DIVERT &&
+                                       home_out.verdict != verdict_t.PREEMPT;
+                    bool second_vacant = second_op != SlotOp.DIVERT &&
+                                         second_out.verdict != verdict_t.PREEMPT;
+                    op = SlotOp.DIVERT;  // S8, L6: at h, the outcome as it came
+                    if (home_vacant || (!second_vacant && home_op != SlotOp.DIVERT)) {
+                        op = home_op;
+                        outcome = home_out;
+                    } else if (second_op != SlotOp.DIVERT) {
+                        op = second_op;
+                        outcome = second_out;
+                        slot.idx = second.idx;
+                        slot.owner = second.owner;
+                        slot.state = second.state;
+                        gone = second_gone;
+                        evicted = second_evicted;
+                    }
                     bool retx = (esa.flags & FLAG_RETX) != 0;
                     if (slot.borrows && op == SlotOp.DIVERT && !retx) {
-                        // L5: the home is busy; a first send borrows g, outside
+                        // L5: h and h' are busy; a first send borrows g, outside
                         // the home, if g is free, stale or idle (a guest never
                         // preempts).  Otherwise L6: it falls back at h.
                         slot_meta_t guest = slot;
@@ -334,6 +404,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                             slot.owner = guest.owner;
                             slot.state = guest.state;
                             gone = guest_gone;
+                            evicted = guest_evicted;
                             outcome.ev2 = event_t.LENT;
                         }
                     }
@@ -395,12 +466,19 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
             } else {
                 lanes_swap();
                 mark = slot.owner;
+                victim = slot.owner[47:32] != esa.job;
                 take_slot();
                 sum_header(PTYPE_PARTIAL);
                 outcome.dest = dest_t.PS;
             }
         }
-        if (mark != 0) {
+        if (mark != 0 && victim) {
+            // The holder's chunk went to its PS for a chunk of another job
+            // (TAKE, whose markers were read above): the victims' marker.
+            if (!covers(evicted, mark)) {
+                slot_evicted.write(slot.idx, mark);
+            }
+        } else if (mark != 0) {
             // The chunk went from this slot to its PS: the marker keeps its
             // job's highest such seq, so a marker that covers it stays.
             if (!gone_read) {
