@@ -4,8 +4,8 @@ scenario gave the job, and the reason names what stopped."""
 
 from __future__ import annotations
 
-import io
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -104,11 +104,16 @@ def test_every_step_a_script_sums_counts_and_its_size_hint_ends_at_zero() -> Non
     runner = jobs.Runner(cast(Any, world), cast(Any, ctl), cast(Any, timeline), (spec,), 0.0, False)
     job = jobs.RunningJob(spec, 0.0, stall.Watch(60.0, "step", 0.0, (0, 0)))
     runner.jobs[spec.job] = job
-    for w in (0, 1):
-        job.workers[w] = jobs.RunningWorker(w, cast(Any, None), Path(f"j1w{w}.log"))
-        runner.streams[io.StringIO("".join(f"step {n}\n" for n in range(1, 25)))] = (1, w)
-    for _ in range(24):
-        for stream in list(runner.streams):
-            runner._line(stream)
+    pipes = [os.pipe() for _ in (0, 1)]
+    try:
+        for w, (r, wr) in enumerate(pipes):
+            job.workers[w] = jobs.RunningWorker(w, cast(Any, None), Path(f"j1w{w}.log"))
+            runner.streams[r] = (1, w)
+            os.write(wr, "".join(f"step {n}\n" for n in range(1, 25)).encode())
+        for r, _ in pipes:  # all 24 lines in one read: each counted
+            runner._read(r)
+    finally:
+        for fd in (fd for pipe in pipes for fd in pipe):
+            os.close(fd)
     assert (job.steps, job.iters) == (24, 24)
     assert ctl.reported == [4 * 1370 * (6 - n) for n in range(1, 7)], "never below zero"
