@@ -80,7 +80,6 @@ DAMP_FLOOR = 1 / 1024
 """A flow's rate, share to the PS or slot count whose step turned back
 halves its own step, down to this."""
 BLOCK_CAP = 0.99
-"""``pair_blocked`` solves its chain exactly up to this many steps of hold."""
 LINE_RAMP = 0.02
 ROOT_METHODS = ("hybr", "krylov", "lm", "df-sane")
 """``scipy.optimize.root``'s methods a solve tries, in order, after its
