@@ -125,7 +125,9 @@ def worker_kinds(fan_in: int) -> dict[str, tuple[Make, HostDrop | None]]:
         return _esa(T.RESULT, 0, r.choice([0, JOB + 1]), s, mask, fan_in)
 
     def flags(r: random.Random, s: int) -> bytes:
-        return _esa(T.RESULT, r.choice([Flag.FLOAT, Flag.HOLD, Flag.RETX]), JOB, s, mask, fan_in)
+        return _esa(
+            T.RESULT, r.choice([Flag.FLOAT, Flag.HOLD, Flag.HOLD | Flag.RETX]), JOB, s, mask, fan_in
+        )
 
     def bitmap(r: random.Random, s: int) -> bytes:
         return _esa(r.choice(results), 0, JOB, s, mask >> 1, fan_in)

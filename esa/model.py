@@ -49,6 +49,8 @@ ACCEPTED = frozenset(FROM_HOSTS + FROM_SWITCHES)
 
 RETX, OVERFLOW, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.HOLD)
 DONE = int(SlotState.DONE)
+JOINS = OVERFLOW | int(SlotState.RESENT)
+"""the flags of a contribution a slot's state keeps (``SlotState``)."""
 """The flags and the slot state as plain ints: the simulator runs every
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
@@ -428,7 +430,7 @@ class SwitchModel:
         summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
-        slot.state |= pkt.flags & OVERFLOW
+        slot.state |= pkt.flags & JOINS
         self._count(pkt.job, FLUSHED_E)
         out = self._take(slot, PARTIAL, summed)
         mark_gone(slot, key)
@@ -459,7 +461,7 @@ class SwitchModel:
         summed = sat_sum(slot.values, pkt.values)
         slot.bitmap |= pkt.bitmap
         slot.count += 1
-        slot.state |= pkt.flags & OVERFLOW
+        slot.state |= pkt.flags & JOINS
         slot.ts = now
         if slot.count == cfg.fan_in:
             return self._complete(pkt.job, cfg, slot, summed)
@@ -633,7 +635,7 @@ class SwitchModel:
         self._count(pkt.job, AGGREGATED)
         slot.owner, slot.bitmap, slot.count = key, pkt.bitmap, 1
         slot.prio, slot.ts = cfg.priority, now
-        slot.state = pkt.flags & OVERFLOW
+        slot.state = pkt.flags & JOINS
         slot.values = list(pkt.values)
         return Result(verdict, outputs) if outputs else QUIET[verdict]
 
@@ -657,9 +659,9 @@ class SwitchModel:
         A slot that saw a flagged contribution, or a lane at the int32 limit
         (where saturation leaves it), sends its sum flagged OVERFLOW.
         """
-        flags = 0
+        flags = slot.state & RETX if ptype is not CONTRIB else 0
         if slot.state & OVERFLOW or at_limit(values):
-            flags = Flag.OVERFLOW
+            flags |= OVERFLOW
             self._count(slot.owner >> 32, Event.OVERFLOW)
         return Packet(
             ptype=ptype,

@@ -277,6 +277,9 @@ class SlotState(enum.IntFlag):
     OVERFLOW = int(wire.Flag.OVERFLOW)
     """a contribution arrived flagged OVERFLOW (same bit as the flag, so the
     switch copies it without a branch)."""
+    RESENT = int(wire.Flag.RETX)
+    """a contribution flagged RETX joined the sum (same bit as the flag): the
+    sum that leaves the slot says so, unless it goes up as a contribution."""
     DONE = 0x10
     """ATP: the sum completed and went to the PS; held until its result returns."""
 

@@ -85,7 +85,8 @@ class PacketType(enum.IntEnum):
 
 class Flag(enum.IntFlag):
     RETX = 0x01
-    """set by a worker on a retransmitted contribution."""
+    """set by a worker on a retransmitted contribution; on a switch's sum
+    (RESULT, PARTIAL): a retransmitted contribution went into it."""
     OVERFLOW = 0x02
     """a value was clipped by a worker or saturated in the switch; the sum is
     not exact and the chunk is recovered through FLOAT packets."""
@@ -93,8 +94,9 @@ class Flag(enum.IntFlag):
     """on PS_RESULT: the values are float32 bit patterns."""
     HOLD = 0x08
     """on RESULT (ATP policy): the switch holds the slot until the PS answers
-    with a PS_RESULT, which goes on to the workers; on that PS_RESULT: the
-    sum of every worker's first transmission."""
+    with a PS_RESULT, which goes on to the workers; on a PS_RESULT: the
+    sum of every worker's first transmission (that answer, or a sum the PS
+    gathered from first sends alone)."""
 
 
 def field_offsets() -> dict[str, tuple[int, int]]:

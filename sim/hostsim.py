@@ -468,6 +468,7 @@ class HostSim:
         bitmap = held | workers
         if ps.stall is not None:
             self._ps_observe(ps, pkt, bool(held), bitmap == job.mask)
+        first = not pkt.flags & RETX and (pkt.ptype is not FALLBACK or workers & (workers - 1) == 0)
         if bitmap == job.mask:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)
@@ -475,11 +476,17 @@ class HostSim:
             if pkt.ptype is not RESULT:
                 self.ps_completed[job.spec.job] += 1
             count = job.spec.workers
-            held = HOLD if pkt.ptype is RESULT else 0
+            # hosts.ps.aggregate: a sum of the workers' first sends alone is
+            # flagged HOLD, as the answer to ATP's held RESULT is.
+            resent = pkt.seq in ps.resent
+            ps.resent.discard(pkt.seq)
+            held = HOLD if first and not resent else 0
             out = Packet(PS_RESULT, job.wire, pkt.seq, bitmap, ZEROS, held, count=count)
             self._ps_out(job, ps, out)
             return
         ps.bitmaps[pkt.seq] = bitmap
+        if not first:
+            ps.resent.add(pkt.seq)
         ps.unanswered.pop(pkt.seq, None)
         stall = self._stall_ns(ps)
         if ps.stall is not None and pkt.flags & RETX and pkt.ptype is FALLBACK:

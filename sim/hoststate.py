@@ -116,6 +116,9 @@ class PsHost:
     for service, in the order it comes due (``sim.hostsim._to_ps``)."""
     bitmaps: dict[int, int] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
+    resent: set[int] = field(default_factory=set)
+    """seqs incomplete here that merged a packet other than a worker's first
+    send (a resend, or a switch's partial): their sum is not flagged HOLD."""
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
     scans: list[tuple[float, int, int, float]] = field(default_factory=list)

@@ -45,11 +45,12 @@ def test_contributions_complete_and_retransmissions_are_answered() -> None:
     agg.on_contribution((1, 3), JOB, hdr(T.FALLBACK, 3, 0b01), vals(2), 0.0, answer=True)
     assert rec.sent == [] and agg.counters.dropped[HostDrop.OVERLAP] == 1
     agg.on_contribution((1, 3), JOB, hdr(T.PARTIAL, 3, 0b10), vals(5), 0.0, answer=False)
-    done = (hdr(T.PS_RESULT, 3, 0b11), [7] * wire.K, SWITCH)
-    assert rec.sent == [done] and list(agg.done) == [(1, 3)] and agg.sums.partials == {}
+    first = (hdr(T.PS_RESULT, 3, 0b11, Flag.HOLD), [7] * wire.K, SWITCH)
+    assert rec.sent == [first] and list(agg.done) == [(1, 3)] and agg.sums.partials == {}
     agg.on_contribution((1, 3), JOB, hdr(T.FALLBACK, 3, 0b01, Flag.RETX), vals(2), 1.0, answer=True)
     agg.on_contribution((1, 3), JOB, hdr(T.PARTIAL, 3, 0b01), vals(2), 1.0, answer=False)
-    assert rec.sent == [done, done] and agg.counters.answered_from_cache == 1
+    kept = (hdr(T.PS_RESULT, 3, 0b11), [7] * wire.K, SWITCH)
+    assert rec.sent == [first, kept] and agg.counters.answered_from_cache == 1
     assert agg.counters.dropped[HostDrop.LATE] == 1
 
 
@@ -59,6 +60,8 @@ def test_a_held_switch_result_is_acknowledged_and_kept_unflagged() -> None:
     assert rec.sent == [(hdr(T.PS_RESULT, 0, 0b11, Flag.HOLD), [4] * wire.K, SWITCH)]
     answer = agg.done.get((1, 0))
     assert answer is not None and answer.flags == 0
+    agg.on_switch_result((1, 2), hdr(T.RESULT, 2, 0b11, Flag.HOLD | Flag.RETX), vals(4))
+    assert rec.sent[-1] == (hdr(T.PS_RESULT, 2, 0b11), [4] * wire.K, SWITCH)
     agg.on_switch_result((1, 0), hdr(T.RESULT, 0, 0b11), vals(5))
     agg.on_switch_result((1, 0), hdr(T.RESULT, 0, 0b11), vals(4))
     assert agg.counters.dropped[HostDrop.CONFLICT] == 1 and agg.counters.dropped[HostDrop.LATE] == 1
@@ -78,7 +81,7 @@ def test_stalled_partials_are_pulled_then_abandoned() -> None:
 def test_floats_of_an_overflowed_chunk_are_summed() -> None:
     agg, rec = aggregator()
     agg.on_contribution((1, 0), JOB, hdr(T.PARTIAL, 0, 0b11, Flag.OVERFLOW), vals(9), 0.0, False)
-    assert rec.sent[-1][0].flags == Flag.OVERFLOW
+    assert rec.sent[-1][0].flags == Flag.OVERFLOW | Flag.HOLD
     halves = np.full(wire.K, 0.5, np.float32)
     agg.on_float((1, 0), JOB, hdr(T.FLOAT, 0, 0b01), quant.float_bits(halves), 1.0)
     agg.on_float((1, 0), JOB, hdr(T.FLOAT, 0, 0b01), quant.float_bits(halves), 1.0)

@@ -102,6 +102,7 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
     mask = (1 << fan_in) - 1
     exact = np.sum(np.array(contrib, np.int64), axis=0)
     have, expect_merged, expect_rejected, expect_after = 0, 0, 0, 0
+    firsts = True
     for bitmap in order:
         vals = np.sum([contrib[b] for b in range(fan_in) if bitmap >> b & 1], axis=0)
         # a fallback carries one worker's bit, or, from a switch of a fabric,
@@ -114,6 +115,7 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
         else:
             have |= bitmap
             expect_merged += 1
+            firsts &= bitmap == 1 or not bitmap & 1  # one worker's fallback, or a partial
     c = ps.counters
     assert (c.merged, c.dropped[HostDrop.OVERLAP]) == (expect_merged, expect_rejected)
     assert c.answered_from_cache + c.dropped[HostDrop.LATE] == expect_after
@@ -123,7 +125,8 @@ def test_merge_never_adds_a_worker_twice(case: tuple[int, list[list[int]], list[
         return
     assert c.completed == 1
     h, values = results[0]
-    assert (h.job, h.seq, h.bitmap, h.count, h.flags) == (1, 9, mask, fan_in, 0)
+    held = Flag.HOLD if firsts else 0
+    assert (h.job, h.seq, h.bitmap, h.count, h.flags) == (1, 9, mask, fan_in, held)
     assert values == exact.tolist()
     assert all(v == values for _, v in results)
 
@@ -182,6 +185,33 @@ def test_held_result_is_acknowledged_with_the_same_sum() -> None:
     assert (values, ps.counters.answered_from_cache) == (vec(-7), 1)
 
 
+@pytest.mark.parametrize(
+    ("last", "flags", "held"),
+    [
+        (T.FALLBACK, 0, True),
+        (T.FALLBACK, Flag.RETX, False),
+        (T.PARTIAL, 0, True),
+        (T.PARTIAL, Flag.RETX, False),
+    ],
+)
+def test_a_sum_of_first_sends_alone_is_flagged_hold(last: int, flags: int, held: bool) -> None:
+    """A sum the PS gathered from the workers' first sends alone (FALLBACKs
+    of one worker's bit and the switch's partials, neither flagged RETX)
+    goes out flagged HOLD, as the answer to a held RESULT does: a worker
+    that resent the chunk learns its timeout was spurious.  A resend in the
+    sum leaves it unflagged, and so is the answer the PS keeps for a later
+    resend."""
+    ps, rec = server({1: 3})
+    feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b001, vec(1)), pkt(T.FALLBACK, 1, 4, 0b010, vec(2)))
+    feed(ps, rec, pkt(last, 1, 4, 0b100, vec(3), flags=flags))
+    [(h, values, _)] = rec.sent
+    assert h == payload.Header(T.PS_RESULT, Flag.HOLD if held else 0, 1, 4, 0b111, 3)
+    assert values == [a + b + c for a, b, c in zip(vec(1), vec(2), vec(3), strict=True)]
+    rec.sent.clear()
+    feed(ps, rec, pkt(T.FALLBACK, 1, 4, 0b001, vec(1), flags=Flag.RETX))
+    assert [(h.flags, v) for h, v, _ in rec.sent] == [(0, values)]
+
+
 def test_completion_at_ps_and_overflow() -> None:
     ps, rec = server({1: 2, 2: 2})
     big = [2**30] * wire.K
@@ -191,9 +221,9 @@ def test_completion_at_ps_and_overflow() -> None:
     feed(ps, rec, pkt(T.FALLBACK, 1, 1, 0b01, vec(3)), pkt(T.PARTIAL, 1, 1, 0b10, vec(4)))
     got = [(h.job, h.seq, h.flags, v) for h, v, _ in rec.sent]
     assert got == [
-        (1, 0, Flag.OVERFLOW, [2**31 - 1] * wire.K),
-        (2, 0, Flag.OVERFLOW, [2 * x for x in vec(0)]),
-        (1, 1, 0, [a + b for a, b in zip(vec(3), vec(4), strict=True)]),
+        (1, 0, Flag.OVERFLOW | Flag.HOLD, [2**31 - 1] * wire.K),
+        (2, 0, Flag.OVERFLOW | Flag.HOLD, [2 * x for x in vec(0)]),
+        (1, 1, Flag.HOLD, [a + b for a, b in zip(vec(3), vec(4), strict=True)]),
     ]
     assert (ps.counters.completed, ps.counters.overflowed) == (3, 2)
 
@@ -261,8 +291,9 @@ def test_float_for_an_exact_sum_is_answered_with_it() -> None:
     ps, rec = server({1: 2})
     feed(ps, rec, pkt(T.FALLBACK, 1, 3, 0b01, vec(1)), pkt(T.FALLBACK, 1, 3, 0b10, vec(2)))
     feed(ps, rec, pkt(T.FLOAT, 1, 3, 0b01, vec(0)))
-    assert rec.sent[1] == rec.sent[0]
-    assert rec.sent[0][0] == payload.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
+    assert rec.sent[1][1:] == rec.sent[0][1:]
+    assert rec.sent[0][0] == payload.Header(T.PS_RESULT, Flag.HOLD, 1, 3, 0b11, 2)
+    assert rec.sent[1][0] == payload.Header(T.PS_RESULT, 0, 1, 3, 0b11, 2)
     assert ps.sums.floats == {} and ps.counters.answered_from_cache == 1
 
 
@@ -326,8 +357,8 @@ def test_every_field_is_checked_against_the_job() -> None:
         HostDrop.COUNT: [raw(T.FALLBACK, 1, 0, 1, 255), raw(T.FALLBACK, 1, 0, 1, 0),
                          raw(T.PARTIAL, 1, 0, 0b11, 1), raw(T.RESULT, 1, 0, 0b11, 3)],
         HostDrop.FLAGS: [raw(T.FALLBACK, 1, 0, 1, 1, Flag.FLOAT),
-                         raw(T.PARTIAL, 1, 0, 1, 1, Flag.RETX),
-                         raw(T.RESULT, 1, 0, 3, 2, Flag.RETX),
+                         raw(T.PARTIAL, 1, 0, 1, 1, Flag.HOLD),
+                         raw(T.RESULT, 1, 0, 3, 2, Flag.FLOAT),
                          raw(T.FLOAT, 1, 0, 1, 1, Flag.OVERFLOW),
                          raw(T.FALLBACK, 1, 0, 1, 1, 0x80)],
     }  # fmt: skip
@@ -347,7 +378,7 @@ def test_counts_that_would_add_past_255_are_dropped_and_sums_stay_exact() -> Non
     feed(ps, rec, pkt(T.FALLBACK, 1, 0, 0b01, vec(1)), pkt(T.FALLBACK, 1, 0, 0b10, vec(2)))
     assert ps.counters.dropped[HostDrop.COUNT] == 2
     [(h, v, _)] = rec.sent
-    assert h == payload.Header(T.PS_RESULT, 0, 1, 0, 0b11, 2)
+    assert h == payload.Header(T.PS_RESULT, Flag.HOLD, 1, 0, 0b11, 2)
     assert v == [a + b for a, b in zip(vec(1), vec(2), strict=True)]
 
 

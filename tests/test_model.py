@@ -15,6 +15,7 @@ from esa.model import (
     INT32_MAX,
     JobConfig,
     Out,
+    Output,
     Packet,
     SwitchModel,
     borrowed_slot,
@@ -374,6 +375,44 @@ def test_a_resent_contribution_adds_itself_but_under_atp_flushes() -> None:
     assert [(o.to, o.packet.ptype, o.packet.bitmap) for o in res.outputs] == [
         (Out.PS, PacketType.PARTIAL, 0b011)
     ]
+
+
+@given(
+    policy=st.sampled_from([Policy.ESA, Policy.STATIC, Policy.ATP]),
+    resent=st.lists(st.booleans(), min_size=3, max_size=3),
+    order=st.permutations(range(3)),
+)
+def test_a_sum_says_whether_a_resent_contribution_went_into_it(
+    policy: Policy, resent: list[bool], order: list[int]
+) -> None:
+    """A slot keeps RETX in its state (RESENT) and the sum that leaves it
+    carries the flag: the RESULT (ATP: with HOLD) or, under ATP, the
+    partial a retransmission flushes.  Workers take no timing sample from
+    a sum that waited for a resend, and the PS flags its answer HOLD only
+    without one."""
+    sw = switch(policy, fan_in=3)
+    outs: list[Output] = []
+    for n, w in enumerate(order):
+        flags = Flag.RETX if resent[w] and n > 0 else 0
+        outs += sw.process(contrib(LOW, 7, w, 1, flags=flags), n).outputs
+        if outs:
+            break
+    (out,) = outs
+    joined = [resent[w] and n > 0 for n, w in enumerate(order)][: out.packet.bitmap.bit_count()]
+    want = Flag.RETX if any(joined) else 0
+    if policy is Policy.ATP and out.packet.ptype is PacketType.RESULT:
+        want |= Flag.HOLD
+    assert out.packet.flags == want
+
+
+def test_a_sum_that_goes_up_is_never_flagged_resent() -> None:
+    """Below the top a complete sum leaves as a CONTRIB, where RETX would
+    make it a retransmission at the parent: the flag stays behind."""
+    sw = SwitchModel(pool_size=POOL, policy=Policy.ESA, stale_us=1000)
+    sw.add_job(LOW, JobConfig(2, 0b11, 1, ps_ports=(PS_PORT,), up_port=7))
+    sw.process(contrib(LOW, 7, 0, 1), 0)
+    (out,) = sw.process(contrib(LOW, 7, 1, 1, flags=Flag.RETX), 1).outputs
+    assert (out.to, out.packet.ptype, out.packet.flags) == (Out.UP, PacketType.CONTRIB, 0)
 
 
 def test_flushed_chunk_sends_late_first_sends_to_the_ps() -> None:

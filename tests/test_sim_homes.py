@@ -85,11 +85,12 @@ def test_with_lagging_workers_homes_beat_the_equal_split_and_hashing_loses() -> 
     finishes, where the equal split recuts the others' partitions (their
     chunks in flight strand) and ESA's homes stay put; hashing lets the
     jobs' held slots collide, which a chunk's second hashed slot makes
-    rarer (6.37 s against the homes' 6.10 s, where one slot was 20 %
-    behind)."""
+    rarer (6.18 s against the homes' 6.10 s, where one slot was 20 %
+    behind; 6.37 s before the workers learnt their timeout from sums of
+    first sends alone, which ended the hashed jobs' spurious timeouts)."""
     avg = homes.compare(ROOMY, 10.0)
     assert avg["esa homes"] < avg["static-equal"]
-    assert avg["esa hashed"] > 1.03 * avg["esa homes"]
+    assert avg["esa hashed"] > 1.01 * avg["esa homes"]
 
 
 def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
@@ -98,13 +99,15 @@ def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
     priority for all ties SRPT; with workers up to 3 ms apart a busy home
     borrows the idle one (rule L), which SRPT's short jobs used to take from
     the long one by rank: one priority comes within 1 % of SRPT, and both
-    stay ahead of hashing."""
+    stay ahead of hashing (5.17 s against 5.42; 10 % or more ahead before
+    the workers learnt their timeout from sums of first sends alone, which
+    ended the hashed jobs' spurious timeouts)."""
     s = scn.load(scn.SCENARIOS / "srpt.json")
     in_step = homes.compare(s, 0.0)
     assert in_step["esa homes"] == in_step["esa-equal homes"]
     lagging = homes.compare(s, 3.0)
     assert abs(lagging["esa homes"] / lagging["esa-equal homes"] - 1) < 0.01
-    assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.9 * lagging["esa hashed"]
+    assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.98 * lagging["esa hashed"]
 
 
 def test_modulo_blocked_without_spread_counts_the_chunks_each_hold_keeps_out() -> None:

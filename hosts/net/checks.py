@@ -15,18 +15,19 @@ from hosts.net import payload
 from hosts.net.drops import HostDrop
 
 SENDER_FLAGS = {
-    PacketType.RESULT: int(Flag.OVERFLOW | Flag.HOLD),
+    PacketType.RESULT: int(Flag.RETX | Flag.OVERFLOW | Flag.HOLD),
     PacketType.FALLBACK: int(Flag.RETX | Flag.OVERFLOW),
-    PacketType.PARTIAL: int(Flag.OVERFLOW),
+    PacketType.PARTIAL: int(Flag.RETX | Flag.OVERFLOW),
     PacketType.FLOAT: int(Flag.RETX),
 }
 """The packet types a PS is sent and the flags their senders may set (plain
-ints: the complement of an IntFlag keeps only the defined flags)."""
+ints: the complement of an IntFlag keeps only the defined flags); on a
+switch's sum RETX says a resent contribution went into it."""
 
-OVERFLOW, FLOAT, HOLD = int(Flag.OVERFLOW), int(Flag.FLOAT), int(Flag.HOLD)
+RETX, OVERFLOW, FLOAT, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.FLOAT), int(Flag.HOLD)
 
 RESULT_FLAGS = {
-    PacketType.RESULT: (0, OVERFLOW),
+    PacketType.RESULT: (0, OVERFLOW, RETX, RETX | OVERFLOW),
     PacketType.PS_RESULT: (0, OVERFLOW, FLOAT, HOLD, HOLD | OVERFLOW),
 }
 """Flag values a worker may be sent on each result type."""

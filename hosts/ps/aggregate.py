@@ -125,18 +125,19 @@ class Aggregator:
     def on_switch_result(self, key: Key, h: payload.Header, values: npt.NDArray[np.int32]) -> None:
         """A sum completed in the switch: done here too; a held one (ATP) is
         acknowledged with a PS_RESULT that carries it on to the workers,
-        flagged HOLD: the sum of every worker's first transmission, which
-        tells a worker that resent the chunk its timeout was spurious.  The
-        answer kept for later retransmissions is not flagged: it may answer
-        a real loss."""
+        flagged HOLD unless a resent contribution went into it (RETX): the
+        sum of every worker's first transmission, which tells a worker that
+        resent the chunk its timeout was spurious.  The answer kept for later
+        retransmissions is not flagged: it may answer a real loss."""
         self.counters.switch_results += 1
         self.sums.close_partial(key)
-        flags = h.flags & ~int(Flag.HOLD)
+        flags = h.flags & ~int(Flag.HOLD | Flag.RETX)
         encode = self.outbox.encode
         datagram = encode(PacketType.PS_RESULT, flags, key, h.bitmap, h.count, values)
         if h.flags & Flag.HOLD:
             self.counters.held_answered += 1
-            self.outbox.send(encode(PacketType.PS_RESULT, h.flags, key, h.bitmap, h.count, values))
+            held = flags if h.flags & Flag.RETX else flags | Flag.HOLD
+            self.outbox.send(encode(PacketType.PS_RESULT, held, key, h.bitmap, h.count, values))
         known = self.done.get(key)
         if known is None:
             if not flags & Flag.OVERFLOW:
@@ -181,7 +182,8 @@ class Aggregator:
         self.counters.merged += 1
         if p.bitmap:
             self._observe(p, now, early=answer and not retx)
-        p.merge(h.bitmap, h.count, bool(h.flags & Flag.OVERFLOW), values, now)
+        first = not retx and (not answer or h.bitmap & (h.bitmap - 1) == 0)
+        p.merge(h.bitmap, h.count, bool(h.flags & Flag.OVERFLOW), values, now, first)
         if p.bitmap == spec.mask:
             if p.pulled == float("-inf") and p.opened < now:
                 self.stall.gathered(now - p.opened)
@@ -191,12 +193,19 @@ class Aggregator:
             self._pull_soon(key, p, now)
 
     def _complete(self, key: Key, p: Partial) -> None:
+        """Send the sum the PS gathered; flagged HOLD where it holds only the
+        workers' first sends, as the answer to ATP's held RESULT is: a
+        worker that resent the chunk learns that its timeout was spurious
+        (``hosts.timing.rto``).  Without the flag a PS-bound job's workers
+        would learn it from no sum, and a queue at the PS's link longer
+        than their timeout would fill with resends."""
         overflow, values = p.result()
         self.counters.completed += 1
         self.counters.overflowed += overflow
         if not overflow:
             self.sums.close_float(key)
-        self._send_sum(key, Flag.OVERFLOW if overflow else 0, p.bitmap, p.count, values)
+        flags = Flag.OVERFLOW if overflow else 0
+        self._send_sum(key, flags, p.bitmap, p.count, values, first=not p.resent)
 
     # -- a worker's float32 resend ---------------------------------------------
 
@@ -232,11 +241,23 @@ class Aggregator:
     # -- a finished chunk ------------------------------------------------------
 
     def _send_sum(
-        self, key: Key, flags: int, bitmap: int, count: int, values: npt.ArrayLike
+        self,
+        key: Key,
+        flags: int,
+        bitmap: int,
+        count: int,
+        values: npt.ArrayLike,
+        first: bool = False,
     ) -> None:
-        """Send a sum the PS completed as PS_RESULT, and keep it as the chunk's answer."""
-        datagram = self.outbox.encode(PacketType.PS_RESULT, flags, key, bitmap, count, values)
-        self.outbox.send(datagram)
+        """Send a sum the PS completed as PS_RESULT, flagged HOLD if ``first``
+        (the sum of the workers' first sends), and keep it unflagged as the
+        chunk's answer: a later answer may answer a real loss."""
+        encode = self.outbox.encode
+        datagram = encode(PacketType.PS_RESULT, flags, key, bitmap, count, values)
+        held = flags | Flag.HOLD
+        self.outbox.send(
+            encode(PacketType.PS_RESULT, held, key, bitmap, count, values) if first else datagram
+        )
         self._finish(key, Answer(flags, datagram))
 
     def _finish(self, key: Key, answer: Answer) -> None:

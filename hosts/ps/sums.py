@@ -33,16 +33,27 @@ class Partial:
     overflow: bool = False
     pulls: int = 0
     pulled: float = float("-inf")
+    resent: bool = False
+    """it merged something other than a worker's first send (a resend or a
+    switch's partial): its sum tells no worker that its timeout was spurious."""
     values: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(wire.K, np.int64))
 
     def merge(
-        self, bitmap: int, count: int, overflow: bool, values: npt.NDArray[np.int32], now: float
+        self,
+        bitmap: int,
+        count: int,
+        overflow: bool,
+        values: npt.NDArray[np.int32],
+        now: float,
+        first: bool = False,
     ) -> None:
-        """Add the sum of the workers of ``bitmap`` (none of them held yet)."""
+        """Add the sum of the workers of ``bitmap`` (none of them held yet);
+        ``first``: it is one worker's first send."""
         self.values += values
         self.bitmap |= bitmap
         self.count += count
         self.overflow |= overflow
+        self.resent |= not first
         self.touched, self.pulls = now, 0
 
     def result(self) -> tuple[bool, npt.NDArray[np.int64]]:

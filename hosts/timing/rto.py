@@ -1,19 +1,21 @@
 """The retransmission timeout of a worker, shared by the worker agent
 (seconds) and the packet simulator (nanoseconds): any unit works.
 
-RFC 6298 smoothing with Karn's rule (only chunks sent once give samples:
-the caller reports each chunk's first send, its resends and its sum), its
+RFC 6298 smoothing with Karn's rule, held for the whole sum: only a chunk
+sent once whose sum holds every worker's first send gives a sample (the
+caller reports each chunk's first send, its resends and its sum, and the
+sum says whether a resend went into it, ``sums_first_sends``), its
 gains divided by the samples one round trip gives (the chunks in flight,
 each sampled), as RFC 7323 (appendix G) does for TCP with timestamps:
 otherwise ``srtt`` and ``rttvar`` forget a queueing spike within one
 window, and the next spike finds the timeout as short as before.
 Two departures, both measured on loss:
 
-- A sample counts at most twice the smoothed time.  Under loss a chunk sent
-  once can still wait for a peer's retransmission, so some samples measure a
-  peer's timeout rather than the network; RFC 6298 would feed the timeout
-  back into itself and drag it to its cap.  A real slowdown still raises
-  ``srtt`` within a few samples.
+- A sample counts at most twice the smoothed time.  Before sums said
+  whether a resend went into them, a chunk sent once could wait for a
+  peer's retransmission under loss and its sample measure the peer's
+  timeout; RFC 6298 would feed the timeout back into itself and drag it to
+  its cap.  A real slowdown still raises ``srtt`` within a few samples.
 - The timeout doubles only when, within one timeout, more than half a window
   of chunks expired and none gave a sample: the sums then take longer than
   the timeout, and Karn's rule alone would keep it too low for ever.  A loss
@@ -40,12 +42,15 @@ it resends, which bounds the PS's stall too."""
 
 def sums_first_sends(ptype: int, flags: int) -> bool:
     """A result taken for the sum of every worker's first transmission: the
-    switch's RESULT, or the PS's answer to ATP's held RESULT, flagged HOLD.
+    switch's RESULT, or a PS_RESULT flagged HOLD (the PS's answer to ATP's
+    held RESULT, or a sum the PS gathered from first sends alone).
     A resent contribution joins a slot's sum only where it is new to the
     chunk's partial (docs/dataplane.md, S5 and S7): the resend of a chunk
     whose first send was lost then ends a partial that waited for it, and
     the sample is as long as a spurious one would be."""
-    return ptype == PacketType.RESULT or bool(flags & Flag.HOLD and ptype == PacketType.PS_RESULT)
+    if ptype == PacketType.RESULT:
+        return not flags & Flag.RETX
+    return bool(flags & Flag.HOLD and ptype == PacketType.PS_RESULT)
 
 
 class RetransmitTimeout:
@@ -88,9 +93,11 @@ class RetransmitTimeout:
         resent and this is the sum of first transmissions."""
         sent = self._first_sent.pop(chunk, None)
         first = self._resent.pop(chunk, None)
+        if not sums_first_sends(ptype, flags):
+            return False
         if sent is not None:
             self.sample(now - sent, in_flight)
-        elif first is not None and sums_first_sends(ptype, flags):
+        elif first is not None:
             self.spurious(now - first)
             return True
         return False

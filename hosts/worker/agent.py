@@ -279,8 +279,9 @@ class Worker:
         worker resends its chunk as FLOAT, but still accepts an exact (plain)
         or float sum should one come, so a forged overflow can delay a chunk
         but neither wedge it nor make its sum differ from the peers'.
-        A switch's sum (RESULT, or the PS's answer to ATP's held one, flagged
-        HOLD) of a chunk resent since shows the timeout was spurious."""
+        A sum of the workers' first sends (the switch's RESULT, or a
+        PS_RESULT flagged HOLD) of a chunk resent since shows the timeout
+        was spurious."""
         if c.state[i] == DONE:
             self._drop(HostDrop.DUPLICATE)
             return

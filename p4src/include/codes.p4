@@ -34,6 +34,7 @@ const seq_t GONE_SPAN = 65536;
 const value_t INT32_MAX_BITS = 0x7FFFFFFF;
 const value_t INT32_MIN_BITS = 0x80000000;
 const slot_state_t STATE_OVERFLOW = 2;
+const slot_state_t STATE_RESENT = 1;
 const slot_state_t STATE_DONE = 16;
 
 enum bit<8> policy_t {

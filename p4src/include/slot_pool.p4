@@ -12,6 +12,11 @@
 #ifndef ESA_SLOT_POOL_P4
 #define ESA_SLOT_POOL_P4
 
+// The flags of a contribution that its slot's state keeps: the same bits as
+// STATE_OVERFLOW and STATE_RESENT, so a sum that leaves says whether a
+// contribution of it was flagged OVERFLOW or was a retransmission (RETX).
+const flags_t JOINED_FLAGS = FLAG_OVERFLOW | FLAG_RETX;
+
 // The marker `gone` (a slot_gone or slot_evicted entry) covers chunk `c`:
 // the same job, and c's seq at most GONE_SPAN - 1 behind the marker's, modulo
 // 2^32 (S13).
@@ -61,7 +66,7 @@ control OwnChunkRules(in esa_h esa, in job_meta_t job, inout slot_meta_t slot,
         } else {
             slot.bitmap = slot.bitmap | esa.bitmap;
             slot.count = slot.count + 1;
-            slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
+            slot.state = slot.state | (esa.flags & JOINED_FLAGS);
             if (slot.count == job.fan_in) {
                 // S5: the sum is complete.  ATP holds the slot until the PS's
                 // result returns; ESA and STATIC free it now.  Below the top
@@ -162,7 +167,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         slot_count.write(slot.idx, 1);
         slot_prio.write(slot.idx, job.priority);
         slot_ts.write(slot.idx, now);
-        slot_state.write(slot.idx, esa.flags & FLAG_OVERFLOW);
+        slot_state.write(slot.idx, esa.flags & JOINED_FLAGS);
     }
 
     // The running sum stays in the slot.
@@ -202,6 +207,10 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
         esa.bitmap = slot.bitmap;
         workers_in(slot.bitmap, esa.count);
         esa.flags = slot.state & FLAG_OVERFLOW;
+        if (ptype != PTYPE_CONTRIB) {
+            // a sum that leaves as a contribution (up) would read as resent
+            esa.flags = esa.flags | (slot.state & STATE_RESENT);
+        }
         outcome.sum_out = true;
     }
 
@@ -290,7 +299,7 @@ control SlotPool(inout esa_h esa, inout esa_values_h vals, in job_meta_t job,
                     if ((slot.state & STATE_DONE) == 0 && (slot.bitmap & esa.bitmap) == 0) {
                         slot.bitmap = slot.bitmap | esa.bitmap;
                         slot.count = slot.count + 1;
-                        slot.state = slot.state | (esa.flags & FLAG_OVERFLOW);
+                        slot.state = slot.state | (esa.flags & JOINED_FLAGS);
                         op = SlotOp.FLUSH_WITH;
                         outcome.verdict = verdict_t.FLUSH;
                         outcome.ev1 = event_t.FLUSHED;
