@@ -15,7 +15,9 @@ Two departures, both measured on loss:
   whether a resend went into them, a chunk sent once could wait for a
   peer's retransmission under loss and its sample measure the peer's
   timeout; RFC 6298 would feed the timeout back into itself and drag it to
-  its cap.  A real slowdown still raises ``srtt`` within a few samples.
+  its cap.  Kept since: without it the packet model's ATP was 15-19 %
+  slower at two of ``bench.sim_loss``'s rows (docs/hosts.md).  A real
+  slowdown still raises ``srtt`` within a few samples.
 - The timeout doubles only when, within one timeout, more than half a window
   of chunks expired and none gave a sample: the sums then take longer than
   the timeout, and Karn's rule alone would keep it too low for ever.  A loss
