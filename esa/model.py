@@ -49,11 +49,11 @@ ACCEPTED = frozenset(FROM_HOSTS + FROM_SWITCHES)
 
 RETX, OVERFLOW, HOLD = int(Flag.RETX), int(Flag.OVERFLOW), int(Flag.HOLD)
 DONE = int(SlotState.DONE)
-JOINS = OVERFLOW | int(SlotState.RESENT)
-"""the flags of a contribution a slot's state keeps (``SlotState``)."""
 """The flags and the slot state as plain ints: the simulator runs every
 packet through these rules, and an ``IntFlag`` operation costs several
 times an ``int`` one."""
+JOINS = OVERFLOW | int(SlotState.RESENT)
+"""the flags of a contribution a slot's state keeps (``SlotState``)."""
 CONTRIB, RESULT, PARTIAL = PacketType.CONTRIB, PacketType.RESULT, PacketType.PARTIAL
 FALLBACK, PULL = PacketType.FALLBACK, PacketType.PULL
 ATP, ESA, STATIC = Policy.ATP, Policy.ESA, Policy.STATIC

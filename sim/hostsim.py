@@ -51,7 +51,7 @@ from esa.schemes import Scheme
 from esa.spec import GONE_SPAN
 from esa.wire import PacketType
 from hosts.timing.ps_stall import PullStall
-from hosts.timing.rto import MAX_RTO, RetransmitTimeout
+from hosts.timing.rto import MAX_RTO, RetransmitTimeout, holds_first_sends
 from sim.hoststate import JobRun, PsHost, SimplexLink, WorkerState
 from sim.params import Net
 from sim.workload import compute_times, lags
@@ -468,7 +468,7 @@ class HostSim:
         bitmap = held | workers
         if ps.stall is not None:
             self._ps_observe(ps, pkt, bool(held), bitmap == job.mask)
-        first = not pkt.flags & RETX and (pkt.ptype is not FALLBACK or workers & (workers - 1) == 0)
+        first = holds_first_sends(pkt.ptype, pkt.flags, workers)
         if bitmap == job.mask:
             ps.done.add(pkt.seq)
             ps.bitmaps.pop(pkt.seq, None)

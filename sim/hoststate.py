@@ -117,8 +117,8 @@ class PsHost:
     bitmaps: dict[int, int] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     resent: set[int] = field(default_factory=set)
-    """seqs incomplete here that merged a packet other than a worker's first
-    send (a resend, or a switch's partial): their sum is not flagged HOLD."""
+    """seqs incomplete here that merged a packet that may hold a resend
+    (``hosts.timing.rto.holds_first_sends``): their sum is not flagged HOLD."""
     pulled: set[int] = field(default_factory=set)
     touched: dict[int, float] = field(default_factory=dict)
     scans: list[tuple[float, int, int, float]] = field(default_factory=list)

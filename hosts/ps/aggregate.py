@@ -36,6 +36,7 @@ from hosts.net.transport import Addr, Transport
 from hosts.ps.results import Answer, ResultCache
 from hosts.ps.sums import Key, OpenSums, Partial
 from hosts.timing.ps_stall import PullStall
+from hosts.timing.rto import holds_first_sends
 
 
 class Aggregator:
@@ -182,7 +183,7 @@ class Aggregator:
         self.counters.merged += 1
         if p.bitmap:
             self._observe(p, now, early=answer and not retx)
-        first = not retx and (not answer or h.bitmap & (h.bitmap - 1) == 0)
+        first = holds_first_sends(h.ptype, h.flags, h.bitmap)
         p.merge(h.bitmap, h.count, bool(h.flags & Flag.OVERFLOW), values, now, first)
         if p.bitmap == spec.mask:
             if p.pulled == float("-inf") and p.opened < now:
@@ -254,10 +255,12 @@ class Aggregator:
         chunk's answer: a later answer may answer a real loss."""
         encode = self.outbox.encode
         datagram = encode(PacketType.PS_RESULT, flags, key, bitmap, count, values)
-        held = flags | Flag.HOLD
-        self.outbox.send(
-            encode(PacketType.PS_RESULT, held, key, bitmap, count, values) if first else datagram
-        )
+        if first:
+            self.outbox.send(
+                encode(PacketType.PS_RESULT, flags | Flag.HOLD, key, bitmap, count, values)
+            )
+        else:
+            self.outbox.send(datagram)
         self._finish(key, Answer(flags, datagram))
 
     def _finish(self, key: Key, answer: Answer) -> None:

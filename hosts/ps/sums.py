@@ -34,8 +34,8 @@ class Partial:
     pulls: int = 0
     pulled: float = float("-inf")
     resent: bool = False
-    """it merged something other than a worker's first send (a resend or a
-    switch's partial): its sum tells no worker that its timeout was spurious."""
+    """it merged a piece that may hold a resend (``hosts.timing.rto.holds_first_sends``):
+    its sum tells no worker that its timeout was spurious."""
     values: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(wire.K, np.int64))
 
     def merge(
@@ -48,7 +48,7 @@ class Partial:
         first: bool = False,
     ) -> None:
         """Add the sum of the workers of ``bitmap`` (none of them held yet);
-        ``first``: it is one worker's first send."""
+        ``first``: it holds their first sends alone."""
         self.values += values
         self.bitmap |= bitmap
         self.count += count

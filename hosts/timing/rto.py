@@ -55,6 +55,20 @@ def sums_first_sends(ptype: int, flags: int) -> bool:
     return bool(flags & Flag.HOLD and ptype == PacketType.PS_RESULT)
 
 
+RETX, FALLBACK = int(Flag.RETX), int(PacketType.FALLBACK)
+"""As plain ints: the packet model's PS asks ``holds_first_sends`` of every
+packet it serves."""
+
+
+def holds_first_sends(ptype: int, flags: int, bitmap: int) -> bool:
+    """A packet a PS merges that holds first sends alone, so that a sum made
+    of such packets only is flagged HOLD (``sums_first_sends``): a switch's
+    sum or partial not flagged RETX, or one worker's FALLBACK that is no
+    resend.  A FALLBACK of several workers is a child switch's sum, which
+    goes up without the flag (docs/dataplane.md), so it counts as resent."""
+    return not flags & RETX and (ptype != FALLBACK or bitmap.bit_count() == 1)
+
+
 class RetransmitTimeout:
     def __init__(self, initial: float, maximum: float) -> None:
         if not initial > 0:
