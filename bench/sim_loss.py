@@ -6,8 +6,8 @@
 reduced scale the packet model can run: ``--jobs`` jobs of each point's
 workload, their tensors, compute and arrivals divided by ``--shrink``, at
 most ``--iterations`` iterations each; every host link loses each packet
-with the given probability (``Net.loss``) and the PS learns its stall
-(``Net.ps_stall_adapts``).  Per point and loss rate: each scheme's mean
+with the given probability (``Net.loss``); the PS learns its stall, as
+at every point (``Net.ps_stall_adapts``).  Per point and loss rate: each scheme's mean
 JCT in ms, and the best baseline's over the controller's ESA (``esa-aging``,
 what ``make sim`` judges): at or above 1 where ESA is at or below every
 baseline.  Seeded: the same arguments print the same table.
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         pt = replace(pt, ps_shards=1, jobs=args.jobs)
         specs = [shrink(s, args.shrink, args.iterations) for s in pt.specs(args.seed)]
         for loss in args.loss_pct:
-            net = replace(pt.net(), loss=loss / 100, ps_stall_adapts=True)
+            net = replace(pt.net(), loss=loss / 100)
             mean = {
                 s: statistics.fmean(packet.simulate(specs, pt.pool, s, net, args.seed).values())
                 for s in SCHEMES

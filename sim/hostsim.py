@@ -261,7 +261,13 @@ class HostSim:
                 self._compute(self.jobs[jid], w)
 
     def _finish(self, job: JobRun) -> None:
+        """Every worker has every sum: the job leaves the switch, and its PS
+        pulls no chunk it holds incomplete (a leftover of a sum the switch
+        completed), as no worker would hear the PULL: unbounded, those pulls
+        kept a lossy run going long after its last job had finished."""
         job.finish = self.now
+        for ps in job.shards:
+            ps.scans.clear()
         self.wire_seq[job.wire] = job.workers[0].base + GONE_SPAN
         admitted = self._release(job.spec.job)
         self._write_jobs()
@@ -301,11 +307,15 @@ class HostSim:
         flags = RETX if retx else 0
         self._worker_out(job, w, Packet(CONTRIB, job.wire, seq, w.bit, ZEROS, flags))
         if w.timeout is not None:
-            deadline = w.deadline[seq] = self.now + w.timeout.value
-            timer = (deadline, next(self.counter), seq)
-            heapq.heappush(w.timers, timer)
-            if w.timers[0] is timer:
-                self._alarm_at(job, w, timer)
+            w.sent_at[seq] = self.now
+            self._arm(job, w, seq, self.now + w.timeout.value)
+
+    def _arm(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
+        w.deadline[seq] = deadline
+        timer = (deadline, next(self.counter), seq)
+        heapq.heappush(w.timers, timer)
+        if w.timers[0] is timer:
+            self._alarm_at(job, w, timer)
 
     # A worker's timers are its own heap, not events: one per chunk sent, and
     # nearly every chunk is answered before its timer expires.  The event
@@ -349,8 +359,13 @@ class HostSim:
     def _timeout(self, job: JobRun, w: WorkerState, seq: int, deadline: float) -> None:
         """``hosts.worker.agent.Worker.poll``: resend a chunk whose timer
         expired (``hosts.timing.rto`` decides whether the timeout backs off),
-        and Karn's rule drops its sample."""
+        and Karn's rule drops its sample; a timer the timeout outgrew since
+        it was set is set again (``hosts.worker.inflight``)."""
         if seq not in w.outstanding or w.deadline.get(seq) != deadline or w.timeout is None:
+            return
+        later = w.sent_at[seq] + w.timeout.learnt
+        if later > self.now:
+            self._arm(job, w, seq, later)
             return
         w.retransmits += 1
         w.timeout.resend(seq)
@@ -394,6 +409,7 @@ class HostSim:
         in_flight = len(outstanding)
         outstanding.discard(seq)
         w.deadline.pop(seq, None)
+        w.sent_at.pop(seq, None)
         self._drop_answered(w)
         if w.timeout is not None and w.timeout.answered(
             seq, self.now, in_flight, pkt.ptype, pkt.flags
@@ -412,6 +428,7 @@ class HostSim:
         if w.timeout is not None:
             w.timeout.clear()
         w.deadline.clear()
+        w.sent_at.clear()
         job.workers_in_iter[it] += 1
         if job.workers_in_iter[it] == job.spec.workers:
             job.iters_done = it + 1

@@ -88,6 +88,9 @@ class WorkerState:
     """the worker's retransmission timeout in ns (``hosts.timing.rto``);
     None: none."""
     deadline: dict[int, float] = field(default_factory=dict)
+    sent_at: dict[int, float] = field(default_factory=dict)
+    """when each chunk in flight was last sent: a timer that comes due
+    before that plus the current timeout is set again for then."""
     timers: list[tuple[float, int, int]] = field(default_factory=list)
     """(deadline, event counter, seq) of each chunk sent, a heap
     (``sim.hostsim``: the timers)."""

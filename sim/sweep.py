@@ -61,6 +61,8 @@ class Point:
     """a variant of a design point (not the system as built): shown, not judged."""
 
     def net(self) -> Net:
+        """The point's network, its hosts as built: the workers' adaptive
+        timeout and the PS's learnt stall (``hosts.timing``)."""
         net = Net(
             gbps=self.gbps,
             hop_ns=self.hop_ns,
@@ -70,6 +72,7 @@ class Point:
             lag_ns=self.lag_ns,
             window=self.window,
             squat_us=None if self.squat else 0,
+            ps_stall_adapts=True,
         )
         if not self.esa_homes:
             return net

@@ -98,9 +98,11 @@ def test_doubles_once_per_round_when_half_a_window_expires_unsampled() -> None:
         t.expired(0.05, window=4)
     assert t.value == 0.1  # the round has not ended
     t.expired(0.1, window=4)  # 4 expiries > 4 / 2, none sampled
-    assert t.value == 0.2
+    assert (t.value, t.learnt) == (0.2, 0.1)  # a backoff holds no timer in flight
     t.expired(0.15, window=4)
     assert t.value == 0.2
+    t.sample(0.3)
+    assert t.value == t.learnt == pytest.approx(0.3 + 4 * 0.15)
 
 
 def test_a_sample_in_the_round_prevents_doubling() -> None:
@@ -118,7 +120,7 @@ def test_bounds_hold_for_any_samples(samples: list[float], initial: float) -> No
     t = RetransmitTimeout(initial, 1.0)
     for s in samples:
         t.sample(s)
-        assert initial <= t.value <= max(initial, 1.0)
+        assert initial <= t.value == t.learnt <= max(initial, 1.0)
 
 
 def test_rejects_non_positive_initial() -> None:

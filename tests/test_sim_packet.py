@@ -402,3 +402,23 @@ def test_every_job_finishes_on_lossy_links_the_same_for_the_same_seed(scheme: Sc
     links += [lk for j in sim.jobs.values() for ps in j.shards for lk in (ps.up, ps.down)]
     assert sum(lk.lost for lk in links) > 0.03 * sum(lk.sent for lk in links)
     assert all(job.finish is not None for job in sim.jobs.values())
+
+
+def test_a_finished_jobs_ps_pulls_nothing() -> None:
+    """``bench.sim_loss``'s `overload-small-pool` at 5 % loss under
+    `static-equal`: a job's PS held a leftover of a chunk the switch had
+    summed for every worker, and once the job had left the switch no
+    worker heard its PULLs, so it pulled for ever (until its backoff's
+    ``2 ** pulls`` overflowed).  A finished job's PS pulls nothing: the run
+    ends when its last job does."""
+    from bench.sim_loss import shrink
+    from sim.sweep import REGIMES
+
+    pt = replace(next(p for p in REGIMES if p.name == "overload-small-pool"), ps_shards=1, jobs=4)
+    specs = [shrink(s, 4000.0, 2) for s in pt.specs(0)]
+    sim = PacketSim(specs, pt.pool, Scheme.STATIC_EQUAL, replace(pt.net(), loss=0.05))
+    sim.run()
+    finish = [job.finish for job in sim.jobs.values()]
+    assert None not in finish
+    assert sim.now <= max(f for f in finish if f is not None) + 1e6
+    assert all(not ps.scans for job in sim.jobs.values() for ps in job.shards)

@@ -77,6 +77,11 @@ class RetransmitTimeout:
         """The timeout never drops below its initial value."""
         self.cap = max(initial, maximum)
         self.value = initial
+        self.learnt = initial
+        """the timeout the samples give, without the backoff: what holds a
+        timer set before it grew (``hosts.worker.inflight``).  A backoff
+        answers expiries without samples and times the resends; held to it,
+        every chunk in flight would wait the longer timeout for its loss."""
         self.srtt: float | None = None
         self.rttvar = 0.0
         self._sampled = False
@@ -142,7 +147,7 @@ class RetransmitTimeout:
             beta, alpha = 0.25 * gain, 0.125 * gain
             self.rttvar = (1 - beta) * self.rttvar + beta * abs(self.srtt - rtt)
             self.srtt = (1 - alpha) * self.srtt + alpha * rtt
-        self.value = min(max(self.floor, self.srtt + 4 * self.rttvar), self.cap)
+        self.value = self.learnt = min(max(self.floor, self.srtt + 4 * self.rttvar), self.cap)
         self._sampled = True
 
     def expired(self, now: float, window: int) -> None:

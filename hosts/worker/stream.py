@@ -63,7 +63,7 @@ class Stream:
             if c.state[i] == PENDING:
                 self.send_contrib(c, i, 0, now)
         expired = False
-        for i in self.inflight.expired(now):
+        for i in self.inflight.expired(now, self.timeout.learnt):
             expired = True
             if held and held >> self._shard(c, i) & 1:
                 self.arm(i, now)
@@ -124,14 +124,14 @@ class Stream:
             self.arm(i, now)
 
     def arm(self, i: int, now: float) -> None:
-        self.inflight.arm(i, now + self.timeout.value)
+        self.inflight.arm(i, now, self.timeout.value)
 
     def _rearm(self, c: Call, shards: int, now: float) -> None:
         """The PS hosts of ``shards`` agreed the call again after a restart:
         resend at once what of theirs is in flight (they hold nothing of it)."""
         for i in list(self.inflight):
             if shards >> self._shard(c, i) & 1:
-                self.inflight.arm(i, now)
+                self.inflight.due(i, now)
 
     def _shard(self, c: Call, i: int) -> int:
         return self.member.shard_of((c.first + i) % SEQ_MOD)
