@@ -244,19 +244,31 @@ def test_the_other_collectives_go_through_gloo(pair: list[EsaProcessGroup]) -> N
     """Broadcast and all-gather, each rank a thread of this process.  A
     barrier is left out here: two ranks' Gloo barriers in one process have
     hung past Gloo's own timeout (2026-12-06, fresh-clone suite), which a
-    wait bounded by ``GLOO_TIMEOUT`` turns into a failure, not a hang."""
+    wait bounded by ``GLOO_TIMEOUT`` turns into a failure, not a hang.
 
-    def act(rank: int, group: EsaProcessGroup) -> list[torch.Tensor]:
+    Every tensor and work handed to Gloo stays referenced here until both
+    ranks are done: a tensor whose last Python reference goes while a Gloo
+    thread still holds it is freed on that thread, which then needs the
+    GIL, while the other rank's thread holds the GIL waiting for that
+    group's queue (a deadlock, 2026-12-07, fresh-clone suite: one rank in
+    ``ProcessGroupGloo::enqueue`` of the all-gather, a Gloo run loop
+    waiting for the GIL)."""
+
+    def act(rank: int, group: EsaProcessGroup) -> tuple[list[torch.Tensor], list[object]]:
         x = torch.full((3,), float(rank + 1))
         opts = BroadcastOptions()
         opts.rootRank = 1
-        assert group.broadcast([x], opts).wait(GLOO_TIMEOUT)
+        sent = [x]
+        cast = group.broadcast(sent, opts)
+        assert cast.wait(GLOO_TIMEOUT)
         gathered = [[torch.zeros(2), torch.zeros(2)]]
-        work = group.allgather(gathered, [torch.full((2,), 10.0 * rank)], AllgatherOptions())
+        mine = [torch.full((2,), 10.0 * rank)]
+        work = group.allgather(gathered, mine, AllgatherOptions())
         assert work.wait(GLOO_TIMEOUT)
-        return [x, *gathered[0]]
+        return [x, *gathered[0]], [sent, cast, mine, work, gathered]
 
-    for got in both(pair, act):
+    held = both(pair, act)
+    for got, _ in held:
         assert [t.tolist() for t in got] == [[2.0] * 3, [0.0, 0.0], [10.0, 10.0]]
     for g in pair:
         assert g.state.worker.counters.calls_sent == 0, "none of them is an all-reduce"
