@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from bench.sim_loss import shrink
 from controller.world.partition import partition
 from esa.job import JobSpec, ps_shard
 from esa.schemes import Scheme
@@ -18,6 +19,7 @@ from sim.hostsim import Deadlock
 from sim.hoststate import SimplexLink
 from sim.packet import SUMMED, PacketSim
 from sim.params import Net
+from sim.sweep import REGIMES
 
 NET = Net(hop_ns=500, window=64, jitter_ns=0.0, rto_ns=0.0)
 """Mechanisms in isolation: no spread of a chunk's contributions, no retransmission timer."""
@@ -411,9 +413,6 @@ def test_a_finished_jobs_ps_pulls_nothing() -> None:
     worker heard its PULLs, so it pulled for ever (until its backoff's
     ``2 ** pulls`` overflowed).  A finished job's PS pulls nothing: the run
     ends when its last job does."""
-    from bench.sim_loss import shrink
-    from sim.sweep import REGIMES
-
     pt = replace(next(p for p in REGIMES if p.name == "overload-small-pool"), ps_shards=1, jobs=4)
     specs = [shrink(s, 4000.0, 2) for s in pt.specs(0)]
     sim = PacketSim(specs, pt.pool, Scheme.STATIC_EQUAL, replace(pt.net(), loss=0.05))
