@@ -15,7 +15,10 @@ retransmission timeout and a PS round trip longer (``Net.loss_wait_ns``):
 mid-stream it holds its place in the window that much longer, which slows
 the window's rate (``lossy_rate``), and at the end of an iteration the
 last window's lost chunks delay it as stranded ones do (``stranded_tail``).
-The resends' load on the links, the switch and the PS is left out.
+The resends' load on the links, the switch and the PS is left out.  When
+the controller moves the slots of a job with chunks in the switch (a
+recut, a home traded), the chunks straddling the write wait for their
+workers' timeout (``FluidSim._strand_at_recut``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ class Phase(enum.Enum):
     DONE = 6
 
 
+INSIDE = (Phase.PARK, Phase.IDLE, Phase.STREAM)
+"""The phases in which a job has chunks in the switch."""
+
+
 @dataclass
 class FluidJob:
     spec: JobSpec
@@ -65,6 +72,10 @@ class FluidJob:
     remaining: float = 0.0
     t_next: float = math.inf
     admitted_at: float = 0.0
+    slots: tuple[int, int] = (0, 0)
+    """(base, size) of the slots the controller last gave it."""
+    stranded_ns: float = 0.0
+    """ns its iteration's end waits for chunks a recut stranded."""
     finish: float = 0.0
 
 
@@ -172,10 +183,30 @@ class FluidSim:
         prios = self.prios = priorities(self.scheme, self.net, ranked, self.prios)
         layout = self.parts.layout(prios)
         for j in running:
+            if j.slots != layout[j.spec.job]:
+                if j.phase in INSIDE and any(size for _, size in (j.slots, layout[j.spec.job])):
+                    self._strand_at_recut(j)
+                j.slots = layout[j.spec.job]
             new = (prios[j.spec.job], layout[j.spec.job][1])
             if new != (j.flow.prio, j.flow.part):
                 j.flow.prio, j.flow.part = new
                 self.dirty = True
+
+    def _strand_at_recut(self, j: FluidJob) -> None:
+        """The controller moved the slots of a job whose chunks are in the
+        switch (STATIC_EQUAL's recut, ESA's home traded at a rank change, a
+        STATIC_FB job given a partition): a chunk whose contributions
+        straddle the write meets in no slot until its workers' timeout.
+        Parked, that is the whole window (the early workers' contributions
+        wait in the old slots); streaming, the chunks sent over one spread
+        of its workers, which hold that share of its window for the timeout
+        (Little's law).  The iteration ends that much later (``_tail``)."""
+        f = j.flow
+        held = 1.0
+        if j.phase is Phase.STREAM:
+            spread = self.paths.hold(f.rate, f.latency, f.skew, f.lag_spread)[3]
+            held = min(1.0, f.rate * spread / max(1, f.window))
+        j.stranded_ns += held * self.net.rto_for()
 
     # a job's iterations ---------------------------------------------------
     def _start_iteration(self, j: FluidJob) -> None:
@@ -223,7 +254,8 @@ class FluidSim:
         time beyond compute would be 16-52 % above the packet model's in
         ``sim.calibrate``'s lag cases), so ATP is not charged it."""
         f = j.flow
-        base = min(f.latency + f.queue, f.window * self.paths.tx)
+        base = min(f.latency + f.queue, f.window * self.paths.tx) + j.stranded_ns
+        j.stranded_ns = 0.0
         last = min(f.window, j.spec.chunks)
         if self.net.loss > 0:
             lost = self.net.loss_share(j.spec.workers)

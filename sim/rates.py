@@ -479,6 +479,10 @@ def lent_share(offer: Lending, blocked: float, sent: float) -> float:
     return a / (1.0 + a * blocked * own)
 
 
+STATIC_ROUNDS = 40
+"""Damped rounds of a partitioned job's rate and fallbacks (``static_lap``)."""
+
+
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
     """Each job alone in its partition: window-, link- or PS-bound; a job
     without a partition (more jobs than slots) streams through its PS."""
@@ -493,9 +497,28 @@ def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
             ps_bound = paths.shards / (f.workers * paths.ps_cost)
             f.rate = min(1 / paths.tx, ps_bound, f.window / f.latency)
             continue
-        f.latency = paths.lat_ok + f.lag_max
-        f.rate = min(1 / paths.tx, f.window / f.latency, paths.shards / paths.ps_cost)
-        f.to_ps = 0.0
+        static_lap(f, paths)
+
+
+def static_lap(f: Flow, paths: SolveConstants) -> None:
+    """A job in its partition: chunk ``seq`` on slot ``seq mod part``, a
+    worker's window at most the partition, counted in chunks.  Later
+    chunks answered first let chunk ``seq + part`` out while ``seq``'s
+    partial still holds the slot (its contributions' spread), and it falls
+    back to the PS (``lap_blocked``'s loss system of one slot, a chunk
+    every ``part`` chunk times); each fallback costs the PS its ``W``
+    contributions and the window a PS round trip.  A window well below the
+    partition needs the hold to outlast many laps' worth of chunks, which
+    the spread's tail makes rare, not impossible."""
+    f.latency = paths.lat_ok + f.lag_max
+    rate, to_ps = min(1 / paths.tx, f.window / f.latency, paths.shards / paths.ps_cost), 0.0
+    for _ in range(STATIC_ROUNDS):
+        hold = paths.hold(rate, f.latency, f.skew, f.lag_spread)[3]
+        to_ps = modulo_blocked(1, f.part / rate, hold, f.workers, paths.jitter)
+        f.latency = (1 - to_ps) * paths.lat_ok + to_ps * paths.lat_ps(f.workers) + f.lag_max
+        ps_bound = paths.shards / (((1 - to_ps) + to_ps * f.workers) * paths.ps_cost)
+        rate = (rate + min(1 / paths.tx, f.window / f.latency, ps_bound)) / 2
+    f.rate, f.to_ps = rate, to_ps
 
 
 def solve_shared(

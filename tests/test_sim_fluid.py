@@ -105,6 +105,28 @@ def test_a_window_bound_stream_ends_when_its_last_window_is_answered(scheme: Sch
     assert abs(coarse / exact - 1) <= 1e-3
 
 
+def test_a_recut_delays_a_job_with_chunks_in_the_switch_not_one_computing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """STATIC_EQUAL recuts the pool when a second job arrives, moving the
+    first's partition: while the first streams, its chunks straddling the
+    write strand until its workers' timeout, and its iteration ends later,
+    by at most that timeout; while it computes nothing of it is in the
+    switch to strand."""
+    net = Net(barrier=True)
+    first = JobSpec(1, 8, 32 * 20_000, 1, compute_s=1e-5)
+
+    def first_jct(arrival_s: float) -> float:
+        second = JobSpec(2, 8, 32 * 20_000, 1, arrival_s=arrival_s, compute_s=1e-5)
+        return fluid.simulate([first, second], 2048, Scheme.STATIC_EQUAL, net)[1]
+
+    charged = {t: first_jct(t) for t in (5e-6, 1e-4)}
+    monkeypatch.setattr(fluid.FluidSim, "_strand_at_recut", lambda self, j: None)
+    free = {t: first_jct(t) for t in (5e-6, 1e-4)}
+    assert charged[5e-6] == free[5e-6]
+    assert 0 < charged[1e-4] - free[1e-4] <= net.rto_for() * 1e-9
+
+
 POOLS = (1, 16, 256, 4096)
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from esa.model import slot_hash
 from esa.schemes import Scheme
 from sim import rates
-from sim.params import Net
+from sim.params import Net, spread_max_ns, spread_range_ns
 from sim.placement import reuse_distances, self_blocked, self_blocked_mean
 from sim.rates import (
     CONVERGED,
@@ -201,7 +201,7 @@ def test_a_job_above_every_parked_one_preempts_them(
 
 
 def test_static_jobs_are_bound_by_their_partition() -> None:
-    net = replace(NET, lag_ns=0.0)
+    net = replace(NET, lag_ns=0.0, jitter_ns=0.0)
     paths = SolveConstants.of(Scheme.STATIC_EQUAL, net, 1024)
     rtt = net.path_ns(Scheme.STATIC_EQUAL)
     flows = [Flow(4, 0, 0.0, 0.0, 0.0, part=p) for p in (1024, 64, 0)]
@@ -210,6 +210,34 @@ def test_static_jobs_are_bound_by_their_partition() -> None:
     assert full.rate == LINE and full.to_ps == 0
     assert small.rate == 64 / rtt
     assert none.to_ps == 1 and none.rate < LINE
+
+
+def test_a_window_of_its_partition_falls_back_behind_a_late_chunk() -> None:
+    """With spread, a job whose window is its partition lets chunk ``seq +
+    part`` out while ``seq``'s partial holds the slot, and that chunk goes
+    to its PS: more of them with more workers (a wider spread); a window
+    well below its partition seldom has both out."""
+    net = replace(NET, lag_ns=0.0, ps_shards=1)
+    paths = SolveConstants.of(Scheme.STATIC_BDP, net, 1 << 16)
+    part = net.bdp_partition(1 << 16)
+
+    def alone(workers: int, part: int) -> Flow:
+        f = Flow(
+            workers,
+            0,
+            0.0,
+            spread_range_ns(net.jitter_ns, workers),
+            spread_max_ns(net.jitter_ns, workers),
+            part=part,
+        )
+        solve([f], [], paths, net)
+        return f
+
+    fits = [alone(w, part) for w in (4, 8, 16)]
+    assert 0 < fits[0].to_ps < fits[1].to_ps
+    assert fits[0].rate > fits[1].rate > fits[2].rate
+    assert fits[2].rate < fits[2].window / (paths.lat_ok + fits[2].lag_max)
+    assert alone(8, 2 * part).to_ps < fits[1].to_ps / 20
 
 
 def test_self_collisions_are_the_switchs_hash() -> None:
