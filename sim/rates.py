@@ -56,6 +56,7 @@ window of at most the partition.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -480,7 +481,8 @@ def lent_share(offer: Lending, blocked: float, sent: float) -> float:
 
 
 STATIC_ROUNDS = 40
-"""Damped rounds of a partitioned job's rate and fallbacks (``static_lap``)."""
+"""Damped rounds of a partitioned job's rate and fallbacks
+(``static_lap_point``)."""
 
 
 def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
@@ -510,15 +512,33 @@ def static_lap(f: Flow, paths: SolveConstants) -> None:
     contributions and the window a PS round trip.  A window well below the
     partition needs the hold to outlast many laps' worth of chunks, which
     the spread's tail makes rare, not impossible."""
-    f.latency = paths.lat_ok + f.lag_max
-    rate, to_ps = min(1 / paths.tx, f.window / f.latency, paths.shards / paths.ps_cost), 0.0
+    f.rate, f.to_ps, f.latency = static_lap_point(
+        f.workers, f.part, f.window, f.skew, f.lag_spread, f.lag_max, paths
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def static_lap_point(
+    workers: int,
+    part: int,
+    window: int,
+    skew: float,
+    lag_spread: float,
+    lag_max: float,
+    paths: SolveConstants,
+) -> tuple[float, float, float]:
+    """``static_lap``'s (rate, share to the PS, latency), damped to its
+    fixed point: a job's flow is the same at every solve of its partition
+    but for its skew, so each is solved once."""
+    lat = paths.lat_ok + lag_max
+    rate, to_ps = min(1 / paths.tx, window / lat, paths.shards / paths.ps_cost), 0.0
     for _ in range(STATIC_ROUNDS):
-        hold = paths.hold(rate, f.latency, f.skew, f.lag_spread)[3]
-        to_ps = modulo_blocked(1, f.part / rate, hold, f.workers, paths.jitter)
-        f.latency = (1 - to_ps) * paths.lat_ok + to_ps * paths.lat_ps(f.workers) + f.lag_max
-        ps_bound = paths.shards / (((1 - to_ps) + to_ps * f.workers) * paths.ps_cost)
-        rate = (rate + min(1 / paths.tx, f.window / f.latency, ps_bound)) / 2
-    f.rate, f.to_ps = rate, to_ps
+        hold = paths.hold(rate, lat, skew, lag_spread)[3]
+        to_ps = modulo_blocked(1, part / rate, hold, workers, paths.jitter)
+        lat = (1 - to_ps) * paths.lat_ok + to_ps * paths.lat_ps(workers) + lag_max
+        ps_bound = paths.shards / (((1 - to_ps) + to_ps * workers) * paths.ps_cost)
+        rate = (rate + min(1 / paths.tx, window / lat, ps_bound)) / 2
+    return rate, to_ps, lat
 
 
 def solve_shared(
