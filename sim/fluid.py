@@ -183,11 +183,12 @@ class FluidSim:
         prios = self.prios = priorities(self.scheme, self.net, ranked, self.prios)
         layout = self.parts.layout(prios)
         for j in running:
-            if j.slots != layout[j.spec.job]:
-                if j.phase in INSIDE and any(size for _, size in (j.slots, layout[j.spec.job])):
+            slots = layout[j.spec.job]
+            if slots != j.slots:
+                if j.phase in INSIDE and (slots[1] or j.slots[1]):
                     self._strand_at_recut(j)
-                j.slots = layout[j.spec.job]
-            new = (prios[j.spec.job], layout[j.spec.job][1])
+                j.slots = slots
+            new = (prios[j.spec.job], slots[1])
             if new != (j.flow.prio, j.flow.part):
                 j.flow.prio, j.flow.part = new
                 self.dirty = True

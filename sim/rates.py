@@ -68,7 +68,7 @@ from scipy import optimize
 
 from esa.schemes import Scheme
 from sim.params import Net
-from sim.placement import modulo_blocked, self_blocked_mean
+from sim.placement import lap_blocked, laps_held, modulo_blocked, self_blocked_mean
 
 ROUNDS = 2000
 """Most damped rounds of one shared-pool solve; a solve still moving then
@@ -534,7 +534,7 @@ def static_lap_point(
     rate, to_ps = min(1 / paths.tx, window / lat, paths.shards / paths.ps_cost), 0.0
     for _ in range(STATIC_ROUNDS):
         hold = paths.hold(rate, lat, skew, lag_spread)[3]
-        to_ps = modulo_blocked(1, part / rate, hold, workers, paths.jitter)
+        to_ps = lap_blocked(laps_held(part / rate, hold, workers, paths.jitter))
         lat = (1 - to_ps) * paths.lat_ok + to_ps * paths.lat_ps(workers) + lag_max
         ps_bound = paths.shards / (((1 - to_ps) + to_ps * workers) * paths.ps_cost)
         rate = (rate + min(1 / paths.tx, window / lat, ps_bound)) / 2
