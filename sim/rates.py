@@ -68,7 +68,7 @@ from scipy import optimize
 
 from esa.schemes import Scheme
 from sim.params import Net
-from sim.placement import lap_blocked, laps_held, modulo_blocked, self_blocked_mean
+from sim.placement import chain_blocked, lap_blocked, laps_held, modulo_blocked, self_blocked_mean
 
 ROUNDS = 2000
 """Most damped rounds of one shared-pool solve; a solve still moving then
@@ -871,6 +871,8 @@ def fallback_shares(
             b = 1 - free
         elif modulo:
             b = modulo_blocked(int(pool), 1.0 / rate[i], t_blk, workers[i], jitter, free)
+        elif atp:  # a colliding chunk goes to the PS whole: a renewal per slot
+            b = 1 - free * (1 - chain_blocked(int(pool), rate[i] * t_blk))
         else:  # one slot, though ESA's hashed chunks have two (docs/sim-models.md)
             b = 1 - free * (1 - self_blocked_mean(int(pool), rate[i] * t_blk))
         b = b if b < BLOCK_CAP else BLOCK_CAP

@@ -13,7 +13,7 @@ from esa.model import slot_hash
 from esa.schemes import Scheme
 from sim import rates
 from sim.params import Net, spread_max_ns, spread_range_ns
-from sim.placement import reuse_distances, self_blocked, self_blocked_mean
+from sim.placement import chain_blocked, reuse_distances, self_blocked, self_blocked_mean
 from sim.rates import (
     CONVERGED,
     Flow,
@@ -250,6 +250,31 @@ def test_self_collisions_are_the_switchs_hash() -> None:
         direct = np.mean([slots[s] in slots[s - h : s] for s in tail])
         assert abs(float(self_blocked(pool, np.array([float(h)]))[0]) - direct) < 0.03
     assert self_blocked(pool, np.array([83.0]))[0] == 0
+
+
+def placed_out(pool: int, hold: int, chunks: int = 40_000) -> float:
+    """Share of a lone job's chunks that find the switch's CRC slot held by
+    one of its own earlier chunks, placed one by one, a taken slot held for
+    the next ``hold`` chunks and a chunk kept out taking none (ATP)."""
+    free_at: dict[int, int] = {}
+    out = 0
+    for seq in range(chunks):
+        slot = slot_hash(1, seq, pool)
+        if free_at.get(slot, -1) > seq:
+            out += 1
+        else:
+            free_at[slot] = seq + hold
+    return out / chunks
+
+
+@pytest.mark.parametrize("pool", [256, 1024])
+@pytest.mark.parametrize("share", [0.15, 0.3, 0.45, 0.8, 2.0])
+def test_atps_own_collisions_are_a_renewal_per_slot(pool: int, share: float) -> None:
+    """``chain_blocked`` against the chunks placed one by one: within 0.04
+    (the chains' gaps are taken as independent), where counting every chunk
+    of a hold (``self_blocked_mean``) was up to 0.4 above."""
+    hold = round(share * pool)
+    assert chain_blocked(pool, hold) == pytest.approx(placed_out(pool, hold), abs=0.04)
 
 
 def test_a_lost_marker_strands_chunks_only_where_contributions_spread() -> None:
