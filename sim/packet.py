@@ -103,7 +103,7 @@ class PacketSim(HostSim):
             if self.switch.jobs.get(job.wire) != cfg:
                 self.switch.add_job(job.wire, cfg)
             if self.scheme.is_static:
-                job.window = self.net.static_window(self.scheme, job.part_size)
+                job.window = self.net.static_window(self.scheme, job.part_size, job.spec.workers)
                 for w in job.workers:
                     self._pump(job, w)
 

@@ -228,14 +228,27 @@ class Net:
     def window_for(self, scheme: Scheme) -> int:
         return self.window if self.window > 0 else self.bdp_window(scheme)
 
-    def static_window(self, scheme: Scheme, part_size: int) -> int:
+    def static_window(self, scheme: Scheme, part_size: int, workers: int) -> int:
         """STATIC: a worker's window in a partition (see ``static_fit_window``);
-        without one, the window of the path through the PS."""
+        without one, its job's every chunk goes to its PS (``ps_window``)."""
         if part_size == 0:
-            return self.window_for(Scheme.ATP)
+            return self.ps_window(workers)
         if not self.static_fit_window:
             return self.window_for(scheme)
         return max(1, min(self.window_for(scheme), part_size))
+
+    def ps_window(self, workers: int) -> int:
+        """A worker's window when its job's every chunk goes to its PS: twice
+        its share of the PS path's bandwidth-delay product (its ``workers``
+        share the job's ``ps_shards`` links), at most the path's own.  The
+        path's whole product for each of them only queues on the PS links:
+        16 workers on one PS host queued 16 windows of 464 packets, 109 us,
+        past their retransmission timeout (8 round trips, 54 us), and each
+        resend added 16 packets to the queue."""
+        whole = self.window_for(Scheme.ATP)
+        if self.window > 0:
+            return whole
+        return min(whole, 2 * math.ceil(whole * self.ps_shards / workers))
 
     def bdp_partition(self, pool_size: int) -> int:
         """STATIC_BDP, STATIC_FB: slots per partition, one bandwidth-delay product."""

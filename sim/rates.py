@@ -490,15 +490,16 @@ def solve_static(flows: list[Flow], paths: SolveConstants, net: Net) -> None:
     without a partition (more jobs than slots) streams through its PS."""
     windows: dict[int, int] = {}  # by partition size (the jobs' are mostly equal)
     for f in flows:
-        if f.part not in windows:
-            windows[f.part] = net.static_window(Scheme.STATIC_BDP, f.part)
-        f.window = windows[f.part]
         if f.part == 0:
+            f.window = net.ps_window(f.workers)
             f.to_ps = 1.0
             f.latency = paths.lat_ps(f.workers) + f.lag_max
             ps_bound = paths.shards / (f.workers * paths.ps_cost)
             f.rate = min(1 / paths.tx, ps_bound, f.window / f.latency)
             continue
+        if f.part not in windows:
+            windows[f.part] = net.static_window(Scheme.STATIC_BDP, f.part, f.workers)
+        f.window = windows[f.part]
         static_lap(f, paths)
 
 

@@ -421,3 +421,23 @@ def test_a_finished_jobs_ps_pulls_nothing() -> None:
     assert None not in finish
     assert sim.now <= max(f for f in finish if f is not None) + 1e6
     assert all(not ps.scans for job in sim.jobs.values() for ps in job.shards)
+
+
+def test_a_job_that_sends_every_chunk_to_its_ps_queues_no_more_than_two_of_its_shares() -> None:
+    """A worker whose job sends every chunk to its PS (``ps-only``, a STATIC
+    job without a partition) keeps twice its share of the PS path's
+    bandwidth-delay product in flight (``Net.ps_window``), not the whole
+    of it: 16 workers on one PS host queued 16 x 464 packets there, past
+    their timeout, and resent 10,041 of 16,000 sends, 60 % slower."""
+    net = Net(ps_shards=1, barrier=True, ps_stall_adapts=True)
+    whole = net.window_for(Scheme.ATP)
+    assert net.ps_window(16) == 2 * math.ceil(whole / 16) < whole
+    assert replace(net, ps_shards=2).ps_window(16) == 2 * math.ceil(whole * 2 / 16)
+    assert net.ps_window(2) == whole
+    assert replace(net, window=64).ps_window(16) == 64
+    assert net.static_window(Scheme.STATIC_FB, 0, 16) == net.ps_window(16)
+    sim = PacketSim([JobSpec(1, 16, 32 * 1000, 1)], 1024, Scheme.PS_ONLY, net, 0)
+    sim.run()
+    assert sim.retransmits() == 0
+    assert sim.ps_completed[1] == 1000
+    assert sim.jobs[1].window == net.ps_window(16)
