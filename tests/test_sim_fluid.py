@@ -111,8 +111,8 @@ def test_atp_alone_sends_the_packet_models_share_to_its_ps() -> None:
     model's do (``chain_blocked``); counted as every chunk of a hold
     holding its slot, the fluid model was 24 % and 35 % slower.  (With 16
     workers the packet model's workers resend behind their own PS queue,
-    docs/sim-validation.md, "ATP's chains, and a timeout shorter than its
-    own queue".)"""
+    docs/sim-validation.md, "ATP's chains, and a window that only
+    queues".)"""
     net = Net(ps_shards=1, barrier=True, ps_stall_adapts=True)
     for workers in (4, 8):
         jobs = [JobSpec(1, workers, 32 * 2000, 1, compute_s=20e-6)]
