@@ -105,34 +105,34 @@ def test_a_window_bound_stream_ends_when_its_last_window_is_answered(scheme: Sch
     assert abs(coarse / exact - 1) <= 1e-3
 
 
-def test_atp_alone_sends_the_packet_models_share_to_its_ps() -> None:
-    """A lone ATP job on one PS host, 4 and 8 workers: its slots are held
-    through the PS's queue, and its own chunks keep out what the packet
-    model's do (``chain_blocked``); counted as every chunk of a hold
-    holding its slot, the fluid model was 24 % and 35 % slower.  (With 16
-    workers the packet model's workers resend behind their own PS queue,
-    docs/sim-validation.md, "ATP's chains, and a window that only
-    queues".)"""
-    net = Net(ps_shards=1, barrier=True, ps_stall_adapts=True)
-    for workers in (4, 8):
-        jobs = [JobSpec(1, workers, 32 * 2000, 1, compute_s=20e-6)]
-        coarse = mean_jct(run_scenario(jobs, 1024, Scheme.ATP, net, model="fluid"))
-        exact = mean_jct(run_scenario(jobs, 1024, Scheme.ATP, net, model="packet"))
-        assert coarse == pytest.approx(exact, rel=0.02)
+LONE_PS_JOBS = [
+    pytest.param(Scheme.ATP, 4, 2000, 0.02, id="atp-4"),
+    pytest.param(Scheme.ATP, 8, 2000, 0.02, id="atp-8"),
+    pytest.param(Scheme.PS_ONLY, 4, 1000, 0.03, id="ps-only-4"),
+    pytest.param(Scheme.PS_ONLY, 16, 1000, 0.03, id="ps-only-16"),
+]
+"""scheme, workers, chunks, tolerance: a lone job on one PS host."""
 
 
-def test_ps_only_alone_is_its_ps_links_time() -> None:
-    """A lone ``ps-only`` job on one PS host, 4 and 16 workers, within 3 %
-    of the packet model (the fluid model's common optimism of 1-3 %): its
-    workers keep twice their share of the PS path's window in flight
+@pytest.mark.parametrize(("scheme", "workers", "chunks", "tol"), LONE_PS_JOBS)
+def test_a_lone_job_through_one_ps_host_is_the_packet_models(
+    scheme: Scheme, workers: int, chunks: int, tol: float
+) -> None:
+    """ATP: its slots are held through the PS's queue, and its own chunks
+    keep out what the packet model's do (``chain_blocked``); counted as
+    every chunk of a hold holding its slot, the fluid model was 24 % and
+    35 % slower with 4 and 8 workers (with 16 the packet model's workers
+    resend behind their own PS queue, docs/sim-validation.md, "ATP's
+    chains, and a window that only queues").  ``ps-only``: its workers keep
+    twice their share of the PS path's window in flight
     (``Net.ps_window``), so none resends behind its own queue (with the
-    path's whole window the packet model was 56 % slower at 16 workers)."""
+    path's whole window the packet model was 56 % slower at 16 workers);
+    within 3 %, the fluid model's common optimism of 1-3 %."""
     net = Net(ps_shards=1, barrier=True, ps_stall_adapts=True)
-    for workers in (4, 16):
-        jobs = [JobSpec(1, workers, 32 * 1000, 1, compute_s=20e-6)]
-        coarse = mean_jct(run_scenario(jobs, 1024, Scheme.PS_ONLY, net, model="fluid"))
-        exact = mean_jct(run_scenario(jobs, 1024, Scheme.PS_ONLY, net, model="packet"))
-        assert coarse == pytest.approx(exact, rel=0.03)
+    jobs = [JobSpec(1, workers, 32 * chunks, 1, compute_s=20e-6)]
+    coarse = mean_jct(run_scenario(jobs, 1024, scheme, net, model="fluid"))
+    exact = mean_jct(run_scenario(jobs, 1024, scheme, net, model="packet"))
+    assert coarse == pytest.approx(exact, rel=tol)
 
 
 def test_a_recut_delays_a_job_with_chunks_in_the_switch_not_one_computing(
