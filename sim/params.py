@@ -6,6 +6,7 @@ Every number here has its source in docs/simulator.md ("Parameters").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.world.priority import DEFAULT_AGING_PERIOD_S
@@ -228,24 +229,34 @@ class Net:
     def window_for(self, scheme: Scheme) -> int:
         return self.window if self.window > 0 else self.bdp_window(scheme)
 
-    def static_window(self, scheme: Scheme, part_size: int, workers: int) -> int:
+    def static_window(
+        self,
+        scheme: Scheme,
+        part_size: int,
+        workers: int,
+        windows: Callable[[Scheme], int] | None = None,
+    ) -> int:
         """STATIC: a worker's window in a partition (see ``static_fit_window``);
-        without one, its job's every chunk goes to its PS (``ps_window``)."""
+        without one, its job's every chunk goes to its PS (``ps_window``).
+        ``windows``: each scheme's window on the job's path (default: the one
+        switch's, ``window_for``; a fabric's paths differ)."""
+        window = windows or self.window_for
         if part_size == 0:
-            return self.ps_window(workers)
+            return self.ps_window(workers, window(Scheme.ATP))
         if not self.static_fit_window:
-            return self.window_for(scheme)
-        return max(1, min(self.window_for(scheme), part_size))
+            return window(scheme)
+        return max(1, min(window(scheme), part_size))
 
-    def ps_window(self, workers: int) -> int:
+    def ps_window(self, workers: int, whole: int | None = None) -> int:
         """A worker's window when its job's every chunk goes to its PS: twice
         its share of the PS path's bandwidth-delay product (its ``workers``
         share the job's ``ps_shards`` links), at most the path's own.  The
         path's whole product for each of them only queues on the PS links:
         16 workers on one PS host queued 16 windows of 464 packets, 109 us,
         past their retransmission timeout (8 round trips, 54 us), and each
-        resend added 16 packets to the queue."""
-        whole = self.window_for(Scheme.ATP)
+        resend added 16 packets to the queue.  ``whole``: the path's own
+        (default: the one switch's)."""
+        whole = self.window_for(Scheme.ATP) if whole is None else whole
         if self.window > 0:
             return whole
         return min(whole, 2 * math.ceil(whole * self.ps_shards / workers))

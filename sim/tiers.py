@@ -190,17 +190,11 @@ class TierSim(HostSim):
                 if s.model.jobs.get(job.wire) != cfg:
                     s.model.add_job(job.wire, cfg)
             if self.scheme.is_static:
-                job.window = self._static_window(jid, min(parts))
+                job.window = self.net.static_window(
+                    self.scheme, min(parts), job.spec.workers, self.paths[jid].window
+                )
                 for w in job.workers:
                     self._pump(job, w)
-
-    def _static_window(self, jid: int, part: int) -> int:
-        paths = self.paths[jid]
-        if part == 0:
-            return paths.window(Scheme.ATP)
-        if not self.net.static_fit_window:
-            return paths.window(self.scheme)
-        return max(1, min(paths.window(self.scheme), part))
 
     def _row(
         self, s: TierSwitch, rj: RackJob, job: JobRun, prio: int, base: int, size: int

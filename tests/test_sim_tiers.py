@@ -72,6 +72,22 @@ def test_a_job_inside_one_rack_is_its_tors_alone_as_on_one_switch() -> None:
         assert sim.tors[1].model.events(1)[Event.COMPLETED] == 1000
 
 
+def test_a_job_without_a_partition_keeps_its_paths_ps_window() -> None:
+    """A job whose every chunk goes to its PS keeps twice its workers'
+    share of its own path's window (``Net.static_window``, ``ps_window``),
+    as on one switch: in one rack the same JCT as ``sim.packet``'s; across
+    racks the share of the longer path's window."""
+    net = replace(NET, ps_shards=1)
+    job = spec(1, 4, 500)
+    alone = TierSim([RackJob(job, (1, 1, 1, 1))], 256, Scheme.PS_ONLY, net, FABRIC)
+    assert alone.run() == PacketSim([job], 256, Scheme.PS_ONLY, net).run()
+    cross = TierSim([RackJob(job, (0, 0, 1, 1))], 256, Scheme.PS_ONLY, net, FABRIC)
+    cross.run()
+    whole = cross.paths[1].window(Scheme.ATP)
+    assert whole > net.window_for(Scheme.ATP)
+    assert cross.jobs[1].window == net.ps_window(4, whole) == 2 * -(-whole // 4)
+
+
 def test_two_tiers_send_one_partial_per_rack_up_and_one_result_per_rack_down() -> None:
     """No contention: each aggregating ToR completes its rack's sum of every
     chunk, a lone worker's contribution goes up as its rack's, the spine
