@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.sim_loss --loss-pct 0.1 1 5
 
-``make sim``'s points (``sim.sweep.REGIMES``, one PS host per job) at a
+``make sim``'s points (``sim.sweep.REGIMES``, one PS host per job, ESA
+with its homes as ``make sim`` runs it, ``sim.sweep.at_shards``) at a
 reduced scale the packet model can run: ``--jobs`` jobs of each point's
 workload, their tensors, compute and arrivals divided by ``--shrink``, at
 most ``--iterations`` iterations each; every host link loses each packet
@@ -24,7 +25,7 @@ from esa.schemes import Scheme
 from sim import packet
 from sim.params import BASELINES
 from sim.summary import CONTROLLER_ESA
-from sim.sweep import REGIMES
+from sim.sweep import REGIMES, at_shards
 
 SCHEMES = (*BASELINES, Scheme.ESA_EQUAL, CONTROLLER_ESA)
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     for pt in REGIMES:
         if args.point and pt.name not in args.point:
             continue
-        pt = replace(pt, ps_shards=1, jobs=args.jobs)
+        pt = replace(at_shards(pt, 1), jobs=args.jobs)
         specs = [shrink(s, args.shrink, args.iterations) for s in pt.specs(args.seed)]
         for loss in args.loss_pct:
             net = replace(pt.net(), loss=loss / 100)
