@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.world.partition import (
+    HOME_CAP,
     HOME_FLOOR,
     Parts,
     by_priority,
@@ -138,7 +139,7 @@ def test_a_rise_into_the_homes_takes_the_lowest_homed_ones_and_moves_no_other() 
 
 def test_an_admission_that_finds_no_free_range_recuts_the_pool_equally() -> None:
     alone = partition(256, [7], part_size=100, ranked=True)
-    assert alone == {7: (0, 256)}
+    assert alone == {7: (0, 200)}
     assert partition(256, [7, 3], part_size=100, previous=alone, ranked=True) == {
         3: (0, 128),
         7: (128, 128),
@@ -146,6 +147,25 @@ def test_an_admission_that_finds_no_free_range_recuts_the_pool_equally() -> None
     assert partition(256, [7, 3], part_size=100, previous={7: (0, 182)}, ranked=True) == {
         3: (0, 128),
         7: (128, 128),
+    }
+
+
+def test_a_home_is_at_most_two_least_homes_so_admissions_find_a_free_range() -> None:
+    """``make sim``'s least home at 100 G / 1 us, 178 slots, in 1,024: a
+    lone job's home leaves the rest free, and the next two admissions take
+    free ranges (up to the equal share) without moving a home; only the
+    fourth finds none and recuts."""
+    homes = partition(1024, [7], part_size=178, ranked=True)
+    assert homes == {7: (0, 356)}
+    homes = partition(1024, [3, 7], part_size=178, previous=homes, ranked=True)
+    assert homes == {3: (356, 356), 7: (0, 356)}
+    homes = partition(1024, [3, 7, 9], part_size=178, previous=homes, ranked=True)
+    assert homes == {3: (356, 356), 7: (0, 356), 9: (712, 312)}
+    assert partition(1024, [3, 7, 9, 4], part_size=178, previous=homes, ranked=True) == {
+        3: (0, 256),
+        4: (256, 256),
+        7: (512, 256),
+        9: (768, 256),
     }
 
 
@@ -201,13 +221,17 @@ def test_esa_homes_are_disjoint_in_the_pool_and_never_smaller_for_a_higher_prior
     pool: int, least: int, prios: list[int]
 ) -> None:
     """Jobs ``0..n-1`` with priorities ``prios``: the homes cover the pool
-    exactly when any job has one, no two share a slot, and a job never has
-    a smaller home than a job of lower priority."""
+    exactly when any job has one, or, where the equal share is above
+    ``HOME_CAP`` least homes, its start in homes of that size; no two share
+    a slot, and a job never has a smaller home than a job of lower
+    priority."""
     level = dict(enumerate(prios))
     order = by_priority(list(level), level)
     parts = partition(pool, order, least, ranked=True)
     slots = sorted(s for b, n in parts.values() for s in range(b, b + n))
-    assert slots == (list(range(pool)) if prios else [])
+    homed = home_count(pool, len(prios), least)
+    capped = least and pool // max(1, homed) > HOME_CAP * least
+    assert slots == list(range(homed * HOME_CAP * least if capped else pool) if prios else [])
     assert all(parts[a][1] >= parts[b][1] for a in level for b in level if level[a] > level[b])
     assert sum(1 for _, n in parts.values() if n) == home_count(pool, len(prios), least)
 

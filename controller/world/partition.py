@@ -91,6 +91,13 @@ stream at line rate: 3/4 for four workers on one PS host, the smallest
 fan-in of the mixes the simulator runs and ATP's deployments' ratio or
 less.  A smaller home leaves its job below line rate while the slots would
 carry a higher-ranked job at it (docs/controller.md, "Partitions")."""
+HOME_CAP = 2
+"""ESA's homes are never larger than this many least homes.  A home of the
+whole equal share leaves no free range, so the next admission recuts the
+pool and every homed job's chunks in flight strand (a lone job's home was
+the whole pool); capped, the pool keeps free ranges that an admission takes
+without moving a home, and rule L lends them meanwhile.  Twice the least
+home holds a line-rate stream whose chunks take twice the mean hold."""
 
 
 def partition(
@@ -136,10 +143,12 @@ def esa_homes(
       freed slots are lent by rule L until a job takes them);
     * a job among them without a home, in rank order, takes the largest
       unassigned range if it has ``floor`` slots or more (up to the equal
-      share, ``pool // home_count``), else the home of the lowest-ranked
-      job outside them (which hashes from then on);
-    * if neither is there, the pool is recut equally among them
-      (``_laid_out``), as with no ``previous`` home.
+      share, ``pool // home_count``, and ``HOME_CAP`` least homes), else
+      the home of the lowest-ranked job outside them (which hashes from
+      then on);
+    * if neither is there, the pool is recut equally among them, each home
+      at most ``HOME_CAP`` least homes (``_laid_out``), as with no
+      ``previous`` home.
 
     Only the jobs whose home changes can strand a chunk in flight: none at
     a finish without a job that hashes, the one taking the freed range
@@ -151,9 +160,11 @@ def esa_homes(
     top = jobs[:count]
     share = pool_size // max(1, count)
     floor = _take_floor(least, share)
+    if least:
+        share = min(share, HOME_CAP * least)
     kept = _kept(pool_size, jobs, previous or {}, min(pool_size, floor) if least else 1)
     if not kept:
-        return _laid_out(pool_size, jobs, top)
+        return _laid_out(pool_size, jobs, top, share)
     for job in top:
         if job in kept:
             continue
@@ -163,7 +174,7 @@ def esa_homes(
             continue
         outside = [j for j in reversed(jobs) if j in kept and j not in top]
         if not outside:
-            return _laid_out(pool_size, jobs, top)
+            return _laid_out(pool_size, jobs, top, share)
         kept[job] = kept.pop(outside[0])
     return dict.fromkeys(jobs, (0, 0)) | kept
 
@@ -204,14 +215,17 @@ def equal_split(pool_size: int, jobs: list[int]) -> Parts:
     return _laid_out(pool_size, jobs, sorted(jobs[:pool_size]))
 
 
-def _laid_out(pool_size: int, jobs: list[int], homed: list[int]) -> Parts:
+def _laid_out(pool_size: int, jobs: list[int], homed: list[int], cap: int = 0) -> Parts:
     """The pool split equally among ``homed``, the slots left by the
     division going one each to the first of them, laid out in job-id order;
-    the rest of ``jobs`` without a partition (size 0)."""
+    the rest of ``jobs`` without a partition (size 0).  With ``cap`` below
+    the equal share each gets ``cap`` and the rest of the pool stays free."""
     out: Parts = dict.fromkeys(jobs, (0, 0))
     if not homed:
         return out
     share, extra = divmod(pool_size, len(homed))
+    if 0 < cap < share:
+        share, extra = cap, 0
     size = {job: share + (1 if rank < extra else 0) for rank, job in enumerate(homed)}
     base = 0
     for job in sorted(homed):
