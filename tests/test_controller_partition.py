@@ -17,7 +17,6 @@ from controller.world.partition import (
     esa_homes,
     fixed,
     home_count,
-    largest_gap,
     partition,
 )
 
@@ -138,40 +137,35 @@ def test_a_rise_into_the_homes_takes_the_lowest_homed_ones_and_moves_no_other() 
     assert partition(256, [9, 3, 7], part_size=100, previous=homes, ranked=True) == homes
 
 
-def test_an_admission_that_finds_no_free_range_hashes_until_a_finish_frees_one() -> None:
-    """With a least home nobody moves for it (a move strands the mover's
-    chunks in flight); without one (the equal split) the pool is recut."""
+def test_an_admission_that_finds_no_free_range_recuts_the_pool_equally() -> None:
     alone = partition(256, [7], part_size=100, ranked=True)
     assert alone == {7: (0, 200)}
-    both = partition(256, [7, 3], part_size=100, previous=alone, ranked=True)
-    assert both == {7: (0, 200), 3: (0, 0)}
-    assert partition(256, [3], part_size=100, previous=both, ranked=True) == {3: (0, 200)}
-    assert partition(256, [7, 3], part_size=100, previous={7: (0, 182)}, ranked=True) == {
-        7: (0, 182),
-        3: (0, 0),
+    assert partition(256, [7, 3], part_size=100, previous=alone, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
     }
-    equal = partition(256, [7], ranked=True)
-    assert equal == {7: (0, 256)}
-    assert partition(256, [7, 3], previous=equal, ranked=True) == {3: (0, 128), 7: (128, 128)}
+    assert partition(256, [7, 3], part_size=100, previous={7: (0, 182)}, ranked=True) == {
+        3: (0, 128),
+        7: (128, 128),
+    }
 
 
 def test_a_home_is_at_most_two_least_homes_so_admissions_find_a_free_range() -> None:
     """``make sim``'s least home at 100 G / 1 us, 178 slots, in 1,024: a
     lone job's home leaves the rest free, and the next two admissions take
-    free ranges (up to the equal share) without moving a home; the fourth
-    finds none and hashes, and takes the first home that frees."""
+    free ranges (up to the equal share) without moving a home; only the
+    fourth finds none and recuts."""
     homes = partition(1024, [7], part_size=178, ranked=True)
     assert homes == {7: (0, 356)}
     homes = partition(1024, [3, 7], part_size=178, previous=homes, ranked=True)
     assert homes == {3: (356, 356), 7: (0, 356)}
     homes = partition(1024, [3, 7, 9], part_size=178, previous=homes, ranked=True)
     assert homes == {3: (356, 356), 7: (0, 356), 9: (712, 312)}
-    homes = partition(1024, [3, 7, 9, 4], part_size=178, previous=homes, ranked=True)
-    assert homes == {3: (356, 356), 7: (0, 356), 9: (712, 312), 4: (0, 0)}
-    assert partition(1024, [3, 9, 4], part_size=178, previous=homes, ranked=True) == {
-        3: (356, 356),
-        9: (712, 312),
-        4: (0, 341),
+    assert partition(1024, [3, 7, 9, 4], part_size=178, previous=homes, ranked=True) == {
+        3: (0, 256),
+        4: (256, 256),
+        7: (512, 256),
+        9: (768, 256),
     }
 
 
@@ -281,11 +275,9 @@ def test_homes_stay_put_through_finishes_and_move_only_to_make_room(
     pool: int, least: int, events: list[Event]
 ) -> None:
     """Through any run of finishes, admissions and rank changes the homes
-    are disjoint and in the pool, the top ``home_count`` ranks hold one
-    (with a least home: unless no free range has the floor), no home is
-    below the floor (with a least home), a finish moves no home, and a
-    home moves only to a higher-ranked job, or (without a least home) in
-    an equal recut."""
+    are disjoint and in the pool, the top ``home_count`` ranks hold one,
+    no home is below the floor (with a least home), a finish moves no
+    home, and a home moves only to a higher-ranked job or in an equal recut."""
     floor = min(pool, math.ceil(least * HOME_FLOOR)) if least else 1
     jobs: list[int] = []
     homes: Parts = {}
@@ -305,14 +297,10 @@ def test_homes_stay_put_through_finishes_and_move_only_to_make_room(
         assert all(b + n <= c for (b, n), (c, _) in itertools.pairwise(held))
         assert all(b >= 0 and b + n <= pool and n >= floor for b, n in held)
         count = home_count(pool, len(jobs), least)
-        if least:
-            room = largest_gap(pool, held)[1] >= floor
-            assert not room or all(homes[job][1] for job in jobs[:count])
-        else:
-            assert all(homes[job][1] for job in jobs[:count])
+        assert all(homes[job][1] for job in jobs[:count])
         if kind == "finish":
             assert all(homes[job] == home for job, home in before.items())
-        if least or homes != esa_homes(pool, jobs, least):
+        if homes != esa_homes(pool, jobs, least):
             moved = [job for job, home in before.items() if homes[job] != home]
             assert all(homes[job] == (0, 0) for job in moved)
             assert all(

@@ -21,13 +21,10 @@ Under ESA (``ranked``) a partition is a job's home, and ``N`` is the
 operator's least home, what a job holds while it streams at line rate
 (``esa_homes``): as many of the highest-ranked jobs as the pool gives 3/4
 of ``N`` or more (``HOME_FLOOR``) hold a home, the others hash.  A home
-is at most ``2 N`` (``HOME_CAP``) and stays where it is while its job runs,
-unless a job ranked past the homes holds it when a higher-ranked one needs
-one: a chunk in flight across a move of its job's home strands (its
-contributions claim two slots).  A job admitted when no free range has the
-floor hashes until a finish frees one.
-With ``N = 0`` every job has a home, the equal split, recut at an
-admission that finds no room.
+stays where it is while its job runs, unless a higher-ranked job needs
+its slots: a chunk in flight across a move of its job's home strands
+(its contributions claim two slots).
+With ``N = 0`` every job has a home, the equal split when the homes are cut.
 
 The caller's order is admission order, except under ESA, where it is
 priority order (highest first): memory goes to the most urgent jobs.
@@ -96,12 +93,11 @@ less.  A smaller home leaves its job below line rate while the slots would
 carry a higher-ranked job at it (docs/controller.md, "Partitions")."""
 HOME_CAP = 2
 """ESA's homes are never larger than this many least homes.  A home of the
-whole equal share leaves no free range, so the next admission had to recut
-the pool, and every homed job's chunks in flight stranded (a lone job's
-home was the whole pool); capped, the pool keeps free ranges that
-admissions take without moving a home, and rule L lends them meanwhile.
-Twice the least home holds a line-rate stream whose chunks take twice the
-mean hold."""
+whole equal share leaves no free range, so the next admission recuts the
+pool and every homed job's chunks in flight strand (a lone job's home was
+the whole pool); capped, the pool keeps free ranges that an admission takes
+without moving a home, and rule L lends them meanwhile.  Twice the least
+home holds a line-rate stream whose chunks take twice the mean hold."""
 
 
 def partition(
@@ -150,17 +146,16 @@ def esa_homes(
       share, ``pool // home_count``, and ``HOME_CAP`` least homes), else
       the home of the lowest-ranked job outside them (which hashes from
       then on);
-    * if neither is there, it hashes until a finish frees a range (with a
-      least home), or the pool is recut equally among them (``least`` 0:
-      the equal split), as with no ``previous`` home (``_laid_out``, each
-      home at most ``HOME_CAP`` least homes).
+    * if neither is there, the pool is recut equally among them, each home
+      at most ``HOME_CAP`` least homes (``_laid_out``), as with no
+      ``previous`` home.
 
     Only the jobs whose home changes can strand a chunk in flight: none at
     a finish without a job that hashes, the one taking the freed range
-    otherwise (it hashed until then); none at an admission; two at a rank
-    change across the last home (the jobs trading it); with ``least`` 0,
-    every homed job at a recut, which happens only at an admission (or a
-    rise into the homes) that finds no room."""
+    otherwise (it hashed until then); none at an admission into a free
+    range; two at a rank change across the last home (the jobs trading
+    it); every homed job at a recut, which happens only at an admission
+    (or a rise into the homes) that finds no room."""
     count = home_count(pool_size, len(jobs), least)
     top = jobs[:count]
     share = pool_size // max(1, count)
@@ -173,15 +168,14 @@ def esa_homes(
     for job in top:
         if job in kept:
             continue
-        base, size = largest_gap(pool_size, kept.values())
+        base, size = _largest_gap(pool_size, kept.values())
         if size >= floor:
             kept[job] = (base, min(size, share))
             continue
         outside = [j for j in reversed(jobs) if j in kept and j not in top]
-        if outside:
-            kept[job] = kept.pop(outside[0])
-        elif not least:
+        if not outside:
             return _laid_out(pool_size, jobs, top, share)
+        kept[job] = kept.pop(outside[0])
     return dict.fromkeys(jobs, (0, 0)) | kept
 
 
@@ -206,7 +200,7 @@ def _kept(pool_size: int, jobs: list[int], previous: Parts, least: int) -> Parts
     return out
 
 
-def largest_gap(pool_size: int, homes: Iterable[tuple[int, int]]) -> tuple[int, int]:
+def _largest_gap(pool_size: int, homes: Iterable[tuple[int, int]]) -> tuple[int, int]:
     """``(base, size)`` of the largest range of the pool outside ``homes``
     (the lowest of equals; size 0 when none)."""
     best, at = (0, 0), 0
