@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from controller.world.partition import HOME_FLOOR
+from controller.world.partition import HOME_CAP, HOME_FLOOR
 from esa import arguments
 from esa.schemes import SIM_SCHEMES, Scheme
 from sim import curves, engine, plots, summary, sweep
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     layout = (
         f"with homes: the pool split among the top ranks, each {HOME_FLOOR:g} x "
-        f"{net.esa_home_size} slots or more"
+        f"{net.esa_home_size} slots or more, {HOME_CAP:g} x at most"
         if net.esa_homes
         else "hashed"
     )
