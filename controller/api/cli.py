@@ -41,7 +41,7 @@ from controller.api.messages import (
 from controller.api.serve import ThriftCli, run_serve
 from controller.api.validate import MAX_PART_SIZE, check_volume, devices
 from controller.errors import ControllerError, InvalidRequest
-from controller.world.partition import HOME_FLOOR, LAYOUT_NAMES
+from controller.world.partition import HOME_CAP, HOME_FLOOR, LAYOUT_NAMES
 from controller.world.priority import DEFAULT_AGING_PERIOD_S
 from esa import arguments, wire
 from esa.arguments import (
@@ -237,8 +237,9 @@ def _add_policy(sub: argparse._SubParsersAction[Parser]) -> None:
         help="static: partitions of this many slots (a job's bandwidth-delay "
         "product in chunks, as SwitchML sizes them), given to jobs in admission "
         "order; esa: the least home, the pool split equally among as many of the "
-        f"highest-ranked jobs as it gives {HOME_FLOOR:g} x this or more, the others hashed "
-        "over the pool; 0 = an equal split among the jobs, under static and esa "
+        f"highest-ranked jobs as it gives {HOME_FLOOR:g} x this or more, each home at most "
+        f"{HOME_CAP:g} x this, the others hashed over the pool; 0 = an equal split among "
+        "the jobs, under static and esa "
         "alike (default: unchanged)",
     )
     p.add_argument(
