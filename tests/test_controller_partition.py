@@ -276,8 +276,9 @@ def test_homes_stay_put_through_finishes_and_move_only_to_make_room(
 ) -> None:
     """Through any run of finishes, admissions and rank changes the homes
     are disjoint and in the pool, the top ``home_count`` ranks hold one,
-    no home is below the floor (with a least home), a finish moves no
-    home, and a home moves only to a higher-ranked job or in an equal recut."""
+    no home is below the floor or above ``HOME_CAP`` least homes (with a
+    least home), a finish moves no home, and a home moves only to a
+    higher-ranked job or in an equal recut."""
     floor = min(pool, math.ceil(least * HOME_FLOOR)) if least else 1
     jobs: list[int] = []
     homes: Parts = {}
@@ -296,6 +297,7 @@ def test_homes_stay_put_through_finishes_and_move_only_to_make_room(
         held = sorted(p for p in homes.values() if p[1])
         assert all(b + n <= c for (b, n), (c, _) in itertools.pairwise(held))
         assert all(b >= 0 and b + n <= pool and n >= floor for b, n in held)
+        assert not least or all(n <= HOME_CAP * least for _, n in held)
         count = home_count(pool, len(jobs), least)
         assert all(homes[job][1] for job in jobs[:count])
         if kind == "finish":
