@@ -30,7 +30,7 @@ from esa.schemes import Scheme
 from sim import packet
 from sim.params import BASELINES, Net
 from sim.summary import CONTROLLER_ESA
-from sim.sweep import REGIMES, Point, at_shards
+from sim.sweep import REGIMES, at_shards
 
 SCHEMES = (*BASELINES, Scheme.ESA_EQUAL, CONTROLLER_ESA)
 
@@ -46,11 +46,10 @@ def shrink(spec: JobSpec, by: float, iterations: int) -> JobSpec:
     )
 
 
-def run(pt: Point, net: Net, args: argparse.Namespace, seed: int) -> dict[Scheme, float]:
-    """Each scheme's mean JCT in s on seed ``seed``'s jobs of ``pt``, reduced."""
-    specs = [shrink(s, args.shrink, args.iterations) for s in pt.specs(seed)]
+def run(specs: list[JobSpec], pool: int, net: Net, seed: int) -> dict[Scheme, float]:
+    """Each scheme's mean JCT in s on ``specs`` (seed ``seed``'s jobs, reduced)."""
     return {
-        s: statistics.fmean(packet.simulate(specs, pt.pool, s, net, seed).values()) for s in SCHEMES
+        s: statistics.fmean(packet.simulate(specs, pool, s, net, seed).values()) for s in SCHEMES
     }
 
 
@@ -78,9 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.point and pt.name not in args.point:
             continue
         pt = replace(at_shards(pt, 1), jobs=args.jobs)
+        specs = {
+            seed: [shrink(s, args.shrink, args.iterations) for s in pt.specs(seed)]
+            for seed in seeds
+        }
         for loss in args.loss_pct:
             net = replace(pt.net(), loss=loss / 100)
-            runs = [run(pt, net, args, seed) for seed in seeds]
+            runs = [run(specs[seed], pt.pool, net, seed) for seed in seeds]
             mean = {s: statistics.fmean(r[s] for r in runs) for s in SCHEMES}
             lead = [min(r[s] for s in BASELINES) / r[CONTROLLER_ESA] for r in runs]
             best = min(mean[s] for s in BASELINES)
